@@ -1,0 +1,24 @@
+"""privclust: differentially private clustering.
+
+>>> from privclust import KMeans
+>>> model = KMeans(n_clusters=3, epsilon=1.0, delta=1e-6, bounds=(-1, 1)).fit(X)  # doctest: +SKIP
+>>> model.privacy_spent_  # doctest: +SKIP
+"""
+
+from . import datasets, metrics
+from .estimator import KMeans
+from .geometry.domain import PrivacyLeakWarning
+from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KMeans",
+    "Budget",
+    "BudgetExceededError",
+    "PrivacyAccountant",
+    "PrivacyReport",
+    "PrivacyLeakWarning",
+    "datasets",
+    "metrics",
+]

@@ -1,0 +1,65 @@
+"""Input checks with messages that say what was wrong and what to do."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["check_data", "check_n_clusters", "check_epsilon", "check_delta"]
+
+
+def check_data(X, what: str = "X") -> np.ndarray:
+    """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
+    columns = getattr(X, "columns", None)
+    if columns is not None and hasattr(X, "dtypes"):
+        bad = [str(c) for c, t in zip(columns, X.dtypes) if not np.issubdtype(np.dtype(t), np.number)]
+        if bad:
+            raise ValueError(
+                f"{what} has non-numeric columns {bad}: drop or encode them before clustering"
+            )
+        X = X.to_numpy()
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be numeric: {exc}") from None
+    if arr.ndim == 1:
+        raise ValueError(
+            f"{what} must be 2-D (n_samples, n_features), got a 1-D array of length {arr.shape[0]}; "
+            "use X.reshape(-1, 1) for a single feature"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {arr.ndim} dimensions")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{what} has no rows")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{what} has no features (columns)")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise ValueError(
+            f"{what} contains NaN or infinite values (first at row {row}, column {col}); "
+            "remove or impute them before clustering"
+        )
+    return arr
+
+
+def check_n_clusters(k, n_rows: int | None = None) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"n_clusters must be a positive integer, got {k!r}")
+    if n_rows is not None and k > n_rows:
+        raise ValueError(f"n_clusters={k} is larger than the number of rows ({n_rows})")
+    return int(k)
+
+
+def check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    return float(epsilon)
+
+
+def check_delta(delta) -> float:
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 <= delta < 1:
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}; a common choice is well below 1/n")
+    return float(delta)

@@ -1,0 +1,9 @@
+"""Clustering algorithms, written against the aggregate-query interface.
+
+Importing this package registers every algorithm in :data:`ALGORITHMS`.
+"""
+
+from . import lloyd  # noqa: F401  (registers the DP-Lloyd family)
+from .base import ALGORITHMS, FitContext, FitResult
+
+__all__ = ["ALGORITHMS", "FitContext", "FitResult"]

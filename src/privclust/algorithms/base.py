@@ -1,0 +1,76 @@
+"""What every clustering algorithm receives and returns, and the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..privacy.budget import Budget
+from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism
+from ..privacy.noise import Randomness
+from ..queries.base import AggregateOracle, count_query
+
+__all__ = ["FitContext", "FitResult", "ALGORITHMS", "register", "estimate_rows", "count_mechanism"]
+
+
+
+@dataclass
+class FitContext:
+    """Everything an algorithm may use: the oracle is its only door to the data."""
+
+    oracle: AggregateOracle
+    n_clusters: int
+    budget: Budget | None  # None: non-private
+    randomness: Randomness
+    public_n: int | None = None
+    count_fraction: float = 0.05
+    options: dict = field(default_factory=dict)
+    callback: Callable[[int, int], None] | None = None  # (iterations done, iterations planned)
+
+    @property
+    def n_features(self) -> int:
+        return self.oracle.n_features
+
+
+@dataclass
+class FitResult:
+    centers: np.ndarray  # in the unit box [-1, 1]^d
+    n_iter: int
+    n_estimate: float | None = None  # the (noisy or public) row count the heuristics used
+    info: dict = field(default_factory=dict)
+
+
+ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
+
+
+def register(name: str):
+    def wrap(fn: Callable[[FitContext], FitResult]):
+        ALGORITHMS[name] = fn
+        return fn
+
+    return wrap
+
+
+def count_mechanism(*, mu: float | None = None, epsilon: float | None = None) -> Mechanism:
+    """The mechanism that releases the row count (sensitivity 1) within its share of the budget."""
+    if mu is not None:
+        return GaussianMechanism.for_mu(mu, sensitivity=1.0)
+    return LaplaceMechanism.calibrated(epsilon, sensitivity=1.0)
+
+
+def estimate_rows(ctx: FitContext, mechanism: Mechanism | None) -> float:
+    """The row count for data-dependent heuristics: public if declared, else a noisy count.
+
+    Under add/remove neighbouring the count is private, so it is either
+    declared by the user (``public_n``) or released through ``mechanism``
+    (its cost recorded like any other release).  The result is floored at 1
+    -- post-processing.
+    """
+    if ctx.public_n is not None:
+        return float(ctx.public_n)
+    if mechanism is None:
+        raise ValueError("a private row count needs a mechanism")
+    noisy = ctx.oracle.release(count_query(mechanism))["count"]
+    return max(float(noisy[0, 0]), 1.0)

@@ -1,0 +1,297 @@
+"""The DP-Lloyd family of seed 003: FastLloyd and its baselines.
+
+All four share one loop (:func:`run_lloyd`): assign each point to its nearest
+current center, release noisy per-cluster sums and counts through the
+aggregate-query oracle, and post-process.  They differ only in their public
+*plan* -- assignment radius, absolute or relative sums, noise, and
+post-processing -- which is fixed before the first release.
+
+Privacy arguments (add/remove neighbouring, data normalised to [-1, 1]^d):
+
+``fastlloyd`` (FastLloyd, seed 003 Sec. 5).  Total budget (eps, delta) ->
+mu = GDP mu for (eps, delta) (analytic Gaussian).  Without a declared public
+row count, a share ``count_fraction`` of mu^2 releases a noisy count (one
+Gaussian query, sensitivity 1); the rest, mu_L, goes to Lloyd with sigma =
+1/mu_L.  Iteration t assigns a point only if it lies within radius r_t of its
+nearest center (r_0 = beta/2 with the "step" strategy, else eta =
+alpha*beta/(2 k^(1/d)), beta = 2 sqrt(d)), so its relative contribution
+x - c has l2 norm < r_t (Theorem 5.1), and counts have sensitivity 1.
+Noise: std sigma_R r_t sqrt(T) on relative sums, sigma_C sqrt(T) on counts,
+with sigma_R = sigma sqrt(1+sqrt(4d)) / (4d)^(1/4), sigma_C = sigma
+sqrt(1+sqrt(4d)) (eq. 7).  Per iteration that is (1/(sigma_R sqrt T))- and
+(1/(sigma_C sqrt T))-GDP; over T iterations and both queries
+sqrt(T/(sigma_R^2 T) + T/(sigma_C^2 T)) = 1/sigma = mu_L, whatever T is.
+With the count: sqrt(mu_c^2 + mu_L^2) = mu, i.e. exactly (eps, delta).
+
+``glloyd`` (GLloyd, seed 003 App. B.1).  As above but sums are absolute,
+sensitivity sqrt(d) (the domain), no radius, split sigma_C =
+sqrt(sqrt(d)/(2 rho)) sigma_S with 1/sigma_S^2 + 1/sigma_C^2 = 1/sigma^2.
+
+``sulloyd`` (Su et al. 2016).  Laplace noise, pure eps-DP.  Per iteration
+the budget eps_L/T is split as eps_S : eps_C = d : cbrt(4 d rho^2): each sum
+coordinate gets eps_S/d (l1 sensitivity of the sum vector is d, so Laplace
+scale d/eps_S), the count eps_C.  Basic composition: T (eps_S + eps_C) =
+eps_L.  Giving the count's share to every coordinate instead -- as a widely
+used implementation does -- spends T (d cbrt(4 d rho^2) + 1) / (d + cbrt(4 d
+rho^2)) eps_L, more than eps_L whenever cbrt(4 d rho^2) > 1, i.e. d >= 5.
+
+``lloyd``: non-private Lloyd with the same initialisation, reported as
+epsilon = inf.
+
+Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
+stays where it was.  This reads only released values (post-processing), so
+it leaks nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..geometry.domain import fold
+from ..geometry.init import sphere_packing
+from ..privacy.budget import Spend
+from ..privacy.gdp import gdp_mu
+from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, NonPrivate
+from ..queries.base import BucketSumQuery, ValueBlock
+from .base import FitContext, FitResult, count_mechanism, estimate_rows, register
+
+__all__ = ["LloydStep", "run_lloyd", "nearest_center", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
+
+RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
+MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
+ERROR_PER_ITERATION = 0.004  # Su et al.'s tolerated per-iteration MSE (times B, with B = 1)
+POSTPROCESS = ("fold", "clip", "none")
+
+
+@dataclass(frozen=True)
+class LloydStep:
+    """The public plan of one iteration."""
+
+    sum_mechanism: Mechanism
+    count_mechanism: Mechanism
+    radius: float | None = None  # assign only points closer than this; None: all points
+    relative: bool = False  # release sums of (x - center) instead of x
+    clip_move: bool = False  # never move a center by more than ``radius``
+
+
+def nearest_center(chunk: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the nearest center and the squared distance to it, per row (BLAS-based)."""
+    sq = np.einsum("ij,ij->i", chunk, chunk)[:, None] - 2.0 * (chunk @ centers.T)
+    sq += np.einsum("ij,ij->i", centers, centers)[None, :]
+    nearest = np.argmin(sq, axis=1)
+    return nearest, np.maximum(sq[np.arange(chunk.shape[0]), nearest], 0.0)
+
+
+def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> BucketSumQuery:
+    k, d = centers.shape
+
+    def contribution(chunk: np.ndarray):
+        nearest, sq = nearest_center(chunk, centers)
+        values = np.empty((chunk.shape[0], d + 1))
+        if step.relative:
+            np.subtract(chunk, centers[nearest], out=values[:, :d])
+        else:
+            values[:, :d] = chunk
+        values[:, d] = 1.0
+        if step.radius is not None:
+            nearest = np.where(sq < step.radius**2, nearest, -1)
+        return nearest, values
+
+    return BucketSumQuery(
+        label=f"iteration {iteration + 1}",
+        n_buckets=k,
+        blocks=(ValueBlock("sum", d, step.sum_mechanism), ValueBlock("count", 1, step.count_mechanism)),
+        contribution=contribution,
+    )
+
+
+def _postprocess(centers: np.ndarray, how: str) -> np.ndarray:
+    if how == "fold":
+        return fold(centers)
+    if how == "clip":
+        return np.clip(centers, -1.0, 1.0)
+    return centers
+
+
+def run_lloyd(
+    ctx: FitContext,
+    centers: np.ndarray,
+    steps: list[LloydStep],
+    postprocess: str,
+    min_count: float = 1.0,
+    stop_when_stable: bool = False,
+) -> tuple[np.ndarray, int]:
+    """Run the planned iterations; returns the final centers (unit box) and iterations run."""
+    done = 0
+    for t, step in enumerate(steps):
+        released = ctx.oracle.release(_step_query(centers, step, t))
+        sums, counts = released["sum"], released["count"][:, 0]
+        usable = counts > min_count
+        new = centers.copy()
+        if step.relative:
+            new[usable] = centers[usable] + sums[usable] / counts[usable, None]
+        else:
+            new[usable] = sums[usable] / counts[usable, None]
+        if step.clip_move and step.radius is not None:
+            move = new - centers
+            length = np.linalg.norm(move, axis=1)
+            long = length > step.radius
+            new[long] = centers[long] + move[long] * (step.radius / length[long])[:, None]
+        new = _postprocess(new, postprocess)
+        done = t + 1
+        if ctx.callback is not None:
+            ctx.callback(done, len(steps))
+        stable = stop_when_stable and np.allclose(new, centers, rtol=0.0, atol=1e-12)
+        centers = new
+        if stable:
+            break
+    return centers, done
+
+
+def _clamp_iterations(estimate: float) -> int:
+    if not math.isfinite(estimate):
+        return MAX_ITERATIONS
+    return int(max(min(estimate, MAX_ITERATIONS), MIN_ITERATIONS))
+
+
+def _option(ctx: FitContext, name: str, default):
+    return ctx.options.get(name) if ctx.options.get(name) is not None else default
+
+
+def _initial_centers(ctx: FitContext) -> np.ndarray:
+    return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+
+
+def _gaussian_split(ctx: FitContext) -> tuple[float, float | None]:
+    """(mu for Lloyd, mu for the row count or None), checked against the budget."""
+    eps, delta = ctx.budget.epsilon, ctx.budget.delta
+    if delta <= 0:
+        raise ValueError("Gaussian algorithms need delta > 0; use algorithm='sulloyd' for pure epsilon-DP")
+    mu = gdp_mu(eps, delta)
+    if ctx.public_n is not None:
+        mu_count, mu_lloyd = None, mu
+    else:
+        mu_count, mu_lloyd = math.sqrt(ctx.count_fraction) * mu, math.sqrt(1.0 - ctx.count_fraction) * mu
+    planned = [Spend("Lloyd iterations (all)", mu=mu_lloyd)]
+    if mu_count is not None:
+        planned.append(Spend("row count", mu=mu_count))
+    ctx.oracle.accountant.check(planned)
+    return mu_lloyd, mu_count
+
+
+def _check_postprocess(how: str) -> str:
+    if how not in POSTPROCESS:
+        raise ValueError(f"postprocess must be one of {POSTPROCESS}, got {how!r}")
+    return how
+
+
+@register("fastlloyd")
+def fastlloyd(ctx: FitContext) -> FitResult:
+    """FastLloyd: radius-constrained DP Lloyd with relative updates and GDP accounting."""
+    k, d = ctx.n_clusters, ctx.n_features
+    alpha = float(_option(ctx, "alpha", 0.8))
+    if not 0 < alpha:
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    strategy = _option(ctx, "radius_strategy", "step")
+    if strategy not in ("step", "constant"):
+        raise ValueError(f"radius_strategy must be 'step' or 'constant', got {strategy!r}")
+    postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
+    mu_lloyd, mu_count = _gaussian_split(ctx)
+    centers = _initial_centers(ctx)
+    n = estimate_rows(ctx, count_mechanism(mu=mu_count) if mu_count is not None else None)
+
+    sigma = 1.0 / mu_lloyd
+    beta = 2.0 * math.sqrt(d)
+    eta = min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)
+    spread = 1.0 + math.sqrt(4.0 * d)
+    T = _option(ctx, "max_iter", None) or _clamp_iterations(
+        4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
+    )
+    sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
+    sigma_c = sigma * math.sqrt(spread)
+    steps = []
+    for t in range(T):
+        radius = beta / 2.0 if (strategy == "step" and t == 0) else eta
+        steps.append(
+            LloydStep(
+                sum_mechanism=GaussianMechanism(sensitivity=radius, std=sigma_r * radius * math.sqrt(T)),
+                count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(T)),
+                radius=radius,
+                relative=True,
+                clip_move=True,
+            )
+        )
+    centers, done = run_lloyd(ctx, centers, steps, postprocess)
+    return FitResult(centers, done, n, {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c})
+
+
+@register("glloyd")
+def glloyd(ctx: FitContext) -> FitResult:
+    """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
+    k, d = ctx.n_clusters, ctx.n_features
+    postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
+    mu_lloyd, mu_count = _gaussian_split(ctx)
+    centers = _initial_centers(ctx)
+    n = estimate_rows(ctx, count_mechanism(mu=mu_count) if mu_count is not None else None)
+
+    sigma = 1.0 / mu_lloyd
+    T = _option(ctx, "max_iter", None) or _clamp_iterations(
+        ERROR_PER_ITERATION * n**2 / (k**3 * d * (2.0 * RHO + math.sqrt(d)) ** 2 * sigma**2)
+    )
+    sigma_s = sigma * math.sqrt(1.0 + 2.0 * RHO / math.sqrt(d))
+    sigma_c = sigma_s * math.sqrt(math.sqrt(d) / (2.0 * RHO))
+    sensitivity = math.sqrt(d)
+    step = LloydStep(
+        sum_mechanism=GaussianMechanism(sensitivity=sensitivity, std=sigma_s * sensitivity * math.sqrt(T)),
+        count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(T)),
+    )
+    centers, done = run_lloyd(ctx, centers, [step] * T, postprocess)
+    return FitResult(centers, done, n, {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_c})
+
+
+def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
+    """(epsilon of the whole sum vector, epsilon of the count) for one iteration (Su et al.)."""
+    count_weight = (4.0 * d * RHO**2) ** (1.0 / 3.0)
+    unit = epsilon_per_iteration / (d + count_weight)
+    return d * unit, count_weight * unit
+
+
+@register("sulloyd")
+def sulloyd(ctx: FitContext) -> FitResult:
+    """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
+    k, d = ctx.n_clusters, ctx.n_features
+    postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
+    eps = ctx.budget.epsilon
+    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
+    eps_lloyd = eps - (eps_count or 0.0)
+    planned = [Spend("Lloyd iterations (all)", epsilon=eps_lloyd)]
+    if eps_count is not None:
+        planned.append(Spend("row count", epsilon=eps_count))
+    ctx.oracle.accountant.check(planned)
+    centers = _initial_centers(ctx)
+    n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
+
+    count_weight = (4.0 * d * RHO**2) ** (1.0 / 3.0)
+    eps_min = math.sqrt(500.0 * k**3 / n**2 * (d + count_weight) ** 3)
+    T = _option(ctx, "max_iter", None) or _clamp_iterations(eps_lloyd / eps_min)
+    eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
+    step = LloydStep(
+        sum_mechanism=LaplaceMechanism.calibrated(eps_sum, sensitivity=float(d)),
+        count_mechanism=LaplaceMechanism.calibrated(eps_cnt, sensitivity=1.0),
+    )
+    centers, done = run_lloyd(ctx, centers, [step] * T, postprocess)
+    return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt})
+
+
+@register("lloyd")
+def lloyd(ctx: FitContext) -> FitResult:
+    """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
+    max_iter = int(_option(ctx, "max_iter", 100))
+    step = LloydStep(sum_mechanism=NonPrivate(), count_mechanism=NonPrivate())
+    centers, done = run_lloyd(
+        ctx, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
+    )
+    return FitResult(centers, done, None)

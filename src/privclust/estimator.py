@@ -1,0 +1,199 @@
+"""``privclust.KMeans``: differentially private k-means with scikit-learn's API."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Callable
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
+from .algorithms import ALGORITHMS, FitContext
+from .algorithms.lloyd import nearest_center
+from .geometry.domain import make_domain
+from .privacy.budget import Budget, PrivacyAccountant
+from .privacy.noise import Randomness
+from .queries.central import DEFAULT_CHUNK_ROWS, CentralOracle
+
+__all__ = ["KMeans"]
+
+NON_PRIVATE = frozenset({"lloyd"})
+
+
+class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Differentially private k-means.
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of centers k.
+    epsilon, delta : float
+        The privacy budget of one ``fit``.  Gaussian algorithms (``fastlloyd``,
+        ``glloyd``) need ``delta > 0``; ``sulloyd`` is pure epsilon-DP and spends
+        no delta.
+    bounds :
+        The public data domain, declared without looking at the data:
+        ``(lower, upper)`` for every feature, a sequence of per-feature
+        ``(lower, upper)`` pairs, or a radius ``R`` (the ball about the
+        origin).  Rows outside are clipped to it (box: per coordinate; ball:
+        projected).  ``bounds='data'`` derives a box from the data and voids
+        the guarantee (it warns).
+    algorithm : {"fastlloyd", "glloyd", "sulloyd", "lloyd"}
+        ``lloyd`` is the non-private baseline.
+    random_state : None or int
+        ``None`` (default) draws noise from OpenDP's floating-point-safe
+        samplers; an int makes the run reproducible with numpy samplers, which
+        is for experiments, not for releasing real data.
+    public_n : int or None
+        A row count that is public knowledge, used by the iteration heuristic.
+        When ``None``, ``count_fraction`` of the budget buys a noisy count.
+    count_fraction : float
+        Share of the budget spent on the noisy row count (of mu^2 for Gaussian
+        algorithms, of epsilon for ``sulloyd``).
+    max_iter : int or None
+        Fixed number of iterations; ``None`` uses the seed's heuristic (clamped
+        to [2, 7]) for private algorithms and 100 for ``lloyd``.  The privacy
+        cost does not depend on it.
+    alpha, radius_strategy :
+        FastLloyd's radius scale (eta = alpha * 2 sqrt(d) / (2 k^(1/d))) and
+        ``"step"`` (first iteration at half the diagonal) or ``"constant"``.
+    postprocess : {"fold", "clip", "none"} or None
+        Bring centers back into the domain; default ``fold`` for FastLloyd,
+        ``clip`` for the baselines.
+    accountant : PrivacyAccountant or None
+        A shared accountant; every release is also recorded there, and a fit
+        that would exceed its budget is refused before any data is read.
+
+    Attributes
+    ----------
+    cluster_centers_, n_iter_, privacy_spent_ :
+        The private output, how many iterations ran, and what was spent
+        (a :class:`~privclust.privacy.PrivacyReport`, itemised per release).
+    labels_, inertia_ :
+        Computed from the released centers *on the training data*, for the
+        data holder: they are not differentially private and must not be
+        published.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        bounds=None,
+        algorithm: str = "fastlloyd",
+        random_state=None,
+        public_n: int | None = None,
+        count_fraction: float = 0.05,
+        max_iter: int | None = None,
+        alpha: float = 0.8,
+        radius_strategy: str = "step",
+        postprocess: str | None = None,
+        accountant: PrivacyAccountant | None = None,
+    ):
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.algorithm = algorithm
+        self.random_state = random_state
+        self.public_n = public_n
+        self.count_fraction = count_fraction
+        self.max_iter = max_iter
+        self.alpha = alpha
+        self.radius_strategy = radius_strategy
+        self.postprocess = postprocess
+        self.accountant = accountant
+
+    def _check_params(self) -> Budget | None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+        check_n_clusters(self.n_clusters)
+        if self.public_n is not None and (
+            isinstance(self.public_n, bool) or not isinstance(self.public_n, numbers.Integral) or self.public_n < 1
+        ):
+            raise ValueError(f"public_n must be a positive integer or None, got {self.public_n!r}")
+        if not (isinstance(self.count_fraction, numbers.Real) and 0 < self.count_fraction < 1):
+            raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
+        if self.max_iter is not None and (
+            isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1
+        ):
+            raise ValueError(f"max_iter must be a positive integer or None, got {self.max_iter!r}")
+        if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
+            raise TypeError("accountant must be a privclust PrivacyAccountant")
+        if self.algorithm in NON_PRIVATE:
+            return None
+        return Budget(check_epsilon(self.epsilon), check_delta(self.delta))
+
+    def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
+        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration."""
+        budget = self._check_params()
+        X = check_data(X)
+        check_n_clusters(self.n_clusters, X.shape[0])
+        domain = make_domain(self.bounds, X.shape[1], data=X)
+        accountant = PrivacyAccountant(budget, parent=self.accountant)
+        randomness = Randomness(self.random_state)
+        oracle = CentralOracle(X, accountant, randomness.noise, transform=domain.to_unit)
+        ctx = FitContext(
+            oracle=oracle,
+            n_clusters=int(self.n_clusters),
+            budget=budget,
+            randomness=randomness,
+            public_n=self.public_n,
+            count_fraction=float(self.count_fraction),
+            options={
+                "alpha": self.alpha,
+                "radius_strategy": self.radius_strategy,
+                "postprocess": self.postprocess,
+                "max_iter": self.max_iter,
+            },
+            callback=callback,
+        )
+        result = ALGORITHMS[self.algorithm](ctx)
+
+        self.cluster_centers_ = domain.from_unit(result.centers)
+        self.n_iter_ = result.n_iter
+        self.n_features_in_ = X.shape[1]
+        self.domain_ = domain
+        self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
+        self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
+        self.labels_, self.inertia_ = self._assign(X)
+        return self
+
+    def _assign(self, X: np.ndarray) -> tuple[np.ndarray, float]:
+        labels = np.empty(X.shape[0], dtype=np.intp)
+        cost = 0.0
+        for start in range(0, X.shape[0], DEFAULT_CHUNK_ROWS):
+            chunk = X[start : start + DEFAULT_CHUNK_ROWS]
+            nearest, sq = nearest_center(chunk, self.cluster_centers_)
+            labels[start : start + chunk.shape[0]] = nearest
+            cost += float(sq.sum())
+        return labels, cost
+
+    def _check_X(self, X) -> np.ndarray:
+        check_is_fitted(self, "cluster_centers_")
+        X = check_data(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        return X
+
+    def predict(self, X) -> np.ndarray:
+        """Index of the nearest released center for each row (post-processing, no privacy cost)."""
+        return self._assign(self._check_X(X))[0]
+
+    def fit_predict(self, X, y=None, **kwargs) -> np.ndarray:
+        return self.fit(X, **kwargs).labels_
+
+    def transform(self, X) -> np.ndarray:
+        """Euclidean distances from each row to each released center."""
+        X = self._check_X(X)
+        c = self.cluster_centers_
+        sq = (X * X).sum(1)[:, None] - 2.0 * X @ c.T + (c * c).sum(1)[None, :]
+        return np.sqrt(np.maximum(sq, 0.0))
+
+    def score(self, X, y=None) -> float:
+        """Minus the k-means cost of ``X`` under the released centers (scikit-learn convention)."""
+        return -self._assign(self._check_X(X))[1]

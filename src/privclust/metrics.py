@@ -1,0 +1,74 @@
+"""Utility metrics, as the seeds measure them.
+
+* NICV -- normalised intra-cluster variance: the k-means cost divided by n,
+  ``(1/n) sum_i min_j ||x_i - c_j||^2`` (data scaled to [-1, 1]^d).
+* AUC over epsilon -- the trapezoid-rule area under NICV(epsilon).
+* Silhouette and Davies-Bouldin of the induced partition (scikit-learn's);
+  following seed 003, a partition with fewer than two clusters scores -1 and
+  +inf respectively.
+* Centroid MSE -- after matching the k released centers one-to-one to the
+  reference centers (Hungarian algorithm on squared distances), the mean over
+  the k pairs of the squared Euclidean distance between matched centers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn import metrics as skm
+
+from .algorithms.lloyd import nearest_center
+
+__all__ = ["kmeans_cost", "nicv", "auc_over_epsilon", "silhouette", "davies_bouldin", "centroid_mse", "assign"]
+
+_CHUNK = 65_536
+
+
+def assign(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest center and squared distance for every row, in chunks."""
+    labels = np.empty(X.shape[0], dtype=np.intp)
+    sq = np.empty(X.shape[0])
+    for s in range(0, X.shape[0], _CHUNK):
+        labels[s : s + _CHUNK], sq[s : s + _CHUNK] = nearest_center(X[s : s + _CHUNK], centers)
+    return labels, sq
+
+
+def kmeans_cost(X: np.ndarray, centers: np.ndarray) -> float:
+    return float(assign(np.asarray(X, float), np.asarray(centers, float))[1].sum())
+
+
+def nicv(X: np.ndarray, centers: np.ndarray) -> float:
+    return kmeans_cost(X, centers) / len(X)
+
+
+def auc_over_epsilon(epsilons, values) -> float:
+    """Trapezoid area under values(epsilon), epsilons sorted ascending."""
+    eps = np.asarray(epsilons, dtype=float)
+    vals = np.asarray(values, dtype=float)
+    order = np.argsort(eps)
+    eps, vals = eps[order], vals[order]
+    return float(np.sum((eps[1:] - eps[:-1]) * (vals[1:] + vals[:-1]) / 2.0))
+
+
+def silhouette(X: np.ndarray, centers: np.ndarray, sample_size: int | None = 5000, random_state: int = 0) -> float:
+    labels = assign(X, centers)[0]
+    if np.unique(labels).size < 2:
+        return -1.0
+    size = None if sample_size is None or len(X) <= sample_size else sample_size
+    return float(skm.silhouette_score(X, labels, sample_size=size, random_state=random_state))
+
+
+def davies_bouldin(X: np.ndarray, centers: np.ndarray) -> float:
+    labels = assign(X, centers)[0]
+    if np.unique(labels).size < 2:
+        return float("inf")
+    return float(skm.davies_bouldin_score(X, labels))
+
+
+def centroid_mse(centers: np.ndarray, reference: np.ndarray) -> float:
+    centers, reference = np.asarray(centers, float), np.asarray(reference, float)
+    if centers.shape != reference.shape:
+        raise ValueError(f"shapes differ: {centers.shape} vs {reference.shape}")
+    cost = ((centers[:, None, :] - reference[None, :, :]) ** 2).sum(-1)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean())

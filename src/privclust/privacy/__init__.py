@@ -1,0 +1,29 @@
+"""The privacy layer: budgets, accounting, calibrated mechanisms and secure noise."""
+
+from .budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
+from .gdp import analytic_gaussian_sigma, compose_mu, gdp_delta, gdp_epsilon, gdp_mu, mu_to_zcdp_rho, zcdp_epsilon
+from .mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate, exponential_mechanism
+from .noise import NoiseSource, Randomness, SecureNoise, SeededNoise
+
+__all__ = [
+    "Budget",
+    "BudgetExceededError",
+    "PrivacyAccountant",
+    "PrivacyReport",
+    "Spend",
+    "analytic_gaussian_sigma",
+    "compose_mu",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
+    "mu_to_zcdp_rho",
+    "zcdp_epsilon",
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "NonPrivate",
+    "exponential_mechanism",
+    "NoiseSource",
+    "Randomness",
+    "SecureNoise",
+    "SeededNoise",
+]

@@ -1,0 +1,195 @@
+"""Privacy budgets and the accountant that composes what is spent.
+
+Two kinds of spend are recorded:
+
+* ``(epsilon, delta)`` spends (Laplace, exponential mechanism, ...), composed
+  by basic composition: epsilons add, deltas add;
+* ``mu``-GDP spends (Gaussian mechanisms), composed exactly in GDP:
+  ``mu = sqrt(sum mu_i^2)``.
+
+The guarantee of everything recorded is ``(eps_dp + eps_gdp(delta - delta_dp),
+delta)`` where ``eps_gdp`` converts the composed ``mu`` to approximate DP at
+the delta that the ``(epsilon, delta)`` spends leave over (basic composition of
+the two parts).  An accountant created with a :class:`Budget` refuses any
+spend -- and any *plan* of spends -- that would exceed it, before anything is
+released.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .gdp import compose_mu, gdp_epsilon
+
+__all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport"]
+
+# Relative slack for comparing floating-point totals with a budget: spends are
+# calibrated to use the budget exactly, and rounding must not turn that into a
+# refusal.  1e-9 relative is far below any meaningful privacy difference.
+_TOLERANCE = 1e-9
+
+
+class BudgetExceededError(RuntimeError):
+    """Raised when a spend would take the total past the accountant's budget."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An explicit (epsilon, delta) privacy budget."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        eps, delta = self.epsilon, self.delta
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+            raise ValueError(
+                f"epsilon must be a positive finite number, got {eps!r}; "
+                "typical values are 0.1 (strong privacy) to 1-2"
+            )
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
+            raise ValueError(
+                f"delta must lie in [0, 1), got {delta!r}; use a value well below 1/n, e.g. 1e-6"
+            )
+        object.__setattr__(self, "epsilon", float(eps))
+        object.__setattr__(self, "delta", float(delta))
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One release: either an (epsilon, delta) spend or a mu-GDP spend."""
+
+    label: str
+    epsilon: float = 0.0
+    delta: float = 0.0
+    mu: float | None = None
+
+    @property
+    def is_gdp(self) -> bool:
+        return self.mu is not None
+
+    def as_dict(self) -> dict:
+        if self.is_gdp:
+            return {"label": self.label, "mu": self.mu}
+        return {"label": self.label, "epsilon": self.epsilon, "delta": self.delta}
+
+
+def _guarantee(spends: Iterable[Spend], delta: float) -> tuple[float, float]:
+    """(epsilon, delta) of the composition of ``spends``, converting GDP at ``delta``."""
+    spends = list(spends)
+    eps_dp = sum(s.epsilon for s in spends if not s.is_gdp)
+    delta_dp = sum(s.delta for s in spends if not s.is_gdp)
+    mus = [s.mu for s in spends if s.is_gdp]
+    if not mus or compose_mu(*mus) == 0:
+        return eps_dp, delta_dp
+    mu = compose_mu(*mus)
+    left = delta - delta_dp
+    if left <= 0:
+        return math.inf, delta
+    return eps_dp + gdp_epsilon(mu, left), delta
+
+
+@dataclass
+class PrivacyReport:
+    """What one fit spent: the total guarantee and every step, labelled."""
+
+    epsilon: float
+    delta: float
+    mu: float | None
+    steps: list[Spend] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "mu": self.mu,
+            "steps": [s.as_dict() for s in self.steps],
+        }
+
+    def __str__(self) -> str:
+        head = f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
+        if self.mu is not None:
+            head += f", Gaussian part {self.mu:.6g}-GDP"
+        return head + f" over {len(self.steps)} releases"
+
+
+class PrivacyAccountant:
+    """Records labelled spends, composes them, and refuses to overspend.
+
+    Parameters
+    ----------
+    budget:
+        The total the accountant may spend, or ``None`` for a ledger that only
+        records.  With a budget, the GDP part is converted at ``budget.delta``.
+    parent:
+        Another accountant (for example one shared by several fits) that every
+        spend is also recorded in and checked against.
+    """
+
+    def __init__(self, budget: Budget | None = None, parent: "PrivacyAccountant | None" = None):
+        self.budget = budget
+        self.parent = parent
+        self._spends: list[Spend] = []
+
+    def __deepcopy__(self, memo):
+        # An accountant is a ledger shared by identity: cloning an estimator
+        # (scikit-learn's clone deep-copies parameters) must not fork the budget.
+        return self
+
+    @property
+    def spends(self) -> list[Spend]:
+        return list(self._spends)
+
+    def guarantee(self, delta: float | None = None, extra: Iterable[Spend] = ()) -> tuple[float, float]:
+        """(epsilon, delta) of everything spent (plus ``extra``), GDP converted at ``delta``."""
+        if delta is None:
+            delta = self.budget.delta if self.budget is not None else 0.0
+        return _guarantee([*self._spends, *extra], delta)
+
+    def check(self, planned: Iterable[Spend]) -> None:
+        """Raise :class:`BudgetExceededError` if ``planned`` would overspend here or in a parent."""
+        planned = list(planned)
+        if any(s.epsilon == math.inf for s in planned if not s.is_gdp):
+            if self.budget is not None:
+                raise BudgetExceededError(
+                    "a non-private step cannot be charged to a finite privacy budget"
+                )
+        if self.budget is not None:
+            eps, delta = self.guarantee(self.budget.delta, planned)
+            if eps > self.budget.epsilon * (1 + _TOLERANCE) or delta > self.budget.delta * (1 + _TOLERANCE):
+                spent_eps, _ = self.guarantee(self.budget.delta)
+                raise BudgetExceededError(
+                    f"this would spend up to (epsilon={eps:.6g}, delta={delta:.3g}) in total, over the "
+                    f"budget (epsilon={self.budget.epsilon:.6g}, delta={self.budget.delta:.3g}); "
+                    f"already spent epsilon={spent_eps:.6g}. Lower the request or raise the budget."
+                )
+        if self.parent is not None:
+            self.parent.check(planned)
+
+    def spend(self, spend: Spend) -> None:
+        """Record one release (checked first: nothing is recorded on refusal)."""
+        self.check([spend])
+        self._record(spend)
+
+    def _record(self, spend: Spend) -> None:
+        self._spends.append(spend)
+        if self.parent is not None:
+            self.parent._record(spend)
+
+    def spend_gdp(self, label: str, mu: float) -> None:
+        self.spend(Spend(label=label, mu=float(mu)))
+
+    def spend_dp(self, label: str, epsilon: float, delta: float = 0.0) -> None:
+        self.spend(Spend(label=label, epsilon=float(epsilon), delta=float(delta)))
+
+    def report(self, delta: float | None = None) -> PrivacyReport:
+        eps, total_delta = self.guarantee(delta)
+        mus = [s.mu for s in self._spends if s.is_gdp]
+        return PrivacyReport(
+            epsilon=eps,
+            delta=total_delta,
+            mu=compose_mu(*mus) if mus else None,
+            steps=self.spends,
+        )

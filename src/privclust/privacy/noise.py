@@ -1,0 +1,160 @@
+"""Where privclust's randomness comes from.
+
+Two noise sources share one interface:
+
+* :class:`SecureNoise` (the default, ``random_state=None``) draws every noise
+  value with OpenDP's samplers.  They add noise to the exact value in exact
+  arithmetic -- the input is rounded to a power-of-two grid and discrete
+  Laplace / discrete Gaussian noise is sampled from OS entropy -- so the
+  output carries no floating-point artefacts of the kind Mironov (CCS 2012)
+  used to break textbook ``x + numpy.random.laplace()``.  We use OpenDP
+  rather than write these samplers ourselves: they are subtle, and OpenDP's
+  are proven and maintained.
+* :class:`SeededNoise` (``random_state=<int>``) draws the same distributions
+  from numpy generators seeded by the user, so experiments are reproducible.
+  Floating-point attacks apply to it: **it is for experiments, not for
+  releasing real data.**
+
+Each fit owns one :class:`Randomness`: public geometry (initial centers,
+projections) and noise come from independent streams of it, and every
+mechanism call in seeded mode draws from its own child stream, so no two
+mechanisms ever share noise.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["NoiseSource", "SecureNoise", "SeededNoise", "Randomness"]
+
+
+class NoiseSource:
+    """Adds noise to exact values; subclasses choose how it is sampled."""
+
+    secure: bool = False
+
+    def add_gaussian(self, values: np.ndarray, std: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def add_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def noisy_argmax(self, scores: np.ndarray, scale: float) -> int:
+        """Index of the largest ``score + Exponential(scale)`` (permute-and-flip)."""
+        raise NotImplementedError
+
+
+@lru_cache(maxsize=1)
+def _opendp():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+class SecureNoise(NoiseSource):
+    """OpenDP's exact samplers, seeded from OS entropy (not reproducible)."""
+
+    secure = True
+
+    def _apply(self, measurement_factory, values: np.ndarray, scale: float) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        if values.size == 0:
+            return values.copy()
+        dp = _opendp()
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+        measurement = measurement_factory(dp, domain, float(scale))
+        out = measurement(values.ravel().tolist())
+        return np.asarray(out, dtype=np.float64).reshape(values.shape)
+
+    def add_gaussian(self, values, std):
+        return self._apply(
+            lambda dp, dom, s: dp.m.make_gaussian(dom, dp.l2_distance(T=float), scale=s), values, std
+        )
+
+    def add_laplace(self, values, scale):
+        return self._apply(
+            lambda dp, dom, s: dp.m.make_laplace(dom, dp.l1_distance(T=float), scale=s), values, scale
+        )
+
+    def noisy_argmax(self, scores, scale):
+        dp = _opendp()
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+        measurement = dp.m.make_noisy_max(
+            domain, dp.linf_distance(T=float), dp.max_divergence(), scale=float(scale)
+        )
+        return int(measurement(np.asarray(scores, dtype=np.float64).tolist()))
+
+
+class SeededNoise(NoiseSource):
+    """Reproducible numpy sampling. Not for production releases (see module doc)."""
+
+    secure = False
+
+    def __init__(self, seed_sequence: np.random.SeedSequence):
+        self._seeds = seed_sequence
+
+    def _stream(self) -> np.random.Generator:
+        # A fresh child stream per mechanism call: independent mechanisms never
+        # share noise, and the order of calls fixes the whole run.
+        return np.random.default_rng(self._seeds.spawn(1)[0])
+
+    def add_gaussian(self, values, std):
+        values = np.asarray(values, dtype=np.float64)
+        return values + self._stream().normal(0.0, float(std), size=values.shape)
+
+    def add_laplace(self, values, scale):
+        values = np.asarray(values, dtype=np.float64)
+        return values + self._stream().laplace(0.0, float(scale), size=values.shape)
+
+    def noisy_argmax(self, scores, scale):
+        scores = np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(scores + self._stream().exponential(float(scale), size=scores.shape)))
+
+
+class Randomness:
+    """All the randomness of one fit: a noise source and public-geometry streams.
+
+    ``random_state=None`` gives secure noise and an OS-seeded geometry stream;
+    an integer (or ``numpy.random.SeedSequence``) gives reproducible seeded
+    noise.  A ``numpy.random.Generator`` or ``RandomState`` is accepted too, for
+    scikit-learn compatibility, and seeds the reproducible mode from it.
+    """
+
+    def __init__(self, random_state=None):
+        if random_state is None:
+            root = np.random.SeedSequence(secrets.randbits(128))
+            self.noise: NoiseSource = SecureNoise()
+        else:
+            root = _seed_sequence(random_state)
+            self.noise = SeededNoise(root.spawn(1)[0])
+        self._geometry_root = root.spawn(1)[0]
+
+    @property
+    def secure(self) -> bool:
+        return self.noise.secure
+
+    def geometry(self) -> np.random.Generator:
+        """A new independent stream for data-independent (public) randomness."""
+        return np.random.default_rng(self._geometry_root.spawn(1)[0])
+
+
+def _seed_sequence(random_state) -> np.random.SeedSequence:
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, (bool, np.bool_)):
+        raise TypeError("random_state must be None, an int, or a numpy SeedSequence/Generator")
+    if isinstance(random_state, (int, np.integer)):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative int, got {random_state}")
+        return np.random.SeedSequence(int(random_state))
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(0, 2**63)))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.SeedSequence(int(random_state.randint(0, 2**31 - 1)))
+    raise TypeError(
+        f"random_state must be None, an int, or a numpy SeedSequence/Generator, got {type(random_state).__name__}"
+    )

@@ -1,0 +1,128 @@
+"""The aggregate-query interface: the only way algorithms touch private data.
+
+A :class:`BucketSumQuery` asks, for each of ``n_buckets`` buckets (a Voronoi
+cell, a grid cell, a ball, or the single bucket of a plain count), for the
+noisy sum of a bounded vector function of the points in it -- the
+"generalized bucketized vector summation" of seed 000; a histogram is the
+special case where the value is 1.
+
+The query names its *public* parameters only: a ``contribution`` function
+that maps a chunk of points to one bucket id per point (``-1``: no bucket)
+and one value row per point (a fresh array: oracles clip it in place), and, per block of value columns, the mechanism
+that will noise that block's sums.  Where the function runs and who adds the
+noise is the privacy model's business: an :class:`AggregateOracle`.  The
+central oracle runs it over an in-memory array and adds the noise itself;
+distributed, federated, local and continual oracles answer the same query
+differently.
+
+Privacy argument shared by every oracle: each point falls in at most one
+bucket and its value row is clipped, block by block, to the norm bound the
+block's mechanism assumes (l2 for Gaussian, l1 for Laplace).  Adding or
+removing one point therefore changes one bucket's block sums by at most that
+bound, so releasing all buckets' noisy block sums costs exactly one
+application of each block's mechanism (parallel composition over buckets).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..privacy.budget import PrivacyAccountant, Spend
+from ..privacy.mechanisms import Mechanism
+from ..privacy.noise import NoiseSource
+
+__all__ = ["ValueBlock", "BucketSumQuery", "AggregateOracle", "clip_blocks", "count_query"]
+
+Contribution = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class ValueBlock:
+    """A group of value columns released with one mechanism."""
+
+    name: str
+    width: int
+    mechanism: Mechanism
+
+
+@dataclass(frozen=True)
+class BucketSumQuery:
+    """Noisy per-bucket sums of a bounded vector function of the points."""
+
+    label: str
+    n_buckets: int
+    blocks: tuple[ValueBlock, ...]
+    contribution: Contribution
+
+    def __post_init__(self):
+        if self.n_buckets < 1:
+            raise ValueError("a query needs at least one bucket")
+        names = [b.name for b in self.blocks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"block names must be unique, got {names}")
+
+    @property
+    def width(self) -> int:
+        return sum(b.width for b in self.blocks)
+
+    def block_slices(self) -> list[tuple[ValueBlock, slice]]:
+        out, start = [], 0
+        for block in self.blocks:
+            out.append((block, slice(start, start + block.width)))
+            start += block.width
+        return out
+
+    def spends(self) -> list[Spend]:
+        return [b.mechanism.spend(f"{self.label}/{b.name}") for b in self.blocks]
+
+
+def clip_blocks(values: np.ndarray, query: BucketSumQuery) -> np.ndarray:
+    """Scale each row's block down to its mechanism's norm bound (in place)."""
+    for block, cols in query.block_slices():
+        norm = block.mechanism.norm
+        if norm is None:
+            continue
+        part = values[:, cols]
+        size = np.abs(part).sum(axis=1) if norm == "l1" else np.sqrt(np.einsum("ij,ij->i", part, part))
+        bound = block.mechanism.sensitivity
+        over = size > bound
+        if np.any(over):
+            values[over, cols] = part[over] * (bound / size[over])[:, None]
+    return values
+
+
+def count_query(mechanism: Mechanism, label: str = "row count") -> BucketSumQuery:
+    """The noisy number of rows: one bucket, value 1."""
+
+    def contribution(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = chunk.shape[0]
+        return np.zeros(m, dtype=np.intp), np.ones((m, 1))
+
+    return BucketSumQuery(
+        label=label,
+        n_buckets=1,
+        blocks=(ValueBlock("count", 1, mechanism),),
+        contribution=contribution,
+    )
+
+
+class AggregateOracle(ABC):
+    """Answers bucket-sum queries over private data in one privacy model.
+
+    Subclasses implement :meth:`release`; every release is checked against
+    and recorded in ``accountant`` -- checked *before* data is read, so a
+    refused query releases nothing.
+    """
+
+    def __init__(self, n_features: int, accountant: PrivacyAccountant, noise: NoiseSource):
+        self.n_features = int(n_features)
+        self.accountant = accountant
+        self.noise = noise
+
+    @abstractmethod
+    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
+        """Noisy sums, one ``(n_buckets, width)`` array per block name."""
