@@ -11,11 +11,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
 from .algorithms import ALGORITHMS, FitContext
-from .algorithms.lloyd import nearest_center
 from .geometry.domain import make_domain
+from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
-from .queries.central import DEFAULT_CHUNK_ROWS, CentralOracle
+from .queries.central import CentralOracle, chunk_rows_for
 
 __all__ = ["KMeans"]
 
@@ -164,14 +164,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _assign(self, X: np.ndarray) -> tuple[np.ndarray, float]:
-        labels = np.empty(X.shape[0], dtype=np.intp)
-        cost = 0.0
-        for start in range(0, X.shape[0], DEFAULT_CHUNK_ROWS):
-            chunk = X[start : start + DEFAULT_CHUNK_ROWS]
-            nearest, sq = nearest_center(chunk, self.cluster_centers_)
-            labels[start : start + chunk.shape[0]] = nearest
-            cost += float(sq.sum())
-        return labels, cost
+        labels, sq = assign(X, self.cluster_centers_)
+        return labels, float(sq.sum())
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")

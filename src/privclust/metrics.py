@@ -17,19 +17,23 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn import metrics as skm
 
-from .algorithms.lloyd import nearest_center
+from ._parallel import map_chunks
+from .queries.central import chunk_rows_for
+from .queries.voronoi import nearest_center
 
 __all__ = ["kmeans_cost", "nicv", "auc_over_epsilon", "silhouette", "davies_bouldin", "centroid_mse", "assign"]
-
-_CHUNK = 65_536
-
 
 def assign(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nearest center and squared distance for every row, in chunks."""
     labels = np.empty(X.shape[0], dtype=np.intp)
     sq = np.empty(X.shape[0])
-    for s in range(0, X.shape[0], _CHUNK):
-        labels[s : s + _CHUNK], sq[s : s + _CHUNK] = nearest_center(X[s : s + _CHUNK], centers)
+    step = min(chunk_rows_for(X.shape[1]), max(256, 2**19 // len(centers)))
+
+    def one(start: int) -> None:
+        rows = slice(start, start + step)
+        labels[rows], sq[rows] = nearest_center(np.asarray(X[rows], dtype=np.float64), centers)
+
+    map_chunks(one, range(0, X.shape[0], step))
     return labels, sq
 
 

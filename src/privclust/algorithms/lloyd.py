@@ -55,10 +55,11 @@ from ..geometry.init import sphere_packing
 from ..privacy.budget import Spend
 from ..privacy.gdp import gdp_mu
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, NonPrivate
-from ..queries.base import BucketSumQuery, ValueBlock
+from ..queries.base import BucketSumQuery, voronoi_query
+from ..queries.voronoi import VoronoiCells
 from .base import FitContext, FitResult, count_mechanism, estimate_rows, register
 
-__all__ = ["LloydStep", "run_lloyd", "nearest_center", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
+__all__ = ["LloydStep", "run_lloyd", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
 
 RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
@@ -77,35 +78,9 @@ class LloydStep:
     clip_move: bool = False  # never move a center by more than ``radius``
 
 
-def nearest_center(chunk: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the nearest center and the squared distance to it, per row (BLAS-based)."""
-    sq = np.einsum("ij,ij->i", chunk, chunk)[:, None] - 2.0 * (chunk @ centers.T)
-    sq += np.einsum("ij,ij->i", centers, centers)[None, :]
-    nearest = np.argmin(sq, axis=1)
-    return nearest, np.maximum(sq[np.arange(chunk.shape[0]), nearest], 0.0)
-
-
 def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> BucketSumQuery:
-    k, d = centers.shape
-
-    def contribution(chunk: np.ndarray):
-        nearest, sq = nearest_center(chunk, centers)
-        values = np.empty((chunk.shape[0], d + 1))
-        if step.relative:
-            np.subtract(chunk, centers[nearest], out=values[:, :d])
-        else:
-            values[:, :d] = chunk
-        values[:, d] = 1.0
-        if step.radius is not None:
-            nearest = np.where(sq < step.radius**2, nearest, -1)
-        return nearest, values
-
-    return BucketSumQuery(
-        label=f"iteration {iteration + 1}",
-        n_buckets=k,
-        blocks=(ValueBlock("sum", d, step.sum_mechanism), ValueBlock("count", 1, step.count_mechanism)),
-        contribution=contribution,
-    )
+    cells = VoronoiCells(centers, radius=step.radius, relative=step.relative)
+    return voronoi_query(f"iteration {iteration + 1}", cells, step.sum_mechanism, step.count_mechanism)
 
 
 def _postprocess(centers: np.ndarray, how: str) -> np.ndarray:

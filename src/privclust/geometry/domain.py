@@ -46,11 +46,18 @@ class BoxDomain(Domain):
     def n_features(self) -> int:
         return self.lower.shape[0]
 
+    def __post_init__(self):
+        object.__setattr__(self, "_scale", 2.0 / (self.upper - self.lower))
+        object.__setattr__(self, "_offset", -1.0 - self.lower * self._scale)
+        object.__setattr__(self, "_is_unit", bool(np.all(self.lower == -1.0) and np.all(self.upper == 1.0)))
+
     def to_unit(self, rows):
+        if self._is_unit and rows.size and rows.min() >= -1.0 and rows.max() <= 1.0:
+            return rows  # already in the unit box: clipping would change nothing, skip the copy
         rows = np.clip(rows, self.lower, self.upper)
-        rows -= self.lower
-        rows *= 2.0 / (self.upper - self.lower)
-        rows -= 1.0
+        if not self._is_unit:
+            rows *= self._scale
+            rows += self._offset
         return rows
 
     def from_unit(self, points):

@@ -35,7 +35,7 @@ from ..privacy.budget import PrivacyAccountant, Spend
 from ..privacy.mechanisms import Mechanism
 from ..privacy.noise import NoiseSource
 
-__all__ = ["ValueBlock", "BucketSumQuery", "AggregateOracle", "clip_blocks", "count_query"]
+__all__ = ["ValueBlock", "BucketSumQuery", "AggregateOracle", "clip_blocks", "count_query", "voronoi_query", "ROW_COUNT"]
 
 Contribution = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -57,6 +57,9 @@ class BucketSumQuery:
     n_buckets: int
     blocks: tuple[ValueBlock, ...]
     contribution: Contribution
+    # Optional description of the buckets (``VoronoiCells``, ``ROW_COUNT``) that
+    # lets an oracle answer faster; ``contribution`` remains the definition.
+    structure: object | None = None
 
     def __post_init__(self):
         if self.n_buckets < 1:
@@ -95,7 +98,10 @@ def clip_blocks(values: np.ndarray, query: BucketSumQuery) -> np.ndarray:
     return values
 
 
-def count_query(mechanism: Mechanism, label: str = "row count") -> BucketSumQuery:
+ROW_COUNT = "row count"  # structure marker: one bucket, every row contributes 1
+
+
+def count_query(mechanism: Mechanism, label: str = "rows") -> BucketSumQuery:
     """The noisy number of rows: one bucket, value 1."""
 
     def contribution(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +113,19 @@ def count_query(mechanism: Mechanism, label: str = "row count") -> BucketSumQuer
         n_buckets=1,
         blocks=(ValueBlock("count", 1, mechanism),),
         contribution=contribution,
+        structure=ROW_COUNT,
+    )
+
+
+def voronoi_query(label: str, cells, sum_mechanism: Mechanism, count_mechanism: Mechanism) -> BucketSumQuery:
+    """Noisy per-cell sums ``[x - c or x]`` and counts over the Voronoi ``cells`` (see ``queries.voronoi``)."""
+    d = cells.centers.shape[1]
+    return BucketSumQuery(
+        label=label,
+        n_buckets=cells.n_cells,
+        blocks=(ValueBlock("sum", d, sum_mechanism), ValueBlock("count", 1, count_mechanism)),
+        contribution=cells.contribution,
+        structure=cells,
     )
 
 

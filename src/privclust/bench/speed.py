@@ -1,0 +1,114 @@
+"""``privclust bench speed``: wall time and peak memory of ``fit`` as n grows.
+
+Each privclust algorithm runs in its production configuration (secure
+OpenDP noise), next to scikit-learn's ``KMeans(n_init=1, max_iter=7)``, the
+non-private yardstick.  Time is the best of ``repeats`` runs; peak memory is
+the tracemalloc peak of one further run (numpy and Python allocations; memory
+a C extension allocates outside numpy is not seen).  The input array is made
+before measuring and is not counted.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import tracemalloc
+from itertools import product
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..estimator import KMeans
+from .stats import loglog_slope
+
+__all__ = ["synthetic_blobs", "run_speed", "write_speed_report", "SKLEARN"]
+
+SKLEARN = "sklearn-kmeans"
+
+
+def synthetic_blobs(n: int, d: int, k: int, seed: int = 0, spread: float = 0.05) -> np.ndarray:
+    """n points from k Gaussian blobs with centers uniform in [-0.8, 0.8]^d, clipped to [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-0.8, 0.8, size=(k, d))
+    X = rng.normal(0.0, spread, size=(n, d))
+    X += centers[rng.integers(0, k, size=n)]
+    np.clip(X, -1.0, 1.0, out=X)
+    return X
+
+
+def _fit(method: str, X: np.ndarray, k: int) -> None:
+    if method == SKLEARN:
+        from sklearn.cluster import KMeans as SkKMeans
+
+        SkKMeans(n_clusters=k, n_init=1, max_iter=7, random_state=0).fit(X)
+    else:
+        KMeans(k, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=method).fit(X)
+
+
+def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        _fit(method, X, k)
+        best = min(best, time.perf_counter() - start)
+    gc.collect()
+    tracemalloc.start()
+    _fit(method, X, k)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"seconds": best, "peak_bytes": int(peak), "input_bytes": int(X.nbytes), "memory_ratio": peak / X.nbytes}
+
+
+def run_speed(
+    ns, ds, ks, methods, repeats: int = 3, on_done: Callable[[dict], None] | None = None
+) -> list[dict]:
+    rows = []
+    for n, d, k in product(ns, ds, ks):
+        X = synthetic_blobs(int(n), int(d), int(k))
+        for method in methods:
+            row = {"method": method, "n": int(n), "d": int(d), "k": int(k), **measure(method, X, int(k), repeats)}
+            rows.append(row)
+            if on_done:
+                on_done(row)
+        del X
+    return rows
+
+
+def write_speed_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
+    from ..plotting import plot_curves
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "speed.json").write_text(json.dumps(rows, indent=1))
+    ref = {(r["n"], r["d"], r["k"]): r for r in rows if r["method"] == SKLEARN}
+    lines = ["# Speed benchmark", "", f"Machine: {machine}", ""]
+    lines += [
+        "| method | n | d | k | seconds | time / sklearn | peak MiB | peak / input |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        base = ref.get((r["n"], r["d"], r["k"]))
+        ratio = f"{r['seconds'] / base['seconds']:.2f}" if base else "-"
+        lines.append(
+            f"| {r['method']} | {r['n']:,} | {r['d']} | {r['k']} | {r['seconds']:.3f} | {ratio} | "
+            f"{r['peak_bytes'] / 2**20:.1f} | {r['memory_ratio']:.2f} |"
+        )
+    lines += ["", "Growth exponent b in time ~ n^b (least squares over n, per d and k):", ""]
+    lines += ["| method | d | k | b |", "|---|---|---|---|"]
+    for d, k in sorted({(r["d"], r["k"]) for r in rows}):
+        curves = {}
+        for method in dict.fromkeys(r["method"] for r in rows):
+            sel = sorted((r for r in rows if r["method"] == method and r["d"] == d and r["k"] == k), key=lambda r: r["n"])
+            if len(sel) >= 2:
+                lines.append(f"| {method} | {d} | {k} | {loglog_slope([r['n'] for r in sel], [r['seconds'] for r in sel]):.2f} |")
+                xs, ys = [r["n"] for r in sel], [r["seconds"] for r in sel]
+                curves[method] = (xs, ys, ys, ys)
+        if curves:
+            png = out_dir / f"speed_d{d}_k{k}.png"
+            plot_curves(png, curves, f"fit time, d={d}, k={k}", "n", "seconds", logx=True, logy=True)
+            lines += ["", f"![speed d={d} k={k}]({png.name})", ""]
+    report = out_dir / "speed.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report

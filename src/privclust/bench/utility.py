@@ -1,0 +1,216 @@
+"""``privclust bench utility``: NICV versus epsilon on the seed papers' data sets.
+
+Protocol (seed 003, Sec. 6): data scaled to [-1, 1]^d, the paper's k,
+delta = 1/(n ln n), runs over seeds, mean with 95% CI, and the trapezoid AUC
+over epsilon.  Benchmark data sets are public, so their row count is passed
+as ``public_n`` (as the paper's implementation does); ``--private-n`` makes
+every run spend budget on a noisy count instead.  Runs use seeded noise so
+results are reproducible from the seed list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import datasets, metrics
+from ..algorithms import ALGORITHMS
+from ..estimator import KMeans
+from .stats import mean_ci
+
+__all__ = ["UtilityJob", "plan_jobs", "run_job", "run_utility", "write_utility_report", "NON_PRIVATE_METHODS"]
+
+FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
+NON_PRIVATE_METHODS = (FLOOR, "lloyd")
+DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class UtilityJob:
+    dataset: str
+    method: str
+    epsilon: float | None  # None for non-private methods: run once per seed
+    seed: int
+    private_n: bool = False
+
+
+def plan_jobs(names, methods, epsilons, seeds, private_n=False) -> list[UtilityJob]:
+    jobs = []
+    for name in names:
+        for method in methods:
+            for seed in seeds:
+                if method in NON_PRIVATE_METHODS:
+                    jobs.append(UtilityJob(name, method, None, seed, private_n))
+                else:
+                    jobs.extend(UtilityJob(name, method, float(e), seed, private_n) for e in epsilons)
+    return jobs
+
+
+@lru_cache(maxsize=None)
+def _data(name: str):
+    return datasets.load(name)
+
+
+@lru_cache(maxsize=None)
+def _reference_centers(name: str) -> np.ndarray:
+    from sklearn.cluster import KMeans as SkKMeans
+
+    ds = _data(name)
+    return SkKMeans(ds.k, n_init=10, random_state=0).fit(ds.X).cluster_centers_
+
+
+def run_job(job: UtilityJob) -> dict:
+    ds = _data(job.dataset)
+    n = len(ds.X)
+    start = time.perf_counter()
+    if job.method == FLOOR:
+        from sklearn.cluster import KMeans as SkKMeans
+
+        model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
+        centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
+    else:
+        model = KMeans(
+            ds.k,
+            epsilon=job.epsilon if job.epsilon is not None else 1.0,
+            delta=1.0 / (n * math.log(n)),
+            bounds=ds.bounds,
+            algorithm=job.method,
+            random_state=job.seed,
+            public_n=None if job.private_n else n,
+        ).fit(ds.X)
+        centers, n_iter = model.cluster_centers_, model.n_iter_
+        spent = None if job.method in NON_PRIVATE_METHODS else {
+            "epsilon": model.privacy_spent_.epsilon,
+            "delta": model.privacy_spent_.delta,
+        }
+    seconds = time.perf_counter() - start
+    return {
+        **asdict(job),
+        "nicv": metrics.nicv(ds.X, centers),
+        "silhouette": metrics.silhouette(ds.X, centers, sample_size=1000, random_state=job.seed),
+        "davies_bouldin": metrics.davies_bouldin(ds.X, centers),
+        "centroid_mse": metrics.centroid_mse(centers, _reference_centers(job.dataset)),
+        "iterations": n_iter,
+        "seconds": seconds,
+        "privacy_spent": spent,
+    }
+
+
+def run_utility(
+    jobs: list[UtilityJob], workers: int | None = None, on_done: Callable[[dict], None] | None = None
+) -> list[dict]:
+    """Run every job, in parallel over the machine's cores."""
+    workers = workers or os.cpu_count() or 1
+    results = []
+    if workers == 1:
+        for job in jobs:
+            results.append(run_job(job))
+            if on_done:
+                on_done(results[-1])
+        return results
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_job, job) for job in jobs]
+        for future in as_completed(futures):
+            results.append(future.result())
+            if on_done:
+                on_done(results[-1])
+    return results
+
+
+def _expand_non_private(rows: list[dict], epsilons) -> list[dict]:
+    """A non-private run does not depend on epsilon: place it at every epsilon."""
+    out = []
+    for r in rows:
+        if r["epsilon"] is None:
+            out.extend({**r, "epsilon": float(e)} for e in epsilons)
+        else:
+            out.append(r)
+    return out
+
+
+def summarise(rows: list[dict], epsilons) -> dict:
+    """{dataset: {method: {"nicv": {eps: (mean, lo, hi)}, "auc": (mean, lo, hi)}}}"""
+    rows = _expand_non_private(rows, epsilons)
+    eps_sorted = sorted(float(e) for e in epsilons)
+    out: dict = {}
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        out[name] = {}
+        for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == name):
+            sel = [r for r in rows if r["dataset"] == name and r["method"] == method]
+            per_eps = {e: mean_ci([r["nicv"] for r in sel if r["epsilon"] == e]) for e in eps_sorted}
+            # AUC per seed, then its mean and CI over seeds
+            seeds = sorted({r["seed"] for r in sel})
+            aucs = []
+            for s in seeds:
+                by_eps = {r["epsilon"]: r["nicv"] for r in sel if r["seed"] == s}
+                if all(e in by_eps for e in eps_sorted):
+                    aucs.append(metrics.auc_over_epsilon(eps_sorted, [by_eps[e] for e in eps_sorted]))
+            out[name][method] = {"nicv": per_eps, "auc": mean_ci(aucs)}
+    return out
+
+
+def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str = "Utility benchmark") -> Path:
+    from ..plotting import plot_curves
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "utility.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, default=float) + "\n")
+    summary = summarise(rows, epsilons)
+    eps_sorted = sorted(float(e) for e in epsilons)
+    lines = [f"# {title}", ""]
+    n_seeds = len({r["seed"] for r in rows})
+    lines.append(
+        f"{len(rows)} runs, {n_seeds} seeds; cells are mean NICV with 95% CI half-width; "
+        "AUC is the trapezoid area under NICV over epsilon; 'vs best other' is this method's AUC "
+        "divided by the best AUC among the other *private* methods (below 1: better)."
+    )
+    lines.append("")
+    for name, methods in summary.items():
+        lines.append(f"## {name}")
+        lines.append("")
+        header = "| method | " + " | ".join(f"eps={e:g}" for e in eps_sorted) + " | AUC | vs best other |"
+        lines += [header, "|" + "---|" * (len(eps_sorted) + 3)]
+        private = [m for m in methods if m not in NON_PRIVATE_METHODS]
+        for method, res in methods.items():
+            cells = [f"{m:.4f} ± {(hi - m):.4f}" for (m, lo, hi) in (res["nicv"][e] for e in eps_sorted)]
+            auc = res["auc"][0]
+            others = [methods[o]["auc"][0] for o in private if o != method]
+            rel = f"{auc / min(others):.3f}" if method in private and others else "-"
+            lines.append(f"| {method} | " + " | ".join(cells) + f" | {auc:.4f} | {rel} |")
+        lines.append("")
+        curves = {
+            method: (
+                eps_sorted,
+                [res["nicv"][e][0] for e in eps_sorted],
+                [res["nicv"][e][1] for e in eps_sorted],
+                [res["nicv"][e][2] for e in eps_sorted],
+            )
+            for method, res in methods.items()
+        }
+        png = out_dir / f"nicv_{name}.png"
+        plot_curves(png, curves, f"{name}: NICV vs epsilon", "epsilon", "NICV", logy=True)
+        lines += [f"![{name}]({png.name})", ""]
+    report = out_dir / "utility.md"
+    report.write_text("\n".join(lines))
+    with open(out_dir / "utility_summary.json", "w") as fh:
+        json.dump(
+            {n: {m: {"auc": r["auc"], "nicv": {str(e): v for e, v in r["nicv"].items()}} for m, r in ms.items()}
+             for n, ms in summary.items()},
+            fh,
+            indent=1,
+        )
+    return report
+
+
+def default_methods() -> list[str]:
+    return [FLOOR, *ALGORITHMS]

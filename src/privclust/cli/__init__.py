@@ -1,0 +1,201 @@
+"""The ``privclust`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .. import datasets
+from ..algorithms import ALGORITHMS
+from ..estimator import KMeans
+from ..metrics import nicv
+from ..privacy.budget import BudgetExceededError
+from .bench import bench_app
+
+app = typer.Typer(
+    name="privclust",
+    help="Differentially private clustering: fit, inspect data sets, and benchmark.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(bench_app, name="bench")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _parse_bounds(bounds: Optional[str], radius: Optional[float]):
+    if radius is not None:
+        if bounds is not None:
+            fail("give either --bounds or --radius, not both")
+        return radius
+    if bounds is None:
+        return None
+    if bounds.strip().lower() == "data":
+        return "data"
+    try:
+        parts = [float(p) for p in bounds.split(",")]
+    except ValueError:
+        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '0,255') or 'data', got {bounds!r}")
+    if len(parts) != 2:
+        fail(f"--bounds must be two numbers 'LOWER,UPPER', got {bounds!r}")
+    return tuple(parts)
+
+
+def _load(data: Optional[str]):
+    """(X, default k, default bounds, description)."""
+    from ..io import read_points
+
+    if data is None or (data.lower() in datasets.DATASETS and not Path(data).exists()):
+        ds = datasets.load(data or "s1")
+        return ds.X, ds.k, ds.bounds, f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
+    X = read_points(data)
+    return X, None, None, f"{data} ({X.shape[0]} x {X.shape[1]})"
+
+
+@app.command()
+def fit(
+    data: Optional[str] = typer.Argument(
+        None, help="A CSV / Parquet / .npy file, or a bundled data set name (default: s1)."
+    ),
+    k: Optional[int] = typer.Option(None, "--k", "-k", help="Number of clusters (default: the data set's)."),
+    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon."),
+    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta (Gaussian algorithms)."),
+    algorithm: str = typer.Option("fastlloyd", "--algorithm", "-a", help=f"One of: {', '.join(ALGORITHMS)}."),
+    bounds: Optional[str] = typer.Option(
+        None, help="Public per-feature bounds 'LOWER,UPPER' (required for files), or 'data' (not private!)."
+    ),
+    radius: Optional[float] = typer.Option(None, help="Public bound: points lie in the ball of this radius."),
+    public_n: Optional[int] = typer.Option(None, help="A public row count (else a little budget buys a noisy one)."),
+    seed: Optional[int] = typer.Option(
+        None, help="Seed for reproducible experiments (numpy noise: not for releasing real data)."
+    ),
+    output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
+    labels: Optional[Path] = typer.Option(None, help="Also write each row's cluster label here."),
+    plot: Optional[Path] = typer.Option(None, help="Draw the clusters to this PNG."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    steps: bool = typer.Option(False, "--steps", help="List every privacy spend."),
+) -> None:
+    """Cluster a table privately and report what it cost."""
+    try:
+        X, default_k, default_bounds, described = _load(data)
+        chosen_bounds = _parse_bounds(bounds, radius)
+        if chosen_bounds is None:
+            chosen_bounds = default_bounds
+        if chosen_bounds is None:
+            fail(
+                "this file needs public bounds: --bounds LOWER,UPPER (e.g. --bounds 0,1) or --radius R. "
+                "Do not derive them from the data; --bounds data does, and voids the privacy guarantee."
+            )
+        k = k if k is not None else default_k
+        if k is None:
+            fail("give the number of clusters with --k")
+        model = KMeans(
+            k,
+            epsilon=epsilon,
+            delta=delta,
+            bounds=chosen_bounds,
+            algorithm=algorithm,
+            random_state=seed,
+            public_n=public_n,
+        )
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} iterations"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json,
+        ) as progress:
+            task = progress.add_task(f"{algorithm} on {X.shape[0]:,} rows", total=None)
+
+            def callback(done: int, planned: int) -> None:
+                progress.update(task, completed=done, total=planned)
+
+            model.fit(X, callback=callback)
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
+        fail(str(exc))
+
+    from ..io import write_points
+
+    write_points(output, model.cluster_centers_)
+    if labels is not None:
+        write_points(labels, model.labels_, header=["label"])
+    domain = model.domain_
+    unit_nicv = nicv(domain.to_unit(np.array(X, dtype=float)), domain.to_unit(model.cluster_centers_.copy()))
+    spent = model.privacy_spent_
+    summary = {
+        "data": described,
+        "algorithm": algorithm,
+        "k": int(k),
+        "epsilon_spent": spent.epsilon,
+        "delta_spent": spent.delta,
+        "iterations": model.n_iter_,
+        "nicv": unit_nicv,
+        "centers_file": str(output),
+        "secure_noise": seed is None,
+    }
+    if plot is not None:
+        from ..plotting import plot_clusters
+
+        plot_clusters(plot, np.asarray(X), model.labels_, model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}")
+        summary["plot_file"] = str(plot)
+    if as_json:
+        summary["steps"] = spent.as_dict()["steps"]
+        print(json.dumps(summary, indent=2, default=float))
+        return
+    table = Table(title="privclust fit", show_header=True)
+    for column in ("algorithm", "k", "epsilon spent", "delta spent", "iterations", "NICV*"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        algorithm, str(k), f"{spent.epsilon:.4g}", f"{spent.delta:.3g}", str(model.n_iter_), f"{unit_nicv:.5f}"
+    )
+    console.print(f"data: {described}")
+    console.print(table)
+    console.print(
+        "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data: "
+        "for you, not for publication."
+    )
+    if steps:
+        st = Table(title="privacy spends", show_header=True)
+        st.add_column("release")
+        st.add_column("cost", justify="right")
+        for s in spent.steps:
+            st.add_row(s.label, f"mu={s.mu:.4g} (GDP)" if s.is_gdp else f"epsilon={s.epsilon:.4g}")
+        console.print(st)
+    if seed is not None:
+        console.print("[yellow]--seed was given: noise came from numpy samplers; do not publish this result.[/]")
+    console.print(f"centers written to {output}" + (f", plot to {plot}" if plot else ""))
+
+
+@app.command("datasets")
+def list_datasets() -> None:
+    """List the bundled benchmark data sets."""
+    table = Table(title="bundled data sets", show_header=True)
+    table.add_column("name")
+    table.add_column("k", justify="right")
+    table.add_column("description")
+    for name, spec in datasets.DATASETS.items():
+        table.add_row(name, str(spec.k), spec.description)
+    console.print(table)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        err_console.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,95 @@
+"""``privclust bench ...``: benchmarks that write JSON + markdown + PNG."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+bench_app = typer.Typer(help="Benchmarks: utility over epsilon, speed and memory.", no_args_is_help=True)
+console = Console(stderr=True)
+
+
+def _split(text: str, cast=str) -> list:
+    return [cast(part.strip()) for part in text.split(",") if part.strip()]
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+
+
+def machine_description() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+@bench_app.command("utility")
+def utility(
+    datasets: str = typer.Option(
+        "iris,lsun,s1,house,adult,wine,breast,yeast,mnist,birch2", help="Comma-separated bundled data sets."
+    ),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all, plus kmeans++)."),
+    epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
+    runs: int = typer.Option(20, help="Seeds per (data set, method, epsilon); the paper uses 100."),
+    first_seed: int = typer.Option(0, help="Seeds are first_seed .. first_seed + runs - 1."),
+    private_n: bool = typer.Option(False, "--private-n", help="Spend budget on a noisy row count."),
+    workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
+    out: Path = typer.Option(Path("bench-results/utility"), help="Output folder."),
+) -> None:
+    """NICV vs epsilon with 95% CIs, AUC per method, and the seed's Figure-2 plots."""
+    from .. import datasets as ds_module
+    from ..bench.utility import default_methods, plan_jobs, run_utility, write_utility_report
+
+    names = _split(datasets)
+    for name in names:
+        if name not in ds_module.DATASETS:
+            raise typer.BadParameter(f"unknown data set {name!r}; bundled: {', '.join(ds_module.DATASETS)}")
+    chosen = _split(methods) if methods else default_methods()
+    unknown = [m for m in chosen if m not in default_methods()]
+    if unknown:
+        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+    eps = _split(epsilons, float)
+    jobs = plan_jobs(names, chosen, eps, range(first_seed, first_seed + runs), private_n)
+    with _progress() as progress:
+        task = progress.add_task("utility runs", total=len(jobs))
+        rows = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    report = write_utility_report(rows, eps, out, title=f"Utility benchmark ({machine_description()})")
+    console.print(f"wrote {report}, {out / 'utility.jsonl'} and plots")
+
+
+@bench_app.command("speed")
+def speed(
+    n: str = typer.Option("10000,100000,1000000", help="Comma-separated row counts."),
+    d: str = typer.Option("10", help="Comma-separated dimensions."),
+    k: str = typer.Option("10", help="Comma-separated cluster counts."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all private + sklearn)."),
+    repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
+    out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
+) -> None:
+    """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents."""
+    from ..algorithms import ALGORITHMS
+    from ..bench.speed import SKLEARN, run_speed, write_speed_report
+
+    available = [*ALGORITHMS, SKLEARN]
+    chosen = _split(methods) if methods else [m for m in available if m != "lloyd"]
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(available)}")
+    ns, dims, ks = _split(n, int), _split(d, int), _split(k, int)
+    with _progress() as progress:
+        task = progress.add_task("speed runs", total=len(ns) * len(dims) * len(ks) * len(chosen))
+        rows = run_speed(ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task))
+    report = write_speed_report(rows, out, machine_description())
+    console.print(report.read_text())
+    console.print(f"wrote {report}")

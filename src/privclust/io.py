@@ -1,0 +1,64 @@
+"""Reading tables of points: CSV, Parquet and .npy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ._validation import check_data
+
+__all__ = ["read_points", "write_points"]
+
+
+def _looks_numeric(names) -> bool:
+    try:
+        [float(str(n)) for n in names]
+        return True
+    except ValueError:
+        return False
+
+
+def read_points(path: str | Path) -> np.ndarray:
+    """A finite float64 (n, d) array from a CSV (header optional), Parquet or .npy file.
+
+    ``.npy`` files are memory-mapped, so arrays larger than memory can be
+    clustered: the oracles read them chunk by chunk.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give a CSV, Parquet or .npy file")
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    if path.suffix.lower() == ".npy":
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        if arr.dtype.kind not in "fiu":
+            raise ValueError(f"{path}: array of dtype {arr.dtype} is not numeric")
+        return check_data(arr, what=str(path))
+    import pandas as pd
+
+    if path.suffix.lower() in (".parquet", ".pq"):
+        frame = pd.read_parquet(path)
+    elif suffixes.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+        sep = "\t" if ".tsv" in suffixes else ","
+        try:
+            frame = pd.read_csv(path, sep=sep)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path} is empty") from None
+        if _looks_numeric(frame.columns):  # no header line: the first row is data
+            frame = pd.read_csv(path, sep=sep, header=None)
+    else:
+        raise ValueError(f"{path}: unsupported file type; use .csv, .csv.gz, .tsv, .parquet or .npy")
+    return check_data(frame, what=str(path))
+
+
+def write_points(path: str | Path, points: np.ndarray, header: list[str] | None = None) -> None:
+    """Write rows as CSV (or .npy by suffix)."""
+    path = Path(path)
+    if path.suffix.lower() == ".npy":
+        np.save(path, points)
+        return
+    points = np.atleast_2d(points) if np.ndim(points) > 1 else np.asarray(points)[:, None]
+    header = header or [f"x{j}" for j in range(points.shape[1])]
+    np.savetxt(path, points, delimiter=",", header=",".join(header), comments="", fmt="%.10g")

@@ -1,0 +1,84 @@
+"""Pictures: cluster scatter plots and NICV-versus-epsilon curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["plot_clusters", "plot_curves"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_clusters(
+    path: str | Path,
+    X: np.ndarray,
+    labels: np.ndarray,
+    centers: np.ndarray,
+    title: str,
+    max_points: int = 20_000,
+    seed: int = 0,
+) -> None:
+    """Scatter of the points coloured by cluster, centers marked.
+
+    For d > 2 the picture is the plane of the two leading principal axes of
+    the *released centers* (so the projection itself reveals nothing new).
+    The points drawn are the holder's own data: the picture is for the data
+    holder, not for publication.
+    """
+    plt = _pyplot()
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(X), size=min(len(X), max_points), replace=False)
+    pts, lab = X[idx], labels[idx]
+    if X.shape[1] > 2:
+        mean = centers.mean(axis=0)
+        _, _, vt = np.linalg.svd(centers - mean, full_matrices=False)
+        axes = vt[:2] if vt.shape[0] >= 2 else np.eye(X.shape[1])[:2]
+        pts, shown = (pts - mean) @ axes.T, (centers - mean) @ axes.T
+        xlabel, ylabel = "center axis 1", "center axis 2"
+    elif X.shape[1] == 2:
+        shown, xlabel, ylabel = centers, "x0", "x1"
+    else:
+        pts = np.column_stack([pts[:, 0], rng.uniform(-0.5, 0.5, len(pts))])
+        shown = np.column_stack([centers[:, 0], np.zeros(len(centers))])
+        xlabel, ylabel = "x0", "jitter"
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+    ax.scatter(pts[:, 0], pts[:, 1], c=lab, cmap="tab20", s=4, alpha=0.5, linewidths=0)
+    ax.scatter(shown[:, 0], shown[:, 1], marker="X", s=120, c="black", edgecolors="white", linewidths=1.2)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_curves(
+    path: str | Path, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False
+) -> None:
+    """Lines with confidence bands: ``curves[name] = (x, mean, low, high)``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+    for name, (x, mean, low, high) in curves.items():
+        line = ax.plot(x, mean, marker="o", ms=3, label=name)[0]
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
