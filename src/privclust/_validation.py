@@ -14,7 +14,9 @@ def check_data(X, what: str = "X") -> np.ndarray:
     """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
     columns = getattr(X, "columns", None)
     if columns is not None and hasattr(X, "dtypes"):
-        bad = [str(c) for c, t in zip(columns, X.dtypes) if not np.issubdtype(np.dtype(t), np.number)]
+        from pandas.api.types import is_numeric_dtype
+
+        bad = [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
         if bad:
             raise ValueError(
                 f"{what} has non-numeric columns {bad}: drop or encode them before clustering"

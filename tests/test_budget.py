@@ -1,0 +1,100 @@
+"""The accountant: composition arithmetic, refusal before release, labels."""
+
+import copy
+import math
+
+import pytest
+
+from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
+from privclust.privacy.gdp import gdp_epsilon, gdp_mu
+
+
+def test_budget_validation():
+    with pytest.raises(ValueError, match="epsilon"):
+        Budget(0.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        Budget(math.inf)
+    with pytest.raises(ValueError, match="delta"):
+        Budget(1.0, 1.0)
+    with pytest.raises(ValueError, match="delta"):
+        Budget(1.0, -1e-9)
+    assert Budget(1, 0).epsilon == 1.0
+
+
+def test_basic_composition_of_pure_spends():
+    acc = PrivacyAccountant()
+    acc.spend_dp("a", 0.25)
+    acc.spend_dp("b", 0.5, 1e-7)
+    assert acc.guarantee() == (pytest.approx(0.75), pytest.approx(1e-7))
+
+
+def test_gdp_spends_compose_in_quadrature_then_convert():
+    acc = PrivacyAccountant()
+    acc.spend_gdp("x", 0.3)
+    acc.spend_gdp("y", 0.4)
+    eps, delta = acc.guarantee(1e-6)
+    assert delta == 1e-6
+    assert eps == pytest.approx(gdp_epsilon(0.5, 1e-6))
+
+
+def test_mixed_spends_split_delta():
+    acc = PrivacyAccountant()
+    acc.spend_dp("laplace", 0.1)
+    acc.spend_dp("approx", 0.1, 4e-7)
+    acc.spend_gdp("gauss", 0.5)
+    eps, delta = acc.guarantee(1e-6)
+    assert delta == 1e-6
+    assert eps == pytest.approx(0.2 + gdp_epsilon(0.5, 6e-7))
+
+
+def test_refuses_overspend_and_records_nothing():
+    acc = PrivacyAccountant(Budget(1.0, 1e-6))
+    acc.spend_dp("first", 0.6)
+    with pytest.raises(BudgetExceededError, match="over the budget"):
+        acc.spend_dp("second", 0.5)
+    assert [s.label for s in acc.spends] == ["first"]
+    acc.spend_dp("fits", 0.4)  # exactly up to the budget is fine
+    assert acc.guarantee()[0] == pytest.approx(1.0)
+
+
+def test_gdp_spend_up_to_exact_budget():
+    eps, delta = 1.0, 1e-6
+    acc = PrivacyAccountant(Budget(eps, delta))
+    mu = gdp_mu(eps, delta)
+    acc.spend_gdp("half", mu / math.sqrt(2))
+    acc.spend_gdp("other half", mu / math.sqrt(2))
+    with pytest.raises(BudgetExceededError):
+        acc.spend_gdp("one more", 1e-3)
+
+
+def test_parent_is_checked_and_charged():
+    shared = PrivacyAccountant(Budget(1.0))
+    fit1 = PrivacyAccountant(Budget(0.6), parent=shared)
+    fit1.spend_dp("a", 0.6)
+    fit2 = PrivacyAccountant(Budget(0.6), parent=shared)
+    with pytest.raises(BudgetExceededError):
+        fit2.spend_dp("b", 0.6)  # within fit2's own budget, not the shared one
+    assert len(fit2.spends) == 0 and len(shared.spends) == 1
+
+
+def test_non_private_spend_is_infinite_and_refused_by_budgets():
+    ledger = PrivacyAccountant()
+    ledger.spend(Spend("exact", epsilon=math.inf))
+    assert ledger.guarantee()[0] == math.inf
+    with pytest.raises(BudgetExceededError, match="non-private"):
+        PrivacyAccountant(Budget(10.0)).spend(Spend("exact", epsilon=math.inf))
+
+
+def test_report_lists_every_labelled_step():
+    acc = PrivacyAccountant(Budget(2.0, 1e-6))
+    acc.spend_gdp("g", 0.2)
+    acc.spend_dp("l", 0.5)
+    report = acc.report()
+    assert [s["label"] for s in report.as_dict()["steps"]] == ["g", "l"]
+    assert report.mu == pytest.approx(0.2)
+    assert "epsilon=" in str(report)
+
+
+def test_deepcopy_shares_the_ledger():
+    acc = PrivacyAccountant(Budget(1.0))
+    assert copy.deepcopy(acc) is acc

@@ -1,0 +1,168 @@
+"""The DP-Lloyd family: accounting, calibration, constraints, and utility."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+
+from privclust import KMeans
+from privclust.algorithms.lloyd import RHO, sulloyd_split
+from privclust.geometry.domain import fold
+from privclust.geometry.init import sphere_packing
+from privclust.privacy.gdp import gdp_mu
+from privclust.queries.central import CentralOracle
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Record every query the central oracle releases."""
+    seen = []
+    original = CentralOracle.release
+
+    def release(self, query):
+        seen.append(query)
+        return original(self, query)
+
+    monkeypatch.setattr(CentralOracle, "release", release)
+    return seen
+
+
+def pld_epsilon_of(queries, delta):
+    """Independent check: compose every Gaussian block release in Google's PLD accountant."""
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    for q in queries:
+        for b in q.blocks:
+            acc.compose(dp_accounting.GaussianDpEvent(b.mechanism.std / b.mechanism.sensitivity))
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("public_n", [None, 3000])
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd"])
+def test_gaussian_algorithms_spend_exactly_the_budget(blobs, spy, algorithm, public_n):
+    X, _ = blobs
+    eps, delta = 0.7, 1e-6
+    m = KMeans(3, epsilon=eps, delta=delta, bounds=(-1, 1), algorithm=algorithm, public_n=public_n, random_state=0)
+    m.fit(X)
+    assert m.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert m.privacy_spent_.epsilon <= eps * (1 + 1e-9)
+    assert m.privacy_spent_.mu == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    n_releases = 2 * m.n_iter_ + (public_n is None)
+    assert len(m.privacy_spent_.steps) == n_releases == sum(len(q.blocks) for q in spy)
+    # The noise actually added is enough, by an accountant that shares no code with ours.
+    assert pld_epsilon_of(spy, delta) == pytest.approx(eps, rel=0.02)
+
+
+def test_fastlloyd_noise_follows_the_seeds_split(blobs, spy):
+    X, _ = blobs
+    d, k, eps, delta = 2, 3, 1.0, 1e-6
+    m = KMeans(k, epsilon=eps, delta=delta, bounds=(-1, 1), public_n=len(X), random_state=1).fit(X)
+    T = m.n_iter_
+    sigma = 1 / gdp_mu(eps, delta)
+    sigma_r = sigma * math.sqrt(1 + math.sqrt(4 * d)) / (4 * d) ** 0.25
+    sigma_c = sigma * math.sqrt(1 + math.sqrt(4 * d))
+    beta = 2 * math.sqrt(d)
+    eta = 0.8 * beta / (2 * k ** (1 / d))
+    for t, q in enumerate(spy):
+        radius = beta / 2 if t == 0 else eta  # the "step" strategy
+        s, c = (b.mechanism for b in q.blocks)
+        assert s.sensitivity == pytest.approx(radius) and q.structure.radius == pytest.approx(radius)
+        assert s.std == pytest.approx(sigma_r * radius * math.sqrt(T))
+        assert c.std == pytest.approx(sigma_c * math.sqrt(T))
+        assert q.structure.relative
+
+
+@pytest.mark.parametrize("d", [1, 2, 4, 5, 8, 30])
+def test_sulloyd_split_spends_exactly_per_iteration(d):
+    eps_iter = 0.2
+    eps_sum, eps_count = sulloyd_split(eps_iter, d)
+    assert eps_sum + eps_count == pytest.approx(eps_iter)
+    assert eps_sum / eps_count == pytest.approx(d / (4 * d * RHO**2) ** (1 / 3))
+    # The swapped split (count's share given to every coordinate) overspends exactly when d >= 5.
+    unit = eps_iter / (d + (4 * d * RHO**2) ** (1 / 3))
+    swapped = d * (4 * d * RHO**2) ** (1 / 3) * unit + unit
+    assert (swapped > eps_iter * (1 + 1e-12)) == (d >= 5)
+
+
+@pytest.mark.parametrize("d", [3, 9])
+def test_sulloyd_total_is_epsilon_and_pure(spy, d):
+    X = np.random.default_rng(0).uniform(-1, 1, (2000, d))
+    m = KMeans(4, epsilon=0.9, bounds=(-1, 1), algorithm="sulloyd", random_state=0).fit(X)
+    assert m.privacy_spent_.epsilon == pytest.approx(0.9)
+    assert m.privacy_spent_.delta == 0.0
+    total = sum(b.mechanism.epsilon for q in spy for b in q.blocks)
+    assert total == pytest.approx(0.9)
+    # Per-coordinate Laplace scale is d / eps_sum: the l1 sensitivity of a sum of points in [-1, 1]^d is d.
+    s = spy[-1].blocks[0].mechanism
+    assert s.sensitivity == d and s.norm == "l1"
+
+
+def test_radius_constraint_drops_far_points():
+    from privclust.queries.voronoi import VoronoiCells
+
+    cells = VoronoiCells(np.array([[0.0, 0.0]]), radius=0.5, relative=True)
+    ids, _ = cells.assign(np.array([[0.1, 0.1], [0.6, 0.0], [0.0, -0.49]]))
+    assert ids.tolist() == [0, -1, 0]
+
+
+def test_fold_reflects_into_the_box():
+    x = np.array([-3.2, -1.5, -1.0, 0.3, 1.0, 1.25, 2.9, 5.0])
+    y = fold(x)
+    assert np.all((y >= -1) & (y <= 1))
+    np.testing.assert_allclose(y, [0.8, -0.5, -1.0, 0.3, 1.0, 0.75, -0.9, 1.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("k,d", [(1, 2), (5, 2), (15, 2), (10, 50)])
+def test_sphere_packing_spreads_centers_in_the_box(k, d):
+    c = sphere_packing(k, d, np.random.default_rng(0))
+    assert c.shape == (k, d) and np.all(np.abs(c) <= 1)
+    if k > 1:
+        dist = np.linalg.norm(c[:, None] - c[None], axis=-1) + np.eye(k) * 9
+        assert dist.min() > 0.2
+    assert np.array_equal(c, sphere_packing(k, d, np.random.default_rng(0)))
+
+
+def test_tiny_noisy_clusters_keep_their_previous_center(blobs):
+    X, _ = blobs
+    # Extremely small epsilon: counts are pure noise, yet centers stay finite and in the box.
+    m = KMeans(5, epsilon=1e-3, delta=1e-6, bounds=(-1, 1), random_state=3).fit(X)
+    assert np.all(np.isfinite(m.cluster_centers_)) and np.all(np.abs(m.cluster_centers_) <= 1)
+
+
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd"])
+def test_private_algorithms_find_well_separated_clusters(algorithm):
+    rng = np.random.default_rng(11)
+    centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
+    X = np.clip(centers[rng.integers(0, 3, 30_000)] + rng.normal(0, 0.06, (30_000, 2)), -1, 1)
+    floor = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X).inertia_
+    costs = [
+        KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=s).fit(X).inertia_
+        for s in range(5)
+    ]
+    assert np.median(costs) < 1.5 * floor
+
+
+def test_fastlloyd_beats_baselines_in_high_dimension():
+    """Seed 003's headline: the radius constraint pays off as d grows."""
+    rng = np.random.default_rng(5)
+    d, k, n = 20, 4, 4000
+    centers = rng.uniform(-0.6, 0.6, (k, d))
+    X = np.clip(centers[rng.integers(0, k, n)] + rng.normal(0, 0.05, (n, d)), -1, 1)
+    def median_cost(alg):
+        return np.median([
+            KMeans(k, epsilon=0.5, delta=1e-6, bounds=(-1, 1), algorithm=alg, public_n=n, random_state=s).fit(X).inertia_
+            for s in range(6)
+        ])
+    fast = median_cost("fastlloyd")
+    assert fast < median_cost("sulloyd")
+    assert fast < median_cost("glloyd")
+
+
+def test_lloyd_baseline_is_non_private_and_converges(blobs):
+    X, centers = blobs
+    m = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X)
+    assert m.privacy_spent_.epsilon == math.inf
+    assert m.n_iter_ < 100
+    found = np.sort(m.cluster_centers_[:, 0])
+    np.testing.assert_allclose(found, np.sort(centers[:, 0]), atol=0.02)
