@@ -17,7 +17,9 @@ from threadpoolctl import ThreadpoolController
 
 T = TypeVar("T")
 
-__all__ = ["map_chunks", "n_workers"]
+__all__ = ["map_chunks", "n_workers", "use_single_thread"]
+
+_max_workers: int | None = None
 
 
 @lru_cache(maxsize=1)
@@ -27,7 +29,14 @@ def _controller() -> ThreadpoolController:
 
 
 def n_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    return _max_workers or max(1, os.cpu_count() or 1)
+
+
+def use_single_thread() -> None:
+    """For worker processes that already fill the cores: no threads of our own, one BLAS thread."""
+    global _max_workers
+    _max_workers = 1
+    _controller().limit(limits=1)  # kept for the life of the process
 
 
 def map_chunks(fn: Callable[..., T], chunks: Iterable, workers: int | None = None) -> list[T]:

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .. import datasets, metrics
+from .._parallel import use_single_thread
 from ..algorithms import ALGORITHMS
 from ..estimator import KMeans
 from .stats import mean_ci
@@ -117,7 +118,7 @@ def run_utility(
             if on_done:
                 on_done(results[-1])
         return results
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):
             results.append(future.result())

@@ -1,0 +1,131 @@
+"""The command line, as a user types it."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privclust.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_help_lists_commands():
+    out = run("--help")
+    assert out.exit_code == 0
+    for word in ("fit", "datasets", "bench"):
+        assert word in out.output
+    for sub in (("fit", "--help"), ("bench", "--help"), ("bench", "utility", "--help"), ("bench", "speed", "--help")):
+        assert run(*sub).exit_code == 0
+
+
+def test_fit_on_bundled_default_writes_centers_and_plot(tmp_path):
+    centers, plot, labels = tmp_path / "c.csv", tmp_path / "p.png", tmp_path / "l.csv"
+    out = run("fit", "--seed", "1", "-o", str(centers), "--plot", str(plot), "--labels", str(labels), "--steps")
+    assert out.exit_code == 0, out.output
+    assert "fastlloyd" in out.output and "epsilon spent" in out.output
+    assert np.loadtxt(centers, delimiter=",", skiprows=1).shape == (15, 2)
+    assert len(np.loadtxt(labels, skiprows=1)) == 5000
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fit_json_reports_privacy(tmp_path):
+    out = run("fit", "iris", "--json", "--seed", "0", "-e", "0.5", "-a", "glloyd", "-o", str(tmp_path / "c.csv"))
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert summary["epsilon_spent"] == pytest.approx(0.5)
+    assert summary["k"] == 3 and summary["algorithm"] == "glloyd"
+    assert len(summary["steps"]) == 2 * summary["iterations"] + 1
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy", ".parquet"])
+def test_fit_reads_files_with_declared_bounds(tmp_path, suffix):
+    X = np.random.default_rng(0).uniform(0, 10, (600, 3))
+    path = tmp_path / f"data{suffix}"
+    if suffix == ".csv":
+        np.savetxt(path, X, delimiter=",", header="a,b,c", comments="")
+    elif suffix == ".npy":
+        np.save(path, X)
+    else:
+        import pandas as pd
+
+        pd.DataFrame(X, columns=["a", "b", "c"]).to_parquet(path)
+    out = run("fit", str(path), "--k", "4", "--bounds", "0,10", "--seed", "0", "-o", str(tmp_path / "c.csv"), "--plot", str(tmp_path / "p.png"))
+    assert out.exit_code == 0, out.output
+    centers = np.loadtxt(tmp_path / "c.csv", delimiter=",", skiprows=1)
+    assert centers.shape == (4, 3) and np.all((centers >= 0) & (centers <= 10))
+
+
+def test_headerless_csv(tmp_path):
+    path = tmp_path / "raw.csv"
+    np.savetxt(path, np.random.default_rng(0).uniform(-1, 1, (100, 2)), delimiter=",")
+    out = run("fit", str(path), "--k", "2", "--radius", "1.5", "--seed", "0", "-o", str(tmp_path / "c.csv"))
+    assert out.exit_code == 0, out.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("fit", "missing.csv", "--k", "2", "--bounds", "0,1"), "no such file"),
+        (("fit", "{csv}", "--k", "2"), "needs public bounds"),
+        (("fit", "{csv}", "--bounds", "0,1"), "--k"),
+        (("fit", "{csv}", "--k", "2", "--bounds", "zero,one"), "LOWER,UPPER"),
+        (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "--radius", "2"), "not both"),
+        (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-e", "0"), "epsilon"),
+        (("fit", "{csv}", "--k", "50", "--bounds", "0,1"), "larger than the number of rows"),
+        (("fit", "{bad}", "--k", "2", "--bounds", "0,1"), "non-numeric columns"),
+        (("fit", "{nan}", "--k", "2", "--bounds", "0,1"), "NaN"),
+        (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "magic"), "unknown algorithm"),
+    ],
+)
+def test_bad_input_exits_cleanly(tmp_path, args, message):
+    csv = tmp_path / "ok.csv"
+    np.savetxt(csv, np.random.default_rng(0).uniform(0, 1, (20, 2)), delimiter=",", header="a,b", comments="")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,x\n2,y\n3,z\n")
+    nan = tmp_path / "nan.csv"
+    nan.write_text("a,b\n1,2\n3,\n4,5\n")
+    args = [a.format(csv=csv, bad=bad, nan=nan) for a in args]
+    out = run(*args, "-o", str(tmp_path / "c.csv"))
+    assert out.exit_code == 2
+    assert message in out.output
+    assert "Traceback" not in out.output
+    assert not (tmp_path / "c.csv").exists()  # nothing half-released
+
+
+def test_datasets_command():
+    out = run("datasets")
+    assert out.exit_code == 0 and "birch2" in out.output
+
+
+def test_bench_utility_small(tmp_path):
+    out = run(
+        "bench", "utility", "--datasets", "iris,lsun", "--methods", "fastlloyd,sulloyd,kmeans++",
+        "--epsilons", "0.5,1.0", "--runs", "2", "--workers", "1", "--out", str(tmp_path),
+    )
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in (tmp_path / "utility.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * (2 * 2 + 2 * 2 + 2)
+    assert {"nicv", "silhouette", "davies_bouldin", "centroid_mse", "seconds", "privacy_spent"} <= set(rows[0])
+    report = (tmp_path / "utility.md").read_text()
+    assert "## iris" in report and "AUC" in report
+    assert (tmp_path / "nicv_iris.png").exists()
+
+
+def test_bench_speed_small(tmp_path):
+    out = run("bench", "speed", "--n", "2000,4000", "--methods", "fastlloyd,sklearn-kmeans", "--repeats", "1", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "speed.json").read_text())
+    assert len(rows) == 4 and all(r["seconds"] > 0 and r["peak_bytes"] > 0 for r in rows)
+    assert "time / sklearn" in (tmp_path / "speed.md").read_text()
+    assert (tmp_path / "speed_d10_k10.png").exists()
+
+
+def test_bench_rejects_unknown_names(tmp_path):
+    assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
+    assert run("bench", "speed", "--methods", "nope", "--out", str(tmp_path)).exit_code != 0
