@@ -54,3 +54,11 @@ def test_silhouette_and_db_degenerate_cases():
     assert metrics.davies_bouldin(X, one) == float("inf")
     two = np.array([[-1.0, 0.0], [1.0, 0.0]])
     assert -1 <= metrics.silhouette(X, two) <= 1
+
+
+def test_silhouette_when_the_sample_holds_one_cluster():
+    X = np.vstack([np.zeros((1000, 2)), np.ones((2, 2))])
+    centers = np.array([[0.0, 0.0], [1.0, 1.0]])
+    # A 10-row sample almost surely misses the 2-point cluster: defined as -1, no exception.
+    assert metrics.silhouette(X, centers, sample_size=10, random_state=0) == -1.0
+    assert metrics.silhouette(X, centers, sample_size=None) > 0.9

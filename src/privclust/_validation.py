@@ -7,7 +7,14 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_data", "check_n_clusters", "check_epsilon", "check_delta"]
+__all__ = ["check_data", "check_n_clusters", "check_epsilon", "check_delta", "positive_finite"]
+
+
+def positive_finite(name: str, value) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` if it is not a positive finite number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
 
 
 def check_data(X, what: str = "X") -> np.ndarray:
@@ -56,9 +63,7 @@ def check_n_clusters(k, n_rows: int | None = None) -> int:
 
 
 def check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    return float(epsilon)
+    return positive_finite("epsilon", epsilon)
 
 
 def check_delta(delta) -> float:

@@ -55,11 +55,14 @@ def auc_over_epsilon(epsilons, values) -> float:
 
 
 def silhouette(X: np.ndarray, centers: np.ndarray, sample_size: int | None = 5000, random_state: int = 0) -> float:
+    """Silhouette of the induced partition, on a random sample of rows when X is large."""
+    if sample_size is not None and len(X) > sample_size:
+        rows = np.random.default_rng(random_state).choice(len(X), size=sample_size, replace=False)
+        X = X[rows]
     labels = assign(X, centers)[0]
-    if np.unique(labels).size < 2:
+    if not 2 <= np.unique(labels).size < len(X):
         return -1.0
-    size = None if sample_size is None or len(X) <= sample_size else sample_size
-    return float(skm.silhouette_score(X, labels, sample_size=size, random_state=random_state))
+    return float(skm.silhouette_score(X, labels))
 
 
 def davies_bouldin(X: np.ndarray, centers: np.ndarray) -> float:

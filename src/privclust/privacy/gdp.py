@@ -23,6 +23,8 @@ import math
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
+from .._validation import positive_finite
+
 __all__ = [
     "gdp_delta",
     "gdp_epsilon",
@@ -32,13 +34,6 @@ __all__ = [
     "mu_to_zcdp_rho",
     "zcdp_epsilon",
 ]
-
-
-def _check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 def gdp_delta(epsilon: float, mu: float) -> float:
@@ -82,7 +77,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 def gdp_mu(epsilon: float, delta: float) -> float:
     """Largest mu such that mu-GDP implies (epsilon, delta)-DP."""
-    epsilon = _check_positive("epsilon", epsilon)
+    epsilon = positive_finite("epsilon", epsilon)
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     lo, hi = 1e-12, 1.0
@@ -98,7 +93,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Noise standard deviation of the analytic Gaussian mechanism (Balle & Wang 2018)."""
-    sensitivity = _check_positive("sensitivity", sensitivity)
+    sensitivity = positive_finite("sensitivity", sensitivity)
     return sensitivity / gdp_mu(epsilon, delta)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import positive_finite
 from .budget import PrivacyAccountant, Spend
 from .gdp import gdp_mu
 from .noise import NoiseSource
@@ -26,13 +27,6 @@ __all__ = [
 ]
 
 
-def _positive(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class GaussianMechanism:
     """x + N(0, std^2 I) for a query of l2 sensitivity ``sensitivity``: (sensitivity/std)-GDP."""
@@ -42,8 +36,8 @@ class GaussianMechanism:
     norm = "l2"
 
     def __post_init__(self):
-        _positive("sensitivity", self.sensitivity)
-        _positive("noise std", self.std)
+        positive_finite("sensitivity", self.sensitivity)
+        positive_finite("noise std", self.std)
 
     @classmethod
     def calibrated(cls, epsilon: float, delta: float, sensitivity: float) -> "GaussianMechanism":
@@ -52,7 +46,7 @@ class GaussianMechanism:
 
     @classmethod
     def for_mu(cls, mu: float, sensitivity: float) -> "GaussianMechanism":
-        return cls(sensitivity=sensitivity, std=_positive("sensitivity", sensitivity) / _positive("mu", mu))
+        return cls(sensitivity=sensitivity, std=positive_finite("sensitivity", sensitivity) / positive_finite("mu", mu))
 
     @property
     def mu(self) -> float:
@@ -74,12 +68,12 @@ class LaplaceMechanism:
     norm = "l1"
 
     def __post_init__(self):
-        _positive("sensitivity", self.sensitivity)
-        _positive("Laplace scale", self.scale)
+        positive_finite("sensitivity", self.sensitivity)
+        positive_finite("Laplace scale", self.scale)
 
     @classmethod
     def calibrated(cls, epsilon: float, sensitivity: float) -> "LaplaceMechanism":
-        return cls(sensitivity=sensitivity, scale=_positive("sensitivity", sensitivity) / _positive("epsilon", epsilon))
+        return cls(sensitivity=sensitivity, scale=positive_finite("sensitivity", sensitivity) / positive_finite("epsilon", epsilon))
 
     @property
     def epsilon(self) -> float:
@@ -130,8 +124,8 @@ def exponential_mechanism(
         raise ValueError("scores must be a non-empty 1-D array")
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores must be finite")
-    spend = Spend(label=label, epsilon=_positive("epsilon", epsilon))
+    spend = Spend(label=label, epsilon=positive_finite("epsilon", epsilon))
     accountant.check([spend])
-    index = noise.noisy_argmax(scores, 2.0 * _positive("sensitivity", sensitivity) / epsilon)
+    index = noise.noisy_argmax(scores, 2.0 * positive_finite("sensitivity", sensitivity) / epsilon)
     accountant.spend(spend)
     return index
