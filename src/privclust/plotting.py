@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_clusters", "plot_curves"]
+__all__ = ["plot_clusters", "plot_curves", "plot_panels"]
 
 
 def _pyplot():
@@ -61,12 +61,7 @@ def plot_clusters(
     plt.close(fig)
 
 
-def plot_curves(
-    path: str | Path, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False
-) -> None:
-    """Lines with confidence bands: ``curves[name] = (x, mean, low, high)``."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+def _draw_curves(ax, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False):
     for name, (x, mean, low, high) in curves.items():
         line = ax.plot(x, mean, marker="o", ms=3, label=name)[0]
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -77,8 +72,33 @@ def plot_curves(
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+
+
+def plot_curves(
+    path: str | Path, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False
+) -> None:
+    """Lines with confidence bands: ``curves[name] = (x, mean, low, high)``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+    _draw_curves(ax, curves, title, xlabel, ylabel, logx, logy)
+    ax.legend(fontsize=8)
     fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_panels(path: str | Path, panels: dict[str, dict[str, tuple]], xlabel: str, ylabel: str, logy=False, columns=5):
+    """One small-multiples figure: a panel of curves per entry of ``panels``, one shared legend."""
+    plt = _pyplot()
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), dpi=100, squeeze=False)
+    for ax, (title, curves) in zip(axes.flat, panels.items()):
+        _draw_curves(ax, curves, title, xlabel, ylabel, logy=logy)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path)
     plt.close(fig)

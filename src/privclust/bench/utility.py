@@ -160,7 +160,7 @@ def summarise(rows: list[dict], epsilons) -> dict:
 
 
 def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str = "Utility benchmark") -> Path:
-    from ..plotting import plot_curves
+    from ..plotting import plot_curves, plot_panels
 
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "utility.jsonl", "w") as fh:
@@ -175,7 +175,8 @@ def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str =
         "AUC is the trapezoid area under NICV over epsilon; 'vs best other' is this method's AUC "
         "divided by the best AUC among the other *private* methods (below 1: better)."
     )
-    lines.append("")
+    lines += ["", "![NICV vs epsilon](nicv_all.png)", ""]
+    panels = {}
     for name, methods in summary.items():
         lines.append(f"## {name}")
         lines.append("")
@@ -198,9 +199,9 @@ def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str =
             )
             for method, res in methods.items()
         }
-        png = out_dir / f"nicv_{name}.png"
-        plot_curves(png, curves, f"{name}: NICV vs epsilon", "epsilon", "NICV", logy=True)
-        lines += [f"![{name}]({png.name})", ""]
+        panels[name] = curves
+        plot_curves(out_dir / f"nicv_{name}.png", curves, f"{name}: NICV vs epsilon", "epsilon", "NICV", logy=True)
+    plot_panels(out_dir / "nicv_all.png", panels, "epsilon", "NICV", logy=True)
     report = out_dir / "utility.md"
     report.write_text("\n".join(lines))
     with open(out_dir / "utility_summary.json", "w") as fh:
