@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_clusters", "plot_curves", "plot_panels"]
+__all__ = ["plot_clusters", "plot_curves", "plot_panels", "plot_heatmaps"]
 
 
 def _pyplot():
@@ -100,5 +100,26 @@ def plot_panels(path: str | Path, panels: dict[str, dict[str, tuple]], xlabel: s
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_heatmaps(path: str | Path, grids: dict[str, np.ndarray], row_labels, col_labels, xlabel: str, ylabel: str):
+    """One annotated heat map per entry (rows: ``row_labels``, columns: ``col_labels``)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids), 3.6), dpi=100, squeeze=False)
+    for ax, (title, grid) in zip(axes.flat, grids.items()):
+        image = ax.imshow(grid, origin="lower", cmap="viridis_r" if "reduction" not in title else "RdYlGn", aspect="auto")
+        ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], fontsize=7)
+        ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels], fontsize=7)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        low, high = np.nanmin(grid), np.nanmax(grid)
+        for (i, j), value in np.ndenumerate(grid):
+            dark = "reduction" not in title and high > low and (value - low) / (high - low) > 0.5
+            ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

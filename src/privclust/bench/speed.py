@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..estimator import KMeans
+from . import peers
 from .stats import loglog_slope
 
 __all__ = ["synthetic_blobs", "run_speed", "write_speed_report", "SKLEARN"]
@@ -51,7 +52,23 @@ def _fit(method: str, X: np.ndarray, k: int) -> int:
     return KMeans(k, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=method).fit(X).n_iter_
 
 
+def measure_peer(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
+    """A peer in its own environment; its runner times ``fit`` and traces memory itself."""
+    job = {"k": k, "epsilon": 1.0, "seed": 0, "lower": -1.0, "upper": 1.0}
+    timed = peers.run_batch(method, X, [job] * repeats)
+    traced = peers.run_batch(method, X, [job], memory=True)[0]
+    return {
+        "seconds": min(r["seconds"] for r in timed),
+        "iterations": timed[0]["iterations"],
+        "peak_bytes": traced["peak_bytes"],
+        "input_bytes": int(X.nbytes),
+        "memory_ratio": traced["peak_bytes"] / X.nbytes,
+    }
+
+
 def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
+    if method in peers.PEERS:
+        return measure_peer(method, X, k, repeats)
     best = float("inf")
     for _ in range(repeats):
         gc.collect()
@@ -74,26 +91,33 @@ def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
 
 def run_speed(
     ns, ds, ks, methods, repeats: int = 3, on_done: Callable[[dict], None] | None = None
-) -> list[dict]:
-    rows = []
+) -> tuple[list[dict], dict[str, str]]:
+    """(rows, missing peers with the reason)."""
+    rows, missing = [], {}
     for n, d, k in product(ns, ds, ks):
         X = synthetic_blobs(int(n), int(d), int(k))
         for method in methods:
-            row = {"method": method, "n": int(n), "d": int(d), "k": int(k), **measure(method, X, int(k), repeats)}
-            rows.append(row)
+            if method not in missing:
+                try:
+                    row = {"method": method, "n": int(n), "d": int(d), "k": int(k), **measure(method, X, int(k), repeats)}
+                    rows.append(row)
+                except peers.PeerMissing as exc:
+                    missing[method] = str(exc)
             if on_done:
-                on_done(row)
+                on_done({})
         del X
-    return rows
+    return rows, missing
 
 
-def write_speed_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
+def write_speed_report(rows: list[dict], out_dir: Path, machine: str, missing: dict | None = None) -> Path:
     from ..plotting import plot_curves
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "speed.json").write_text(json.dumps(rows, indent=1))
     ref = {(r["n"], r["d"], r["k"]): r for r in rows if r["method"] == SKLEARN}
     lines = ["# Speed benchmark", "", f"Machine: {machine}", ""]
+    for peer, why in (missing or {}).items():
+        lines += [f"**Peer missing: {peer}** — {why}.", ""]
     lines += [
         "| method | n | d | k | iterations | seconds | time / sklearn | peak MiB | peak / input |",
         "|---|---|---|---|---|---|---|---|---|",

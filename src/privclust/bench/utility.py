@@ -24,11 +24,22 @@ import numpy as np
 
 from .. import datasets, metrics
 from .._parallel import use_single_thread
+from . import peers, synthetic
 from ..algorithms import ALGORITHMS
 from ..estimator import KMeans
 from .stats import mean_ci
 
-__all__ = ["UtilityJob", "plan_jobs", "run_job", "run_utility", "write_utility_report", "NON_PRIVATE_METHODS"]
+__all__ = [
+    "UtilityJob",
+    "UtilityRun",
+    "plan_jobs",
+    "run_job",
+    "run_utility",
+    "summarise",
+    "write_utility_report",
+    "load_data",
+    "NON_PRIVATE_METHODS",
+]
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
 NON_PRIVATE_METHODS = (FLOOR, "lloyd")
@@ -57,7 +68,10 @@ def plan_jobs(names, methods, epsilons, seeds, private_n=False) -> list[UtilityJ
 
 
 @lru_cache(maxsize=None)
-def _data(name: str):
+def load_data(name: str):
+    """A bundled data set by name, or a synthetic one by spec string (``bench.synthetic``)."""
+    if ":" in name:
+        return synthetic.from_spec(name)
     return datasets.load(name)
 
 
@@ -65,35 +79,16 @@ def _data(name: str):
 def _reference_centers(name: str) -> np.ndarray:
     from sklearn.cluster import KMeans as SkKMeans
 
-    ds = _data(name)
+    ds = load_data(name)
     return SkKMeans(ds.k, n_init=10, random_state=0).fit(ds.X).cluster_centers_
 
 
-def run_job(job: UtilityJob) -> dict:
-    ds = _data(job.dataset)
-    n = len(ds.X)
-    start = time.perf_counter()
-    if job.method == FLOOR:
-        from sklearn.cluster import KMeans as SkKMeans
+def _delta(n: int) -> float:
+    return 1.0 / (n * math.log(n))
 
-        model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
-        centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
-    else:
-        model = KMeans(
-            ds.k,
-            epsilon=job.epsilon if job.epsilon is not None else 1.0,
-            delta=1.0 / (n * math.log(n)),
-            bounds=ds.bounds,
-            algorithm=job.method,
-            random_state=job.seed,
-            public_n=None if job.private_n else n,
-        ).fit(ds.X)
-        centers, n_iter = model.cluster_centers_, model.n_iter_
-        spent = None if job.method in NON_PRIVATE_METHODS else {
-            "epsilon": model.privacy_spent_.epsilon,
-            "delta": model.privacy_spent_.delta,
-        }
-    seconds = time.perf_counter() - start
+
+def evaluate(job: UtilityJob, centers: np.ndarray, n_iter: int, seconds: float, spent: dict | None) -> dict:
+    ds = load_data(job.dataset)
     return {
         **asdict(job),
         "nicv": metrics.nicv(ds.X, centers),
@@ -106,25 +101,85 @@ def run_job(job: UtilityJob) -> dict:
     }
 
 
+def run_job(job: UtilityJob) -> dict:
+    ds = load_data(job.dataset)
+    n = len(ds.X)
+    start = time.perf_counter()
+    if job.method == FLOOR:
+        from sklearn.cluster import KMeans as SkKMeans
+
+        model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
+        centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
+    else:
+        model = KMeans(
+            ds.k,
+            epsilon=job.epsilon if job.epsilon is not None else 1.0,
+            delta=_delta(n),
+            bounds=ds.bounds,
+            algorithm=job.method,
+            random_state=job.seed,
+            public_n=None if job.private_n else n,
+        ).fit(ds.X)
+        centers, n_iter = model.cluster_centers_, model.n_iter_
+        spent = None if job.method in NON_PRIVATE_METHODS else {
+            "epsilon": model.privacy_spent_.epsilon,
+            "delta": model.privacy_spent_.delta,
+        }
+    return evaluate(job, centers, n_iter, time.perf_counter() - start, spent)
+
+
+def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
+    """Jobs of one peer on one data set, in one call to the peer's own interpreter."""
+    ds = load_data(jobs[0].dataset)
+    lo, hi = ds.bounds
+    specs = [{"k": ds.k, "epsilon": j.epsilon, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
+    results = peers.run_batch(jobs[0].method, ds.X, specs)
+    return [
+        evaluate(j, np.asarray(r["centers"]), r["iterations"], r["seconds"], {"epsilon": j.epsilon, "claimed": True})
+        for j, r in zip(jobs, results)
+    ]
+
+
+@dataclass
+class UtilityRun:
+    rows: list[dict]
+    missing: dict[str, str]  # peer -> why it did not run
+
+
 def run_utility(
     jobs: list[UtilityJob], workers: int | None = None, on_done: Callable[[dict], None] | None = None
-) -> list[dict]:
-    """Run every job, in parallel over the machine's cores."""
+) -> UtilityRun:
+    """Run every job: privclust's in parallel over the cores, each peer in its own environment."""
     workers = workers or os.cpu_count() or 1
-    results = []
+    local = [j for j in jobs if j.method not in peers.PEERS]
+    rows: list[dict] = []
+
+    def done(row: dict) -> None:
+        rows.append(row)
+        if on_done:
+            on_done(row)
+
     if workers == 1:
-        for job in jobs:
-            results.append(run_job(job))
-            if on_done:
-                on_done(results[-1])
-        return results
-    with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for future in as_completed(futures):
-            results.append(future.result())
-            if on_done:
-                on_done(results[-1])
-    return results
+        for job in local:
+            done(run_job(job))
+    else:
+        with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
+            for future in as_completed([pool.submit(run_job, job) for job in local]):
+                done(future.result())
+    missing: dict[str, str] = {}
+    batches: dict[tuple[str, str], list[UtilityJob]] = {}
+    for job in jobs:
+        if job.method in peers.PEERS:
+            batches.setdefault((job.method, job.dataset), []).append(job)
+    for (peer, _), batch in batches.items():
+        if peer in missing:
+            continue
+        try:
+            for row in run_peer_jobs(batch):
+                done(row)
+        except peers.PeerMissing as exc:
+            missing[peer] = str(exc)
+    return UtilityRun(rows, missing)
 
 
 def _expand_non_private(rows: list[dict], epsilons) -> list[dict]:
@@ -159,7 +214,9 @@ def summarise(rows: list[dict], epsilons) -> dict:
     return out
 
 
-def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str = "Utility benchmark") -> Path:
+def write_utility_report(
+    rows: list[dict], epsilons, out_dir: Path, title: str = "Utility benchmark", missing: dict | None = None
+) -> Path:
     from ..plotting import plot_curves, plot_panels
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -173,8 +230,12 @@ def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str =
     lines.append(
         f"{len(rows)} runs, {n_seeds} seeds; cells are mean NICV with 95% CI half-width; "
         "AUC is the trapezoid area under NICV over epsilon; 'vs best other' is this method's AUC "
-        "divided by the best AUC among the other *private* methods (below 1: better)."
+        "divided by the best AUC among the other private methods, peers included (below 1: better)."
     )
+    for peer, why in (missing or {}).items():
+        lines += ["", f"**Peer missing: {peer}** — {why}. Its rows are absent from every table below."]
+    for peer in {r["method"] for r in rows} & set(peers.PEERS):
+        lines += ["", f"Peer {peer}: {peers.PEERS[peer].note}"]
     lines += ["", "![NICV vs epsilon](nicv_all.png)", ""]
     panels = {}
     for name, methods in summary.items():
@@ -215,4 +276,4 @@ def write_utility_report(rows: list[dict], epsilons, out_dir: Path, title: str =
 
 
 def default_methods() -> list[str]:
-    return [FLOOR, *ALGORITHMS]
+    return [FLOOR, *ALGORITHMS, *peers.PEERS]

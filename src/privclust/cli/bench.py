@@ -42,6 +42,7 @@ def utility(
     methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all, plus kmeans++)."),
     epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
     runs: int = typer.Option(20, help="Seeds per (data set, method, epsilon); the paper uses 100."),
+    quick: bool = typer.Option(False, "--quick", help="A small run: 3 seeds (about 30 seconds)."),
     first_seed: int = typer.Option(0, help="Seeds are first_seed .. first_seed + runs - 1."),
     private_n: bool = typer.Option(False, "--private-n", help="Spend budget on a noisy row count."),
     workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
@@ -60,11 +61,17 @@ def utility(
     if unknown:
         raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
     eps = _split(epsilons, float)
+    if quick:
+        runs = min(runs, 3)
     jobs = plan_jobs(names, chosen, eps, range(first_seed, first_seed + runs), private_n)
     with _progress() as progress:
         task = progress.add_task("utility runs", total=len(jobs))
-        rows = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
-    report = write_utility_report(rows, eps, out, title=f"Utility benchmark ({machine_description()})")
+        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    for peer, why in result.missing.items():
+        console.print(f"[yellow]peer missing:[/] {why}")
+    report = write_utility_report(
+        result.rows, eps, out, title=f"Utility benchmark ({machine_description()})", missing=result.missing
+    )
     console.print(f"wrote {report}, {out / 'utility.jsonl'} and plots")
 
 
@@ -79,9 +86,10 @@ def speed(
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents."""
     from ..algorithms import ALGORITHMS
+    from ..bench.peers import PEERS
     from ..bench.speed import SKLEARN, run_speed, write_speed_report
 
-    available = [*ALGORITHMS, SKLEARN]
+    available = [*ALGORITHMS, SKLEARN, *PEERS]
     chosen = _split(methods) if methods else [m for m in available if m != "lloyd"]
     unknown = [m for m in chosen if m not in available]
     if unknown:
@@ -89,7 +97,64 @@ def speed(
     ns, dims, ks = _split(n, int), _split(d, int), _split(k, int)
     with _progress() as progress:
         task = progress.add_task("speed runs", total=len(ns) * len(dims) * len(ks) * len(chosen))
-        rows = run_speed(ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task))
-    report = write_speed_report(rows, out, machine_description())
+        rows, missing = run_speed(ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task))
+    for peer, why in missing.items():
+        console.print(f"[yellow]peer missing:[/] {why}")
+    report = write_speed_report(rows, out, machine_description(), missing)
     console.print(report.read_text())
     console.print(f"wrote {report}")
+
+
+peers_app = typer.Typer(help="Peer libraries, each in its own environment.", no_args_is_help=True)
+bench_app.add_typer(peers_app, name="peers")
+
+
+@peers_app.command("list")
+def peers_list() -> None:
+    """Show the peers and whether each is installed."""
+    from ..bench import peers
+
+    for name, peer in peers.PEERS.items():
+        state = "installed" if peers.is_installed(name) else "missing"
+        console.print(f"{name}: {state} ({', '.join(peer.requirements)}) in {peers.peers_dir() / name}")
+
+
+@peers_app.command("install")
+def peers_install(name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib.")) -> None:
+    """Create the peer's own virtual environment and install it (needs the package index)."""
+    from ..bench import peers
+
+    if name not in peers.PEERS:
+        raise typer.BadParameter(f"unknown peer {name!r}; known: {', '.join(peers.PEERS)}")
+    console.print(f"installed {name} in {peers.install(name)}")
+
+
+@bench_app.command("scaling")
+def scaling(
+    methods: str = typer.Option("fastlloyd,glloyd,sulloyd", help="Comma-separated methods."),
+    epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
+    sets: int = typer.Option(3, help="Independently generated data sets per (k, d)."),
+    runs: int = typer.Option(3, help="Seeds per data set."),
+    quick: bool = typer.Option(False, "--quick", help="A small grid, one set, two seeds (a couple of minutes)."),
+    workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
+    out: Path = typer.Option(Path("bench-results/scaling"), help="Output folder."),
+) -> None:
+    """AUC as d and k grow (the seed's Figures 3 and 4), on synthetic data with controlled separation."""
+    from ..bench.scaling import scaling_plan, write_scaling_report
+    from ..bench.utility import default_methods, run_utility
+
+    chosen = _split(methods)
+    unknown = [m for m in chosen if m not in default_methods()]
+    if unknown:
+        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+    if quick:
+        sets, runs = 1, 2
+    eps = _split(epsilons, float)
+    jobs, parts = scaling_plan(chosen, eps, sets=sets, runs=runs, quick=quick)
+    with _progress() as progress:
+        task = progress.add_task("scaling runs", total=len(jobs))
+        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    for peer, why in result.missing.items():
+        console.print(f"[yellow]peer missing:[/] {why}")
+    report = write_scaling_report(result.rows, parts, eps, out, machine_description())
+    console.print(f"wrote {report} and plots")

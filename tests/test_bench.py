@@ -1,0 +1,108 @@
+"""The benchmark harness: data generators, summaries, reproducibility, peers. No benchmark numbers."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privclust.bench import peers, synthetic
+from privclust.bench.scaling import scaling_plan
+from privclust.bench.utility import UtilityJob, plan_jobs, run_job, run_utility, summarise, write_utility_report
+from privclust.cli import app
+
+
+def test_separated_clusters_follow_the_recipe():
+    ds = synthetic.separated(k=4, d=3, seed=1)
+    inliers = ds.labels >= 0
+    sizes = np.bincount(ds.labels[inliers])
+    np.testing.assert_allclose(sizes / sizes[0], [1, 2, 3, 4], rtol=0.01)
+    assert inliers.sum() == 10_000 and 0 <= (~inliers).sum() <= 100
+    assert ds.X.min() == pytest.approx(-1) and ds.X.max() == pytest.approx(1)
+    assert ds.name == "synth:k=4,d=3,seed=1"
+    np.testing.assert_array_equal(synthetic.from_spec(ds.name).X, ds.X)
+
+
+def test_separation_index_is_the_requested_one():
+    ds = synthetic.separated(k=3, d=2, seed=0, n=60_000, separation=0.2)
+    X, y = ds.X, ds.labels
+    means = np.array([X[y == j].mean(0) for j in range(3)])
+    gaps = np.linalg.norm(means[:, None] - means[None], axis=-1) + np.eye(3) * 9
+    a, b = np.unravel_index(np.argmin(gaps), gaps.shape)
+    axis = (means[b] - means[a]) / np.linalg.norm(means[b] - means[a])
+    pa, pb = sorted([X[y == a] @ axis, X[y == b] @ axis], key=np.mean)
+    L1, U1 = np.quantile(pa, [0.025, 0.975])
+    L2, U2 = np.quantile(pb, [0.025, 0.975])
+    assert (L2 - U1) / (U2 - L1) == pytest.approx(0.2, abs=0.02)
+
+
+def test_g2_like_sets():
+    ds = synthetic.g2(d=8)
+    assert ds.X.shape == (2048, 8) and ds.k == 2 and np.bincount(ds.labels).tolist() == [1024, 1024]
+    with pytest.raises(ValueError):
+        synthetic.from_spec("blobs:k=2")
+
+
+def test_runs_are_reproducible_from_the_seed():
+    job = UtilityJob("iris", "fastlloyd", 0.5, seed=3)
+    a, b = run_job(job), run_job(job)
+    for key in ("nicv", "silhouette", "davies_bouldin", "centroid_mse", "iterations", "privacy_spent"):
+        assert a[key] == b[key]
+    assert run_job(UtilityJob("iris", "fastlloyd", 0.5, seed=4))["nicv"] != a["nicv"]
+
+
+def test_summary_by_hand():
+    rows = [
+        {"dataset": "x", "method": "m", "epsilon": e, "seed": s, "nicv": v}
+        for s, vals in enumerate([[4.0, 2.0, 1.0], [2.0, 2.0, 3.0]])
+        for e, v in zip([0.1, 0.5, 1.0], vals)
+    ] + [{"dataset": "x", "method": "floor", "epsilon": None, "seed": s, "nicv": 1.0} for s in range(2)]
+    out = summarise(rows, [0.1, 0.5, 1.0])
+    mean, lo, hi = out["x"]["m"]["nicv"][0.1]
+    assert mean == 3.0 and lo < 3.0 < hi
+    # AUC per seed: seed 0: 0.4*3 + 0.5*1.5 = 1.95; seed 1: 0.4*2 + 0.5*2.5 = 2.05
+    assert out["x"]["m"]["auc"][0] == pytest.approx(2.0)
+    assert out["x"]["floor"]["auc"][0] == pytest.approx(0.9)  # non-private rows count at every epsilon
+
+
+def test_missing_peer_is_reported_not_dropped(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "none"))
+    jobs = plan_jobs(["iris"], ["fastlloyd", "diffprivlib"], [1.0], range(2))
+    result = run_utility(jobs, workers=1)
+    assert "privclust bench peers install diffprivlib" in result.missing["diffprivlib"]
+    assert {r["method"] for r in result.rows} == {"fastlloyd"}
+    report = write_utility_report(result.rows, [1.0], tmp_path / "out", missing=result.missing).read_text()
+    assert "Peer missing: diffprivlib" in report
+
+
+def test_broken_peer_environment_is_reported(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path))
+    (tmp_path / "diffprivlib" / "bin").mkdir(parents=True)
+    # An interpreter without diffprivlib: the runner fails and the peer is reported as failing.
+    (tmp_path / "diffprivlib" / "bin" / "python").symlink_to(sys.executable)
+    with pytest.raises(peers.PeerMissing, match="failed"):
+        peers.run_batch("diffprivlib", np.zeros((10, 2)), [{"k": 2, "epsilon": 1.0, "seed": 0, "lower": -1, "upper": 1}])
+
+
+def test_scaling_plan_covers_the_seeds_grid():
+    jobs, parts = scaling_plan(["fastlloyd"], [1.0], sets=3, runs=1)
+    assert sorted(d for _, d in parts["dims"]) == [2**i for i in range(1, 11)]
+    assert sorted(k for k, _ in parts["ks"]) == [2**i for i in range(1, 8)]
+    assert len(parts["grid"]) == 45 and all(len(v) == 3 for v in parts["grid"].values())
+    assert len(jobs) == len({n for p in parts.values() for v in p.values() for n in v})
+
+
+def test_scaling_command_quick(tmp_path):
+    out = CliRunner().invoke(app, [
+        "bench", "scaling", "--quick", "--methods", "fastlloyd,sulloyd", "--epsilons", "0.5,1",
+        "--workers", "1", "--out", str(tmp_path),
+    ])
+    assert out.exit_code == 0, out.output
+    report = (tmp_path / "scaling.md").read_text()
+    assert "AUC vs d" in report and "AUC vs k" in report and "reduction over SuLloyd" in report
+    for png in ("scaling_dims.png", "scaling_ks.png", "scaling_grid.png"):
+        assert (tmp_path / png).exists()
+    rows = [json.loads(line) for line in (tmp_path / "scaling.jsonl").read_text().splitlines()]
+    assert {r["method"] for r in rows} == {"fastlloyd", "sulloyd"}
