@@ -29,6 +29,8 @@ def check_data(X, what: str = "X") -> np.ndarray:
                 f"{what} has non-numeric columns {bad}: drop or encode them before clustering"
             )
         X = X.to_numpy()
+    if np.iscomplexobj(X):
+        raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:

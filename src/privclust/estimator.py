@@ -164,8 +164,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _assign(self, X: np.ndarray) -> tuple[np.ndarray, float]:
-        labels, sq = assign(X, self.cluster_centers_)
-        return labels, float(sq.sum())
+        # Squared distances of coordinates beyond ~1e150 overflow a double. Dividing by a
+        # public scalar leaves every nearest center unchanged, so do that in the danger range.
+        scale = self.domain_.extent
+        if 1e-150 < scale < 1e150:
+            labels, sq = assign(X, self.cluster_centers_)
+            return labels, float(sq.sum())
+        labels, sq = assign(X / scale, self.cluster_centers_ / scale)
+        with np.errstate(over="ignore"):
+            return labels, float(sq.sum()) * scale * scale
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")

@@ -90,11 +90,23 @@ def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
 
 
 def run_speed(
-    ns, ds, ks, methods, repeats: int = 3, on_done: Callable[[dict], None] | None = None
+    ns,
+    ds,
+    ks,
+    methods,
+    repeats: int = 3,
+    on_done: Callable[[dict], None] | None = None,
+    max_input_bytes: int = 2 * 2**30,
 ) -> tuple[list[dict], dict[str, str]]:
-    """(rows, missing peers with the reason)."""
+    """(rows, missing peers with the reason); inputs over ``max_input_bytes`` are skipped and listed."""
     rows, missing = [], {}
     for n, d, k in product(ns, ds, ks):
+        if int(n) * int(d) * 8 > max_input_bytes:
+            missing[f"n={n:,} d={d} k={k}"] = f"skipped: input over {max_input_bytes / 2**30:g} GiB (--max-gib)"
+            if on_done:
+                for _ in methods:
+                    on_done({})
+            continue
         X = synthetic_blobs(int(n), int(d), int(k))
         for method in methods:
             if method not in missing:
@@ -116,8 +128,8 @@ def write_speed_report(rows: list[dict], out_dir: Path, machine: str, missing: d
     (out_dir / "speed.json").write_text(json.dumps(rows, indent=1))
     ref = {(r["n"], r["d"], r["k"]): r for r in rows if r["method"] == SKLEARN}
     lines = ["# Speed benchmark", "", f"Machine: {machine}", ""]
-    for peer, why in (missing or {}).items():
-        lines += [f"**Peer missing: {peer}** — {why}.", ""]
+    for what, why in (missing or {}).items():
+        lines += [f"**Not measured: {what}** — {why}.", ""]
     lines += [
         "| method | n | d | k | iterations | seconds | time / sklearn | peak MiB | peak / input |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -82,6 +82,7 @@ def speed(
     k: str = typer.Option("10", help="Comma-separated cluster counts."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all private + sklearn)."),
     repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
+    max_gib: float = typer.Option(2.0, help="Skip (and list) configurations whose input exceeds this many GiB."),
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents."""
@@ -97,9 +98,11 @@ def speed(
     ns, dims, ks = _split(n, int), _split(d, int), _split(k, int)
     with _progress() as progress:
         task = progress.add_task("speed runs", total=len(ns) * len(dims) * len(ks) * len(chosen))
-        rows, missing = run_speed(ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task))
-    for peer, why in missing.items():
-        console.print(f"[yellow]peer missing:[/] {why}")
+        rows, missing = run_speed(
+            ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task), max_input_bytes=int(max_gib * 2**30)
+        )
+    for what, why in missing.items():
+        console.print(f"[yellow]not measured:[/] {what}: {why}")
     report = write_speed_report(rows, out, machine_description(), missing)
     console.print(report.read_text())
     console.print(f"wrote {report}")
@@ -158,3 +161,40 @@ def scaling(
         console.print(f"[yellow]peer missing:[/] {why}")
     report = write_scaling_report(result.rows, parts, eps, out, machine_description())
     console.print(f"wrote {report} and plots")
+
+
+@bench_app.command("audit")
+def audit(
+    runs: int = typer.Option(20000, help="Draws per side for each audit (half pick the event, half measure it)."),
+    only: Optional[str] = typer.Option(None, help="Comma-separated audit names (default: all)."),
+    out: Path = typer.Option(Path("bench-results/audit"), help="Output folder."),
+) -> None:
+    """Claimed vs empirical epsilon for every mechanism and algorithm, plus a deliberately broken one."""
+    import json
+
+    from rich.table import Table
+
+    from ..audit import AUDITS, BROKEN, audit_all
+
+    names = _split(only) if only else None
+    unknown = [n for n in names or [] if n not in {**AUDITS, **BROKEN}]
+    if unknown:
+        raise typer.BadParameter(f"unknown audits {unknown}; available: {', '.join([*AUDITS, *BROKEN])}")
+    total = len([n for n in {**AUDITS, **BROKEN} if not names or n in names])
+    with _progress() as progress:
+        task = progress.add_task("audits", total=total)
+        results = audit_all(runs, names, on_done=lambda _: progress.advance(task))
+    table = Table(title=f"privacy audit ({runs} draws per side, 95% confidence)")
+    for column in ("mechanism", "claimed epsilon", "delta", "empirical lower bound", "verdict"):
+        table.add_column(column)
+    lines = ["# Privacy audit", "", f"{runs} draws per side, Clopper-Pearson at 95% confidence.", "",
+             "| mechanism | claimed epsilon | delta | empirical lower bound | event | verdict |", "|---|---|---|---|---|---|"]
+    for r in results:
+        verdict = "VIOLATED" if r.violated else "ok"
+        table.add_row(r.name, f"{r.claimed_epsilon:g}", f"{r.claimed_delta:.2g}", f"{r.empirical_epsilon:.3f}", verdict)
+        lines.append(f"| {r.name} | {r.claimed_epsilon:g} | {r.claimed_delta:.2g} | {r.empirical_epsilon:.3f} | {r.event} | {verdict} |")
+    Console().print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "audit.json").write_text(json.dumps([r.as_dict() for r in results], indent=1))
+    (out / "audit.md").write_text("\n".join(lines) + "\n")
+    console.print(f"wrote {out / 'audit.md'}")

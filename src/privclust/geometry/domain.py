@@ -24,6 +24,7 @@ class PrivacyLeakWarning(UserWarning):
 
 class Domain:
     n_features: int
+    extent: float
 
     def to_unit(self, rows: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -64,6 +65,11 @@ class BoxDomain(Domain):
         points = np.clip(points, -1.0, 1.0)
         return self.lower + (points + 1.0) * (self.upper - self.lower) / 2.0
 
+    @property
+    def extent(self) -> float:
+        """The largest absolute coordinate the domain allows."""
+        return float(max(np.abs(self.lower).max(), np.abs(self.upper).max()))
+
     def describe(self) -> str:
         if np.all(self.lower == self.lower[0]) and np.all(self.upper == self.upper[0]):
             return f"box [{self.lower[0]:g}, {self.upper[0]:g}]^{self.n_features}"
@@ -95,6 +101,10 @@ class BallDomain(Domain):
         outside = norms > 1.0
         points[outside] /= norms[outside, None]
         return points * self.radius
+
+    @property
+    def extent(self) -> float:
+        return float(self.radius)
 
     def describe(self) -> str:
         return f"ball of radius {self.radius:g} in R^{self.dims}"
@@ -168,6 +178,14 @@ def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Doma
     if np.any(upper <= lower):
         bad = int(np.flatnonzero(upper <= lower)[0])
         raise ValueError(f"bounds for feature {bad} are empty: lower {lower[bad]} >= upper {upper[bad]}")
+    with np.errstate(over="ignore"):
+        too_wide = ~np.isfinite(upper - lower)
+    if np.any(too_wide):
+        bad = int(np.flatnonzero(too_wide)[0])
+        raise ValueError(
+            f"bounds for feature {bad} are too wide to represent ({lower[bad]:g} to {upper[bad]:g}): "
+            "rescale the data or declare narrower bounds"
+        )
     return BoxDomain(lower, upper)
 
 

@@ -2,7 +2,14 @@
 
 from .budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import analytic_gaussian_sigma, compose_mu, gdp_delta, gdp_epsilon, gdp_mu, mu_to_zcdp_rho, zcdp_epsilon
-from .mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate, exponential_mechanism
+from .mechanisms import (
+    GaussianMechanism,
+    LaplaceMechanism,
+    NonPrivate,
+    above_threshold,
+    exponential_mechanism,
+    noisy_average,
+)
 from .noise import NoiseSource, Randomness, SecureNoise, SeededNoise
 
 __all__ = [
@@ -22,6 +29,8 @@ __all__ = [
     "LaplaceMechanism",
     "NonPrivate",
     "exponential_mechanism",
+    "above_threshold",
+    "noisy_average",
     "NoiseSource",
     "Randomness",
     "SecureNoise",

@@ -24,6 +24,8 @@ __all__ = [
     "NonPrivate",
     "Mechanism",
     "exponential_mechanism",
+    "above_threshold",
+    "noisy_average",
 ]
 
 
@@ -129,3 +131,69 @@ def exponential_mechanism(
     index = noise.noisy_argmax(scores, 2.0 * positive_finite("sensitivity", sensitivity) / epsilon)
     accountant.spend(spend)
     return index
+
+
+def above_threshold(
+    values,
+    threshold: float,
+    epsilon: float,
+    sensitivity: float,
+    noise: NoiseSource,
+    accountant: PrivacyAccountant,
+    label: str,
+) -> int | None:
+    """Sparse vector technique (AboveThreshold, Dwork & Roth Alg. 1): epsilon-DP.
+
+    ``values`` are the exact answers of a stream of queries, each of
+    sensitivity ``sensitivity``, in a data-independent order.  The threshold
+    gets Laplace(2 sensitivity / epsilon) noise once, each answer
+    Laplace(4 sensitivity / epsilon); the index of the first noisy answer at or
+    above the noisy threshold is returned (``None`` if none is).  The cost is
+    epsilon however many queries are asked, because only the first crossing is
+    released.
+    """
+    spend = Spend(label=label, epsilon=positive_finite("epsilon", epsilon))
+    accountant.check([spend])
+    sensitivity = positive_finite("sensitivity", sensitivity)
+    noisy_threshold = noise.add_laplace(np.array([float(threshold)]), 2.0 * sensitivity / epsilon)[0]
+    accountant.spend(spend)
+    values = np.asarray(values, dtype=np.float64)
+    noisy = noise.add_laplace(values, 4.0 * sensitivity / epsilon)
+    above = np.flatnonzero(noisy >= noisy_threshold)
+    return int(above[0]) if above.size else None
+
+
+def noisy_average(
+    total: np.ndarray,
+    count: float,
+    diameter: float,
+    epsilon: float,
+    delta: float,
+    low: np.ndarray,
+    high: np.ndarray,
+    noise: NoiseSource,
+    accountant: PrivacyAccountant,
+    label: str,
+) -> np.ndarray:
+    """NoisyAVG (seed 001, Alg. 5; seed 004, Alg. 3): (epsilon, delta)-DP average of a point set.
+
+    ``total`` and ``count`` are the exact sum and size of the set V, whose
+    points lie in a public region of diameter ``diameter``.  A noisy size
+    m = |V| + Lap(5/eps) - (5/eps) ln(2/delta) is drawn; if m <= 0 the output is
+    a uniform point of the box [low, high] (it reveals only that the set is
+    small), else the average plus N(0, sigma^2 I) with
+    sigma = 5 diameter / (4 eps m) * sqrt(2 ln(3.5/delta)).
+    """
+    epsilon = positive_finite("epsilon", epsilon)
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    diameter = positive_finite("diameter", diameter)
+    spend = Spend(label=label, epsilon=epsilon, delta=float(delta))
+    accountant.check([spend])
+    shift = 5.0 / epsilon * math.log(2.0 / delta)
+    m = noise.add_laplace(np.array([float(count)]), 5.0 / epsilon)[0] - shift
+    accountant.spend(spend)
+    if m <= 0:
+        return noise.uniform(np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64))
+    sigma = 5.0 * diameter / (4.0 * epsilon * m) * math.sqrt(2.0 * math.log(3.5 / delta))
+    return noise.add_gaussian(np.asarray(total, dtype=np.float64) / max(float(count), 1.0), sigma)

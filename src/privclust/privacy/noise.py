@@ -46,6 +46,10 @@ class NoiseSource:
         """Index of the largest ``score + Exponential(scale)`` (permute-and-flip)."""
         raise NotImplementedError
 
+    def uniform(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """A uniform point of the box [low, high] (a data-independent fallback output)."""
+        raise NotImplementedError
+
 
 @lru_cache(maxsize=1)
 def _opendp():
@@ -88,6 +92,10 @@ class SecureNoise(NoiseSource):
         )
         return int(measurement(np.asarray(scores, dtype=np.float64).tolist()))
 
+    def uniform(self, low, high):
+        # The point carries no information about the data, so OS entropy through numpy suffices.
+        return np.random.default_rng(secrets.randbits(128)).uniform(low, high)
+
 
 class SeededNoise(NoiseSource):
     """Reproducible numpy sampling. Not for production releases (see module doc)."""
@@ -113,6 +121,9 @@ class SeededNoise(NoiseSource):
     def noisy_argmax(self, scores, scale):
         scores = np.asarray(scores, dtype=np.float64)
         return int(np.argmax(scores + self._stream().exponential(float(scale), size=scores.shape)))
+
+    def uniform(self, low, high):
+        return self._stream().uniform(low, high)
 
 
 class Randomness:
