@@ -19,6 +19,7 @@ from ..estimator import KMeans
 from ..metrics import nicv
 from ..privacy.budget import BudgetExceededError
 from .bench import bench_app
+from .federated import federated_app
 
 app = typer.Typer(
     name="privclust",
@@ -27,6 +28,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(bench_app, name="bench")
+app.add_typer(federated_app, name="federated")
 console = Console()
 err_console = Console(stderr=True)
 

@@ -1,0 +1,90 @@
+"""Message framing for the federated protocol.
+
+A frame is ``MAGIC (4 bytes) | kind (1 byte) | header length (4) | payload length (8)``
+followed by a UTF-8 JSON header and a binary payload (ring elements as
+little-endian uint64).  Lengths are checked against a limit before anything is
+read, so an oversized or malformed frame is refused without buffering it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+import numpy as np
+
+__all__ = ["ProtocolError", "FederatedAbort", "send", "receive", "Kind", "DEFAULT_MAX_BYTES"]
+
+MAGIC = b"PCF1"
+_PREFIX = struct.Struct(">4sBIQ")
+DEFAULT_MAX_BYTES = 64 * 2**20
+
+
+class ProtocolError(RuntimeError):
+    """A peer broke the protocol (malformed, oversized, replayed or out-of-order message)."""
+
+
+class FederatedAbort(RuntimeError):
+    """The run was aborted; nothing further is released."""
+
+
+class Kind:
+    HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT = range(1, 11)
+    NAMES = {1: "HELLO", 2: "WELCOME", 3: "PUBKEY", 4: "PUBKEYS", 5: "SHARES", 6: "SHARE", 7: "ROUND",
+             8: "RESULT", 9: "DONE", 10: "ABORT"}
+
+
+def send(sock: socket.socket, kind: int, header: dict, payload: bytes = b"") -> int:
+    """Send one frame; returns the bytes written."""
+    head = json.dumps(header, separators=(",", ":")).encode()
+    frame = _PREFIX.pack(MAGIC, kind, len(head), len(payload)) + head + payload
+    sock.sendall(frame)
+    return len(frame)
+
+
+def _read_exact(sock: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ProtocolError("the peer closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None):
+    """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort."""
+    try:
+        magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size))
+    except socket.timeout:
+        raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
+    if magic != MAGIC:
+        raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
+    if kind not in Kind.NAMES:
+        raise ProtocolError(f"malformed frame: unknown message kind {kind}")
+    if head_len + payload_len > max_bytes:
+        raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
+    try:
+        header = json.loads(_read_exact(sock, head_len)) if head_len else {}
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ProtocolError("malformed frame: header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("malformed frame: header is not an object")
+    payload = _read_exact(sock, payload_len) if payload_len else b""
+    if kind == Kind.ABORT:
+        raise FederatedAbort(str(header.get("reason", "aborted by a peer")))
+    if expect is not None and kind != expect:
+        raise ProtocolError(f"expected {Kind.NAMES[expect]}, got {Kind.NAMES[kind]}")
+    return kind, header, payload, _PREFIX.size + head_len + payload_len
+
+
+def ring_payload(values: np.ndarray) -> bytes:
+    return np.ascontiguousarray(values, dtype="<u8").tobytes()
+
+
+def ring_values(payload: bytes, count: int) -> np.ndarray:
+    if len(payload) != 8 * count:
+        raise ProtocolError(f"malformed payload: {len(payload)} bytes for {count} ring elements")
+    return np.frombuffer(payload, dtype="<u8").astype(np.uint64)
