@@ -127,14 +127,16 @@ class FederatedServer:
             except socket.timeout:
                 raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time") from None
             raw.settimeout(self._timeout)
+            sock = None
             try:
                 sock = self._ssl.wrap_socket(raw, server_side=True) if self._ssl else raw
                 _, hello, _, n = receive(sock, self._max_bytes, expect=Kind.HELLO)
                 index = self._check_hello(sock, hello, connected)
             except (ProtocolError, ssl.SSLError, OSError) as exc:
                 # A stranger or a misconfigured client is turned away; the run goes on waiting.
-                _safe_abort(raw, f"rejected: {exc}")
-                raw.close()
+                if sock is not None:  # only over an established (TLS) channel
+                    _safe_abort(sock, f"rejected: {exc}")
+                (sock or raw).close()
                 if isinstance(exc, ProtocolError) and "wrong number of parties" in str(exc):
                     raise
                 continue
@@ -230,12 +232,13 @@ class FederatedServer:
 
     def _aggregate(self, parties, session: str, round_index: int, messages) -> None:
         specs = [{k: h.get(k) for k in ("session", "round", "label", "n_buckets", "blocks")} for _, h, _ in messages]
+        for party, spec in zip(parties, specs):
+            if spec["session"] != session or spec["round"] != round_index:
+                raise ProtocolError(
+                    f"replayed or out-of-order round from party {party.index}: got session/round "
+                    f"{spec['session']}/{spec['round']}, expected {session}/{round_index}"
+                )
         spec = specs[0]
-        if spec["session"] != session or spec["round"] != round_index:
-            raise ProtocolError(
-                f"replayed or out-of-order round: got session/round {spec['session']}/{spec['round']}, "
-                f"expected {session}/{round_index}"
-            )
         if any(s != spec for s in specs[1:]):
             raise ProtocolError(f"parties disagree on round {round_index}'s query")
         blocks = spec["blocks"]

@@ -1,0 +1,5 @@
+"""``python -m privclust`` is the ``privclust`` command."""
+
+from .cli import main
+
+main()

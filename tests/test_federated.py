@@ -1,0 +1,372 @@
+"""Federated FastLloyd: real processes and sockets, masked aggregation, and every way a run can fail."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privclust import KMeans
+from privclust.federated import (
+    FederatedAbort,
+    FederatedServer,
+    Job,
+    client_context,
+    join,
+    make_certs,
+    server_context,
+)
+from privclust.federated import crypto
+from privclust.federated.ring import FRACTION_BITS, LIMIT, RingOverflowError, decode, encode
+from privclust.federated.wire import Kind, send
+
+PARTIES = 3
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("certs"), PARTIES + 1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
+    X = np.clip(centers[rng.integers(0, 3, 6000)] + rng.normal(0, 0.06, (6000, 2)), -1, 1)
+    return X, np.array_split(X, PARTIES)
+
+
+def tls(certs, who, server=False):
+    make = server_context if server else client_context
+    return make(certs / f"{who}.pem", certs / f"{who}.key", certs / "ca.pem")
+
+
+def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=None):
+    """Server and parties in threads (real sockets on loopback); returns (server report, results, errors)."""
+    job = job or Job(3, 1.0, 1e-6, [-1, 1])
+    server = FederatedServer(job, len(parts), ssl_context=tls(certs, "server", True), timeout=10,
+                             **(server_kwargs or {}))
+    out, errors = {}, {}
+
+    def serve():
+        try:
+            out["server"] = server.serve()
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            errors["server"] = exc
+
+    def party(i):
+        try:
+            out[i] = join(parts[i], server.address, i, len(parts), ssl_context=tls(certs, f"party-{i}"), timeout=10,
+                          **(client_kwargs or {}))
+        except Exception as exc:  # noqa: BLE001
+            errors[i] = exc
+
+    threads = [threading.Thread(target=serve)] + [threading.Thread(target=party, args=(i,)) for i in range(len(parts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out, errors
+
+
+def test_ring_encoding_round_trips_and_refuses_overflow():
+    v = np.array([0.0, -1.5, 3.25, 1e9, -1e9])
+    assert np.array_equal(decode(encode(v)), np.rint(v * 2**FRACTION_BITS) / 2**FRACTION_BITS)
+    parts = [encode(np.array([1e12])), encode(np.array([2e12])), encode(np.array([-0.5e12]))]
+    assert decode(sum(parts))[0] == pytest.approx(2.5e12)  # wraps modulo 2^64 and still decodes
+    with pytest.raises(RingOverflowError):
+        encode(np.array([LIMIT * 1.01]))
+    # Counts far beyond the seed's 32,767 limit of Z_2^32 with q = 16:
+    assert decode(encode(np.array([1e9])))[0] == 1e9
+
+
+def test_masks_are_keyed_and_cancel_only_with_the_seed():
+    seed = crypto.new_group_seed()
+    m0 = crypto.mask(seed, "s", 0, 0, 1000)
+    assert not np.array_equal(m0, crypto.mask(seed, "s", 0, 1, 1000))  # per round
+    assert not np.array_equal(m0, crypto.mask(seed, "s", 1, 0, 1000))  # per party
+    assert np.array_equal(m0, crypto.mask(seed, "s", 0, 0, 1000))  # reproducible by every client
+    assert stats.kstest(m0.astype(float) / 2**64, "uniform").pvalue > 1e-3
+
+
+def test_three_parties_in_threads_agree_and_match_central_quality(certs, data):
+    X, parts = data
+    out, errors = run_in_threads(certs, parts)
+    assert not errors, errors
+    first = out[0].centers
+    for i in range(PARTIES):
+        np.testing.assert_array_equal(out[i].centers, first)
+        assert out[i].privacy_spent["epsilon"] == pytest.approx(1.0)
+    assert out["server"].privacy_spent["epsilon"] == pytest.approx(1.0)
+    assert out[0].rounds == out[0].n_iter + 1  # one round per iteration, plus the noisy row count
+    central = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X)
+    cost = ((X[:, None] - first[None]) ** 2).sum(-1).min(1).sum()
+    assert cost < 1.5 * central.inertia_
+
+
+def test_without_noise_the_protocol_is_bit_exact(certs, data):
+    """With noise disabled (tests only) every party gets exactly the sum of the fixed-point local sums."""
+    from privclust.algorithms import ALGORITHMS, FitContext
+    from privclust.geometry.domain import make_domain
+    from privclust.privacy.budget import Budget, PrivacyAccountant
+    from privclust.privacy.noise import Randomness
+    from privclust.queries.base import AggregateOracle
+    from privclust.queries.central import CentralOracle
+
+    X, parts = data
+    captured = {}
+
+    class Capture:  # the group seed is needed to replay the public geometry
+        def __init__(self):
+            self.original = crypto.geometry_seed
+
+        def __call__(self, seed, session):
+            value = self.original(seed, session)
+            captured["geometry"] = value
+            return value
+
+    hook = Capture()
+    crypto.geometry_seed = hook
+    try:
+        out, errors = run_in_threads(certs, parts, Job(3, 1.0, 1e-6, [-1, 1], public_n=6000),
+                                     server_kwargs={"add_noise": False})
+    finally:
+        crypto.geometry_seed = hook.original
+    assert not errors, errors
+
+    class QuantisedSum(AggregateOracle):
+        """Central replay: exact local sums, fixed-point encoded, summed in the ring, no noise."""
+
+        def __init__(self):
+            domain = make_domain((-1, 1), 2)
+            self.local = [CentralOracle(p, PrivacyAccountant(), None, transform=domain.to_unit) for p in parts]
+            super().__init__(2, PrivacyAccountant(), None)
+
+        def release(self, query):
+            total = sum(encode(o.exact_sums(query)) for o in self.local)
+            values = decode(total)
+            return {b.name: values[:, cols] for b, cols in query.block_slices()}
+
+    ctx = FitContext(QuantisedSum(), 3, Budget(1.0, 1e-6), Randomness(captured["geometry"]), public_n=6000)
+    expected = ALGORITHMS["fastlloyd"](ctx)
+    np.testing.assert_array_equal(out[0].centers, make_domain((-1, 1), 2).from_unit(expected.centers))
+
+
+def test_federated_centers_follow_the_central_distribution(certs, data):
+    X, parts = data
+    def cost(c):
+        return ((X[:, None] - c[None]) ** 2).sum(-1).min(1).mean()
+    federated = []
+    for _ in range(12):
+        out, errors = run_in_threads(certs, parts, Job(3, 0.3, 1e-6, [-1, 1]))
+        assert not errors, errors
+        federated.append(cost(out[0].centers))
+    central = [cost(KMeans(3, epsilon=0.3, delta=1e-6, bounds=(-1, 1)).fit(X).cluster_centers_) for _ in range(12)]
+    assert stats.ks_2samp(federated, central).pvalue > 1e-3
+
+
+def test_server_sees_only_uniform_values_whatever_the_data(certs, data):
+    X, parts = data
+    seen = []
+    for shift in (0.0, 0.5):
+        record = []
+        shifted = [np.clip(p + shift, -1, 1) for p in parts]
+        _, errors = run_in_threads(certs, shifted, server_kwargs={"record": record})
+        assert not errors, errors
+        values = np.concatenate(record).astype(np.float64) / 2**64
+        assert stats.kstest(values, "uniform").pvalue > 1e-3
+        seen.append(values)
+    assert stats.ks_2samp(*seen).pvalue > 1e-3
+
+
+def test_pre_shared_group_key(certs, data):
+    _, parts = data
+    key = os.urandom(32)
+    out, errors = run_in_threads(certs, parts, client_kwargs={"group_key": key})
+    assert not errors, errors
+    np.testing.assert_array_equal(out[0].centers, out[2].centers)
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+def raw_client(address, certs, who="party-0"):
+    raw = socket.create_connection(address, timeout=5)
+    return tls(certs, who).wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def start_server(certs, parties=2, **kw):
+    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), parties, ssl_context=tls(certs, "server", True),
+                             timeout=kw.pop("timeout", 3), **kw)
+    result = {}
+
+    def serve():
+        try:
+            result["report"] = server.serve()
+        except FederatedAbort as exc:
+            result["abort"] = str(exc)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return server, thread, result
+
+
+def test_wrong_number_of_parties_aborts(certs, data):
+    server, thread, result = start_server(certs)
+    sock = raw_client(server.address, certs)
+    send(sock, Kind.HELLO, {"version": 1, "party": 0, "parties": 5, "n_features": 2})
+    thread.join(10)
+    assert "wrong number of parties" in result["abort"]
+
+
+def test_dropout_aborts_everyone_cleanly(certs, data):
+    _, parts = data
+    server, thread, result = start_server(certs, parties=2)
+    errors = {}
+
+    def honest():
+        try:
+            join(parts[0], server.address, 0, 2, ssl_context=tls(certs, "party-0"), timeout=5)
+        except FederatedAbort as exc:
+            errors["honest"] = str(exc)
+
+    t = threading.Thread(target=honest)
+    t.start()
+    sock = raw_client(server.address, certs, "party-1")
+    send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
+    time.sleep(0.5)
+    sock.close()  # party 1 drops out after joining
+    thread.join(15)
+    t.join(15)
+    assert "abort" in result and "honest" in errors
+    assert "closed" in result["abort"] or "timed out" in result["abort"]
+
+
+@pytest.mark.parametrize("attack", ["garbage", "oversized", "replay", "wrong-kind"])
+def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
+    _, parts = data
+    server, thread, result = start_server(certs, parties=2, max_bytes=4096)
+    errors = {}
+
+    def honest():
+        try:
+            join(parts[0], server.address, 0, 2, ssl_context=tls(certs, "party-0"), timeout=5, max_bytes=4096)
+        except FederatedAbort as exc:
+            errors["honest"] = str(exc)
+
+    t = threading.Thread(target=honest)
+    t.start()
+    sock = raw_client(server.address, certs, "party-1")
+    send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
+    from privclust.federated.wire import receive
+
+    _, welcome, _, _ = receive(sock, expect=Kind.WELCOME)
+    if attack == "garbage":
+        sock.sendall(b"\x00" * 64)
+    elif attack == "oversized":
+        send(sock, Kind.PUBKEY, {"public": "00" * 32}, b"\x00" * 10_000)
+    elif attack == "wrong-kind":
+        send(sock, Kind.DONE, {})
+    else:
+        send(sock, Kind.PUBKEY, {"public": crypto.KeyPair().public_hex})
+        receive(sock, expect=Kind.PUBKEYS)
+        receive(sock, expect=Kind.SHARE)
+        header = {"session": welcome["session"], "round": 5, "label": "rows", "n_buckets": 1,
+                  "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]}
+        send(sock, Kind.ROUND, header, b"\x00" * 8)  # a round from the future (or the past)
+    thread.join(15)
+    t.join(15)
+    expected = {"garbage": "malformed", "oversized": "oversized", "replay": "out-of-order", "wrong-kind": "expected"}
+    assert expected[attack] in result["abort"]
+    assert expected[attack] in errors["honest"]
+
+
+def test_unauthenticated_or_impersonating_clients_are_turned_away(certs, data):
+    _, parts = data
+    server, thread, result = start_server(certs, parties=2, timeout=3)
+    # No certificate at all: the TLS handshake fails.
+    raw = socket.create_connection(server.address, timeout=3)
+    import ssl
+
+    anonymous = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    with pytest.raises((ssl.SSLError, OSError)):
+        conn = anonymous.wrap_socket(raw, server_hostname="127.0.0.1")
+        send(conn, Kind.HELLO, {"version": 1, "party": 0, "parties": 2, "n_features": 2})
+        conn.recv(1)
+        conn.recv(1)
+    # party-2's certificate claiming to be party 0:
+    sock = raw_client(server.address, certs, "party-2")
+    send(sock, Kind.HELLO, {"version": 1, "party": 0, "parties": 2, "n_features": 2})
+    from privclust.federated.wire import receive
+
+    with pytest.raises(FederatedAbort, match="cannot join as party-0"):
+        receive(sock)
+    thread.join(15)
+    assert "only 0 of 2 parties joined" in result["abort"]
+
+
+def test_rounds_over_the_servers_budget_abort(certs):
+    """The server keeps its own ledger: a round whose declared noise would overspend the job is refused."""
+    from privclust.federated.wire import receive
+
+    server, thread, result = start_server(certs, parties=2)
+    socks = []
+    for i in range(2):  # the server completes one handshake at a time: hello right after connecting
+        socks.append(raw_client(server.address, certs, f"party-{i}"))
+        send(socks[-1], Kind.HELLO, {"version": 1, "party": i, "parties": 2, "n_features": 2})
+    for sock in socks:
+        _, welcome, _, _ = receive(sock, expect=Kind.WELCOME)
+        send(sock, Kind.PUBKEY, {"public": None})  # pre-shared key mode
+    header = {"session": welcome["session"], "round": 0, "label": "rows", "n_buckets": 1,
+              "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]}  # mu = 100
+    for sock in socks:
+        send(sock, Kind.ROUND, header, b"\x00" * 8)
+    thread.join(15)
+    assert "over the budget" in result["abort"]
+    with pytest.raises(FederatedAbort, match="over the budget"):
+        receive(socks[0])
+
+
+# --- real processes ---------------------------------------------------------------------------
+
+
+def test_server_and_three_client_processes_on_loopback(certs, data, tmp_path):
+    X, parts = data
+    port_file = tmp_path / "port"
+    cli = [sys.executable, "-m", "privclust"]
+    server = subprocess.Popen(
+        cli + ["federated", "serve", "--parties", "3", "--k", "3", "--bounds", "-1,1", "--port", "0",
+               "--port-file", str(port_file), "--certs", str(certs), "--timeout", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    for _ in range(100):
+        if port_file.exists() and port_file.read_text():
+            break
+        time.sleep(0.1)
+    port = port_file.read_text()
+    clients = []
+    for i, part in enumerate(parts):
+        np.save(tmp_path / f"p{i}.npy", part)
+        clients.append(subprocess.Popen(
+            cli + ["federated", "join", "--data", str(tmp_path / f"p{i}.npy"), "--party", str(i), "--parties", "3",
+                   "--server", f"127.0.0.1:{port}", "--certs", str(certs), "-o", str(tmp_path / f"c{i}.csv")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    outputs = [c.communicate(timeout=120) for c in clients]
+    server_out, server_err = server.communicate(timeout=60)
+    assert server.returncode == 0, server_err
+    assert all(c.returncode == 0 for c in clients), outputs
+    report = json.loads(server_out)
+    assert report["privacy_spent"]["epsilon"] == pytest.approx(1.0)
+    centers = [np.loadtxt(tmp_path / f"c{i}.csv", delimiter=",", skiprows=1) for i in range(3)]
+    assert all(np.array_equal(c, centers[0]) for c in centers)
+    cost = ((X[:, None] - centers[0][None]) ** 2).sum(-1).min(1).mean()
+    assert cost < 0.05
+    party = json.loads(outputs[0][0])
+    assert party["epsilon_spent"] == pytest.approx(1.0) and party["rounds"] == report["rounds"]
