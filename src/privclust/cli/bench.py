@@ -198,3 +198,18 @@ def audit(
     (out / "audit.json").write_text(json.dumps([r.as_dict() for r in results], indent=1))
     (out / "audit.md").write_text("\n".join(lines) + "\n")
     console.print(f"wrote {out / 'audit.md'}")
+
+
+@bench_app.command("federated")
+def federated(
+    repeats: int = typer.Option(3, help="Runs per setting (the median is reported)."),
+    out: Path = typer.Option(Path("bench-results/federated"), help="Output folder."),
+) -> None:
+    """Per-iteration time and bytes of federated FastLloyd in the seed's Table 3 settings."""
+    from ..bench.federated import TABLE3, run_federated, write_federated_report
+
+    with _progress() as progress:
+        task = progress.add_task("federated runs", total=len(TABLE3) + 2)
+        rows = run_federated(on_done=lambda _: progress.advance(task), repeats=repeats)
+    report = write_federated_report(rows, out, machine_description())
+    console.print(report.read_text())

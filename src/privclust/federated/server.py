@@ -111,7 +111,9 @@ class FederatedServer:
         self.job, self.parties = job, int(parties)
         self._ssl, self._timeout, self._max_bytes = ssl_context, float(timeout), int(max_bytes)
         self._noise = noise or SecureNoise()
+        self._noise.add_gaussian(np.zeros(1), 1.0)  # load the sampler now, not inside the first round
         self._add_noise, self._record = add_noise, record
+        self._spare = None
         self._listener = socket.create_server((host, port))
         self._listener.settimeout(self._timeout)
         self.address = self._listener.getsockname()[:2]
@@ -254,17 +256,34 @@ class FederatedServer:
         spends = [Spend(f"{spec['label']}/{b['name']}", mu=float(b["sensitivity"]) / float(b["std"])) for b in blocks]
         self.accountant.check(spends)
         if self._add_noise:
-            grid = total.reshape(n_buckets, -1)
-            start = 0
-            for block, width in zip(blocks, widths):
-                sensitivity, std = float(block["sensitivity"]), float(block["std"])
-                sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
-                noise = np.rint(self._noise.add_gaussian(np.zeros((n_buckets, width)), sigma_int)).astype(np.int64)
-                grid[:, start : start + width] += noise.view(np.uint64)
-                start += width
+            total += self._ring_noise(n_buckets, blocks).ravel()
         for s in spends:
             self.accountant.spend(s)
         self._broadcast(parties, Kind.RESULT, {"session": session, "round": round_index}, ring_payload(total))
+        if self._add_noise:
+            # Noise does not depend on the data: draw the next round's now, while the parties
+            # compute (later rounds usually repeat this round's noise parameters).
+            self._spare = (self._noise_key(n_buckets, blocks), self._draw_noise(n_buckets, blocks))
+
+    @staticmethod
+    def _noise_key(n_buckets: int, blocks: list) -> tuple:
+        return (n_buckets, tuple((int(b["width"]), float(b["sensitivity"]), float(b["std"])) for b in blocks))
+
+    def _draw_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
+        """Integer ring noise per block: round(N(0, sigma_int^2)), see the module docstring."""
+        parts = []
+        for block in blocks:
+            width, sensitivity, std = int(block["width"]), float(block["sensitivity"]), float(block["std"])
+            sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
+            parts.append(np.rint(self._noise.add_gaussian(np.zeros((n_buckets, width)), sigma_int)))
+        return np.hstack(parts).astype(np.int64).view(np.uint64)
+
+    def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
+        key = self._noise_key(n_buckets, blocks)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == key:
+            return spare[1]  # each draw is used once, then discarded
+        return self._draw_noise(n_buckets, blocks)
 
 
 def _safe_abort(sock, reason: str) -> None:

@@ -1,0 +1,117 @@
+"""``privclust bench federated``: per-iteration time and traffic of the federated protocol.
+
+Seed 003's Table 3 settings: N in {10K, 100K}, k in {2, 5}, d in {2, 5}, two
+parties with balanced random halves of the rows, plus LSun and S1.  The server
+runs in this process, each party in its own process, over mutual TLS on
+loopback.  Per-iteration time is the parties' mean wall time of one round
+(local sums, masking, the round trip, the server's noise, unmasking); the
+median of ``repeats`` runs is reported.  Traffic is counted in bytes on the
+wire (frames, excluding TLS record overhead) per party and per round, next to
+the ring payload k (d + 1) x 8 bytes.  Round 0 releases
+the noisy row count and is reported apart from the Lloyd iterations.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .. import datasets
+from .._parallel import use_single_thread
+from ..federated import FederatedServer, Job, client_context, join, make_certs, server_context
+from .speed import synthetic_blobs
+
+__all__ = ["TABLE3", "run_federated", "write_federated_report", "SEED_FIGURES"]
+
+TABLE3 = [(n, k, d) for n in (10_000, 100_000) for k in (2, 5) for d in (2, 5)]
+SEED_FIGURES = {(10_000, 2, 2): 3.03, (100_000, 5, 5): 22.56}  # ms per iteration reported by seed 003
+
+
+def _party(args):
+    part, address, index, parties, certs, queue = args
+    use_single_thread()  # three processes share this machine's cores; real parties have their own
+    context = client_context(Path(certs) / f"party-{index}.pem", Path(certs) / f"party-{index}.key",
+                             Path(certs) / "ca.pem")
+    result = join(part, address, index, parties, ssl_context=context, timeout=120)
+    queue.put((index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds))
+
+
+def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2) -> dict:
+    rng = np.random.default_rng(0)
+    parts = np.array_split(X[rng.permutation(len(X))], parties)
+    job = Job(k, 1.0, 1.0 / (len(X) * np.log(len(X))), [-1.0, 1.0])
+    server = FederatedServer(job, parties, ssl_context=server_context(certs / "server.pem", certs / "server.key",
+                                                                      certs / "ca.pem"), timeout=120)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_party, args=((parts[i], server.address, i, parties, str(certs), queue),))
+             for i in range(parties)]
+    for p in procs:
+        p.start()
+    report = server.serve()
+    results = sorted(queue.get(timeout=120) for _ in range(parties))
+    for p in procs:
+        p.join()
+    rounds = report.rounds
+    # Round 0 releases the noisy row count; the Lloyd iterations are the rounds after it.
+    per_iteration_ms = [1000 * statistics.mean(r[1][1:]) for r in results]
+    return {
+        "setting": name, "n": len(X), "k": k, "d": X.shape[1], "parties": parties, "rounds": rounds,
+        "ms_per_iteration": statistics.mean(per_iteration_ms),
+        "ms_count_round": 1000 * statistics.mean(r[1][0] for r in results),
+        "bytes_sent_per_round": [r[2] / rounds for r in results],
+        "bytes_received_per_round": [r[3] / rounds for r in results],
+        "ring_bytes_per_round": 8 * k * (X.shape[1] + 1),
+        "seed_ms": SEED_FIGURES.get((len(X), k, X.shape[1])),
+    }
+
+
+def _median_run(name: str, X: np.ndarray, k: int, certs: Path, repeats: int) -> dict:
+    runs = [run_one(name, X, k, certs) for _ in range(repeats)]
+    runs.sort(key=lambda r: r["ms_per_iteration"])
+    median = dict(runs[len(runs) // 2])
+    median["ms_per_iteration_all_runs"] = [r["ms_per_iteration"] for r in runs]
+    return median
+
+
+def run_federated(on_done=None, repeats: int = 3) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = make_certs(tmp, 2)
+        settings = [(f"TimeSynth N={n:,} k={k} d={d}", synthetic_blobs(n, d, k, seed=1, spread=0.1), k)
+                    for n, k, d in TABLE3]
+        for name in ("lsun", "s1"):
+            ds = datasets.load(name)
+            settings.append((name, ds.X, ds.k))
+        for name, X, k in settings:
+            rows.append(_median_run(name, X, k, certs, repeats))
+            if on_done:
+                on_done(rows[-1])
+    return rows
+
+
+def write_federated_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "federated.json").write_text(json.dumps(rows, indent=1))
+    lines = [
+        "# Federated benchmark", "", f"Machine: {machine}. Two parties, mutual TLS on loopback.", "",
+        "| setting | rounds | ms / iteration | seed 003 (ms) | count round (ms) | bytes sent / round / party "
+        "| ring payload | bytes received / round / party |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        seed = f"{r['seed_ms']:.2f}" if r["seed_ms"] else "-"
+        sent = " / ".join(f"{b:.0f}" for b in r["bytes_sent_per_round"])
+        got = " / ".join(f"{b:.0f}" for b in r["bytes_received_per_round"])
+        lines.append(f"| {r['setting']} | {r['rounds']} | {r['ms_per_iteration']:.2f} | {seed} | "
+                     f"{r['ms_count_round']:.2f} | {sent} | "
+                     f"{r['ring_bytes_per_round']} | {got} |")
+    report = out_dir / "federated.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report
