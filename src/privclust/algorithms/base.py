@@ -43,6 +43,7 @@ class FitResult:
 
 
 ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
+MAX_ROW_ESTIMATE = 2.0**53
 
 
 def register(name: str):
@@ -65,12 +66,13 @@ def estimate_rows(ctx: FitContext, mechanism: Mechanism | None) -> float:
 
     Under add/remove neighbouring the count is private, so it is either
     declared by the user (``public_n``) or released through ``mechanism``
-    (its cost recorded like any other release).  The result is floored at 1
-    -- post-processing.
+    (its cost recorded like any other release).  The result is clamped to
+    [1, 2^53] -- post-processing: heuristics only need its order of magnitude, and
+    at tiny epsilon the noise alone can be large enough to overflow them.
     """
     if ctx.public_n is not None:
         return float(ctx.public_n)
     if mechanism is None:
         raise ValueError("a private row count needs a mechanism")
     noisy = ctx.oracle.release(count_query(mechanism))["count"]
-    return max(float(noisy[0, 0]), 1.0)
+    return min(max(float(noisy[0, 0]), 1.0), MAX_ROW_ESTIMATE)
