@@ -217,6 +217,21 @@ def start_server(certs, parties=2, **kw):
     return server, thread, result
 
 
+def start_honest_party(certs, parts, server, **kw):
+    """Party 0, behaving, in a thread; its abort reason lands in the returned dict."""
+    errors = {}
+
+    def honest():
+        try:
+            join(parts[0], server.address, 0, 2, ssl_context=tls(certs, "party-0"), timeout=5, **kw)
+        except FederatedAbort as exc:
+            errors["honest"] = str(exc)
+
+    thread = threading.Thread(target=honest)
+    thread.start()
+    return thread, errors
+
+
 def test_wrong_number_of_parties_aborts(certs, data):
     server, thread, result = start_server(certs)
     sock = raw_client(server.address, certs)
@@ -228,16 +243,7 @@ def test_wrong_number_of_parties_aborts(certs, data):
 def test_dropout_aborts_everyone_cleanly(certs, data):
     _, parts = data
     server, thread, result = start_server(certs, parties=2)
-    errors = {}
-
-    def honest():
-        try:
-            join(parts[0], server.address, 0, 2, ssl_context=tls(certs, "party-0"), timeout=5)
-        except FederatedAbort as exc:
-            errors["honest"] = str(exc)
-
-    t = threading.Thread(target=honest)
-    t.start()
+    t, errors = start_honest_party(certs, parts, server)
     sock = raw_client(server.address, certs, "party-1")
     send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
     time.sleep(0.5)
@@ -252,16 +258,7 @@ def test_dropout_aborts_everyone_cleanly(certs, data):
 def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
     _, parts = data
     server, thread, result = start_server(certs, parties=2, max_bytes=4096)
-    errors = {}
-
-    def honest():
-        try:
-            join(parts[0], server.address, 0, 2, ssl_context=tls(certs, "party-0"), timeout=5, max_bytes=4096)
-        except FederatedAbort as exc:
-            errors["honest"] = str(exc)
-
-    t = threading.Thread(target=honest)
-    t.start()
+    t, errors = start_honest_party(certs, parts, server, max_bytes=4096)
     sock = raw_client(server.address, certs, "party-1")
     send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
     from privclust.federated.wire import receive

@@ -70,18 +70,19 @@ def make_certs(folder: str | Path, parties: int, hosts=("localhost", "127.0.0.1"
     return folder
 
 
-def server_context(cert: str | Path, key: str | Path, ca: str | Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+def _context(protocol: int, cert, key, ca) -> ssl.SSLContext:
+    context = ssl.SSLContext(protocol)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
     context.load_verify_locations(ca)
+    return context
+
+
+def server_context(cert: str | Path, key: str | Path, ca: str | Path) -> ssl.SSLContext:
+    context = _context(ssl.PROTOCOL_TLS_SERVER, cert, key, ca)
     context.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: only parties with a CA-signed certificate
     return context
 
 
 def client_context(cert: str | Path, key: str | Path, ca: str | Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    context.load_verify_locations(ca)
-    return context
+    return _context(ssl.PROTOCOL_TLS_CLIENT, cert, key, ca)
