@@ -7,6 +7,9 @@ from scipy import integrate, stats
 from privclust.privacy.noise import Randomness, SecureNoise, SeededNoise
 
 N = 20_000
+# Secure noise cannot be seeded, so its tests are random: a low level keeps false alarms rare,
+# while the wrong-scale checks below show the tests still have power.
+LEVEL = 1e-4
 
 
 @pytest.mark.parametrize("source", ["secure", "seeded"])
@@ -14,7 +17,7 @@ def test_gaussian_noise_distribution(source):
     noise = SecureNoise() if source == "secure" else SeededNoise(np.random.SeedSequence(1))
     values = np.full(N if source == "seeded" else 5000, 3.25)
     out = noise.add_gaussian(values, 2.0) - 3.25
-    assert stats.kstest(out, "norm", args=(0, 2.0)).pvalue > 1e-3
+    assert stats.kstest(out, "norm", args=(0, 2.0)).pvalue > LEVEL
     # A sampler with the wrong scale fails the same test.
     assert stats.kstest(out, "norm", args=(0, 2.4)).pvalue < 1e-3
 
@@ -24,7 +27,7 @@ def test_laplace_noise_distribution(source):
     noise = SecureNoise() if source == "secure" else SeededNoise(np.random.SeedSequence(2))
     values = np.full(N if source == "seeded" else 5000, -7.5)
     out = noise.add_laplace(values, 0.5) + 7.5
-    assert stats.kstest(out, "laplace", args=(0, 0.5)).pvalue > 1e-3
+    assert stats.kstest(out, "laplace", args=(0, 0.5)).pvalue > LEVEL
     assert stats.kstest(out, "laplace", args=(0, 0.6)).pvalue < 1e-3
 
 
@@ -50,7 +53,7 @@ def test_noisy_argmax_is_permute_and_flip(source):
     counts = np.bincount([noise.noisy_argmax(scores, scale) for _ in range(draws)], minlength=4)
     expected = permute_and_flip_probabilities(scores, scale)
     assert expected.sum() == pytest.approx(1.0, abs=1e-6)
-    assert stats.chisquare(counts, expected * draws).pvalue > 1e-3
+    assert stats.chisquare(counts, expected * draws).pvalue > LEVEL
 
 
 def test_seeded_runs_are_reproducible_and_streams_independent():
