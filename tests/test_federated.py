@@ -263,7 +263,7 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
     send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
     from privclust.federated.wire import receive
 
-    _, welcome, _, _ = receive(sock, expect=Kind.WELCOME)
+    receive(sock, expect=Kind.WELCOME)
     if attack == "garbage":
         sock.sendall(b"\x00" * 64)
     elif attack == "oversized":
@@ -274,8 +274,8 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
         send(sock, Kind.PUBKEY, {"public": crypto.KeyPair().public_hex})
         receive(sock, expect=Kind.PUBKEYS)
         receive(sock, expect=Kind.SHARE)
-        header = {"session": welcome["session"], "round": 5, "label": "rows", "n_buckets": 1,
-                  "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]}
+        header = {"round": 5, "label": "rows",
+                  "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]}}
         send(sock, Kind.ROUND, header, b"\x00" * 8)  # a round from the future (or the past)
     thread.join(15)
     t.join(15)
@@ -318,10 +318,11 @@ def test_rounds_over_the_servers_budget_abort(certs):
         socks.append(raw_client(server.address, certs, f"party-{i}"))
         send(socks[-1], Kind.HELLO, {"version": 1, "party": i, "parties": 2, "n_features": 2})
     for sock in socks:
-        _, welcome, _, _ = receive(sock, expect=Kind.WELCOME)
+        receive(sock, expect=Kind.WELCOME)
         send(sock, Kind.PUBKEY, {"public": None})  # pre-shared key mode
-    header = {"session": welcome["session"], "round": 0, "label": "rows", "n_buckets": 1,
-              "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]}  # mu = 100
+    header = {"round": 0, "label": "rows",
+              "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]}}
+    # mu = 100: far over the budget
     for sock in socks:
         send(sock, Kind.ROUND, header, b"\x00" * 8)
     thread.join(15)

@@ -66,6 +66,7 @@ class FederatedClientOracle(AggregateOracle):
         self._session, self._party, self._parties, self._seed = session, party, parties, group_seed
         self.rounds = 0
         self.round_seconds: list[float] = []
+        self._last_spec = None
 
     def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
         spends = query.spends()
@@ -74,15 +75,19 @@ class FederatedClientOracle(AggregateOracle):
         exact = self._local.exact_sums(query)
         count = exact.size
         masked = encode(exact).ravel() + crypto.mask(self._seed, self._session, self._party, self.rounds, count)
-        blocks = [
-            {"name": b.name, "width": b.width, "sensitivity": b.mechanism.sensitivity, "std": b.mechanism.std}
-            for b in query.blocks
-        ]
-        header = {"session": self._session, "round": self.rounds, "label": query.label,
-                  "n_buckets": query.n_buckets, "blocks": blocks}
+        spec = {
+            "n_buckets": query.n_buckets,
+            "blocks": [
+                {"name": b.name, "width": b.width, "sensitivity": b.mechanism.sensitivity, "std": b.mechanism.std}
+                for b in query.blocks
+            ],
+        }
+        header = {"round": self.rounds, "label": query.label}
+        if spec != self._last_spec:  # the noise parameters travel only when they change
+            header["spec"] = self._last_spec = spec
         self._channel.send(Kind.ROUND, header, ring_payload(masked))
         reply, payload = self._channel.receive(Kind.RESULT)
-        if reply.get("session") != self._session or reply.get("round") != self.rounds:
+        if reply.get("round") != self.rounds:
             raise ProtocolError(f"the server answered round {reply.get('round')}, expected {self.rounds}")
         total = ring_values(payload, count)
         for party in range(self._parties):
@@ -111,6 +116,7 @@ class FederatedResult:
 def _connect(address, ssl_context: ssl.SSLContext | None, timeout: float, server_name: str | None):
     raw = socket.create_connection(tuple(address), timeout=timeout)
     raw.settimeout(timeout)
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small message per round: send it now
     if ssl_context is None:
         return raw
     return ssl_context.wrap_socket(raw, server_hostname=server_name or address[0])

@@ -82,6 +82,7 @@ class _Party:
     def __init__(self, sock: socket.socket, index: int):
         self.sock, self.index = sock, index
         self.received = self.sent = 0
+        self.spec = None  # the noise parameters this party declared last
 
 
 class FederatedServer:
@@ -129,6 +130,7 @@ class FederatedServer:
             except socket.timeout:
                 raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time") from None
             raw.settimeout(self._timeout)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock = None
             try:
                 sock = self._ssl.wrap_socket(raw, server_side=True) if self._ssl else raw
@@ -229,22 +231,29 @@ class FederatedServer:
                 return round_index
             if kinds != {Kind.ROUND}:
                 raise ProtocolError("parties disagree: some finished while others sent a round")
-            self._aggregate(parties, session, round_index, messages)
+            self._aggregate(parties, round_index, messages)
             round_index += 1
 
-    def _aggregate(self, parties, session: str, round_index: int, messages) -> None:
-        specs = [{k: h.get(k) for k in ("session", "round", "label", "n_buckets", "blocks")} for _, h, _ in messages]
-        for party, spec in zip(parties, specs):
-            if spec["session"] != session or spec["round"] != round_index:
+    def _aggregate(self, parties, round_index: int, messages) -> None:
+        # Each party's connection belongs to this session; within it, rounds must come in order.
+        for party, (_, header, _) in zip(parties, messages):
+            if header.get("round") != round_index:
                 raise ProtocolError(
-                    f"replayed or out-of-order round from party {party.index}: got session/round "
-                    f"{spec['session']}/{spec['round']}, expected {session}/{round_index}"
+                    f"replayed or out-of-order round from party {party.index}: got round "
+                    f"{header.get('round')}, expected {round_index}"
                 )
-        spec = specs[0]
-        if any(s != spec for s in specs[1:]):
+            if "spec" in header:
+                party.spec = header["spec"]
+            if party.spec is None:
+                raise ProtocolError(f"party {party.index} sent a round without its noise parameters")
+        spec, label = parties[0].spec, messages[0][1].get("label")
+        if any(p.spec != spec or m[1].get("label") != label for p, m in zip(parties[1:], messages[1:])):
             raise ProtocolError(f"parties disagree on round {round_index}'s query")
-        blocks = spec["blocks"]
-        n_buckets = int(spec["n_buckets"])
+        try:
+            blocks = list(spec["blocks"])
+            n_buckets = int(spec["n_buckets"])
+        except (KeyError, TypeError, ValueError):
+            raise ProtocolError(f"malformed noise parameters in round {round_index}") from None
         widths = [int(b["width"]) for b in blocks]
         count = n_buckets * sum(widths)
         total = np.zeros(count, dtype=np.uint64)
@@ -253,13 +262,13 @@ class FederatedServer:
             if self._record is not None:
                 self._record.append(values.copy())
             total += values  # wraps modulo 2^64
-        spends = [Spend(f"{spec['label']}/{b['name']}", mu=float(b["sensitivity"]) / float(b["std"])) for b in blocks]
+        spends = [Spend(f"{label}/{b['name']}", mu=float(b["sensitivity"]) / float(b["std"])) for b in blocks]
         self.accountant.check(spends)
         if self._add_noise:
             total += self._ring_noise(n_buckets, blocks).ravel()
         for s in spends:
             self.accountant.spend(s)
-        self._broadcast(parties, Kind.RESULT, {"session": session, "round": round_index}, ring_payload(total))
+        self._broadcast(parties, Kind.RESULT, {"round": round_index}, ring_payload(total))
         if self._add_noise:
             # Noise does not depend on the data: draw the next round's now, while the parties
             # compute (later rounds usually repeat this round's noise parameters).
