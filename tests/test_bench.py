@@ -106,3 +106,12 @@ def test_scaling_command_quick(tmp_path):
         assert (tmp_path / png).exists()
     rows = [json.loads(line) for line in (tmp_path / "scaling.jsonl").read_text().splitlines()]
     assert {r["method"] for r in rows} == {"fastlloyd", "sulloyd"}
+
+
+def test_subsample_bench_command(tmp_path):
+    out = CliRunner().invoke(app, ["bench", "subsample", "--n", "20000", "--rate", "0.1", "--repeats", "1",
+                                   "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    result = json.loads((tmp_path / "subsample.json").read_text())
+    assert set(result["rows"]) == {"all rows", "Subsampled rate 0.1"}
+    assert result["rows"]["Subsampled rate 0.1"]["epsilon"] < result["rows"]["all rows"]["epsilon"]

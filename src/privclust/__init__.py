@@ -9,11 +9,13 @@ from . import datasets, metrics
 from .estimator import KMeans
 from .geometry.domain import PrivacyLeakWarning
 from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
+from .subsample import Subsampled
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KMeans",
+    "Subsampled",
     "Budget",
     "BudgetExceededError",
     "PrivacyAccountant",

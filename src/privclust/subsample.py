@@ -1,0 +1,124 @@
+"""Sublinear private clustering by Poisson subsampling (seed 002).
+
+``Subsampled(estimator, rate)`` keeps each row independently with probability
+``rate`` (the sampling of seed 002's algorithm A'), fits any privclust
+estimator on the sample and reports the amplified guarantee.
+
+Sublinear work: for an array with random access the sample is drawn without a
+pass over the rows -- its size m ~ Binomial(n, rate), then m distinct indices
+uniformly at random -- which has exactly the distribution of independent
+per-row coin flips.  Only the m sampled rows are read.
+
+Privacy (seed 002, Theorem 1, add/remove neighbours): if the estimator is
+(eps, delta)-DP, the whole is (eps', delta')-DP with
+
+    eps'   = ln max{ xi (e^eps - 1) + 1, 1 / (xi (e^-eps - 1) + 1) }
+    delta' = max{ e^-eps delta xi / (xi (e^-eps - 1) + 1), delta xi }.
+
+The base fit runs against a private ledger; the shared accountant, if any, is
+charged the amplified spend (checked before any row is read).  The sample
+size m is never released.  The amplified guarantee is computed from the base
+fit's total (epsilon, delta), which is valid for any (eps, delta)-DP base.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import binom
+from sklearn.base import BaseEstimator, ClusterMixin, clone
+
+from ._validation import check_data
+from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
+
+__all__ = ["amplified", "group_privacy", "Subsampled"]
+
+
+def amplified(epsilon: float, delta: float, rate: float) -> tuple[float, float]:
+    """(eps', delta') of an (epsilon, delta)-DP algorithm run on a Poisson sample with rate ``rate``."""
+    if not 0 < rate <= 1:
+        raise ValueError(f"rate must lie in (0, 1], got {rate!r}")
+    if epsilon < 0 or not 0 <= delta < 1:
+        raise ValueError("need epsilon >= 0 and 0 <= delta < 1")
+    if math.isinf(epsilon):
+        return math.inf, delta * rate
+    low = rate * math.expm1(-epsilon) + 1.0
+    eps = math.log(max(rate * math.expm1(epsilon) + 1.0, 1.0 / low))
+    return eps, max(math.exp(-epsilon) * delta * rate / low, delta * rate)
+
+
+def group_privacy(epsilon: float, rate: float, group: int, threshold: int, delta: float = 0.0) -> tuple[float, float]:
+    """Guarantee for groups of ``group`` rows of an (epsilon, delta)-DP algorithm on a Poisson sample.
+
+    Seed 002, Theorem 9: with delta_T = P[Binomial(g, rate) > T], the sampled
+    algorithm is (T eps, delta_T)-DP for groups of size g.  We state it with the
+    *base* epsilon (conditioned on i <= T of the group being sampled, the
+    samples differ in i rows, so naive group privacy gives i eps), which is
+    always valid; the seed writes T eps'.  For a base with delta > 0, naive
+    group privacy adds T e^((T-1) eps) delta.
+    """
+    if group < 1 or not 0 <= threshold <= group:
+        raise ValueError("need group >= 1 and 0 <= threshold <= group")
+    if not 0 < rate <= 1:
+        raise ValueError(f"rate must lie in (0, 1], got {rate!r}")
+    tail = float(binom.sf(threshold, group, rate))
+    extra = threshold * math.exp((threshold - 1) * epsilon) * delta if threshold else 0.0
+    return threshold * epsilon, tail + extra
+
+
+class Subsampled(ClusterMixin, BaseEstimator):
+    """Fit ``estimator`` on a Poisson sample of the rows (seed 002); amplified privacy.
+
+    Attributes after ``fit``: ``estimator_`` (the fitted base), ``cluster_centers_``,
+    ``privacy_spent_`` (the amplified guarantee), ``base_privacy_spent_``.
+    """
+
+    def __init__(self, estimator, rate: float = 0.01, random_state=None, accountant: PrivacyAccountant | None = None):
+        self.estimator = estimator
+        self.rate = rate
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _planned_base(self) -> tuple[float, float]:
+        if getattr(self.estimator, "algorithm", None) == "lloyd":
+            raise ValueError("subsampling amplifies a private algorithm; 'lloyd' is the non-private baseline")
+        return float(self.estimator.epsilon), float(getattr(self.estimator, "delta", 0.0) or 0.0)
+
+    def fit(self, X, y=None, **fit_params):
+        if not (isinstance(self.rate, (int, float)) and 0 < self.rate <= 1):
+            raise ValueError(f"rate must lie in (0, 1], got {self.rate!r}")
+        eps, delta = self._planned_base()
+        planned = amplified(eps, delta, self.rate)
+        if self.accountant is not None:
+            self.accountant.check([Spend("subsampled fit", epsilon=planned[0], delta=planned[1])])
+        if isinstance(X, (list, tuple)):
+            X = np.asarray(X)
+        n = len(X)
+        rng = np.random.default_rng(self.random_state)
+        size = int(rng.binomial(n, self.rate))
+        if size == 0:
+            raise ValueError(f"the sample is empty (n={n}, rate={self.rate}): raise the rate")
+        rows = np.sort(rng.choice(n, size=size, replace=False))
+        sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
+        base = clone(self.estimator).set_params(accountant=None)
+        if base.random_state is None and self.random_state is not None:
+            base.set_params(random_state=int(rng.integers(2**31)))
+        base.fit(sample, **fit_params)
+        spent = base.privacy_spent_
+        eps_amp, delta_amp = amplified(spent.epsilon, spent.delta, self.rate)
+        if self.accountant is not None:
+            self.accountant.spend(Spend("subsampled fit", epsilon=eps_amp, delta=delta_amp))
+        self.estimator_ = base
+        self.cluster_centers_ = base.cluster_centers_
+        self.n_iter_ = base.n_iter_
+        self.base_privacy_spent_ = spent
+        self.privacy_spent_ = PrivacyReport(
+            epsilon=eps_amp, delta=delta_amp, mu=None,
+            steps=[Spend(f"subsampled (rate {self.rate:g}) fit of {len(spent.steps)} releases",
+                         epsilon=eps_amp, delta=delta_amp)],
+        )
+        return self
+
+    def predict(self, X):
+        return self.estimator_.predict(X)
