@@ -97,8 +97,9 @@ def run_speed(
     repeats: int = 3,
     on_done: Callable[[dict], None] | None = None,
     max_input_bytes: int = 2 * 2**30,
+    peer_max_n: int = 1_000_000,
 ) -> tuple[list[dict], dict[str, str]]:
-    """(rows, missing peers with the reason); inputs over ``max_input_bytes`` are skipped and listed."""
+    """(rows, what was not measured and why): inputs over ``max_input_bytes``, peers above ``peer_max_n`` rows."""
     rows, missing = [], {}
     for n, d, k in product(ns, ds, ks):
         if int(n) * int(d) * 8 > max_input_bytes:
@@ -109,7 +110,9 @@ def run_speed(
             continue
         X = synthetic_blobs(int(n), int(d), int(k))
         for method in methods:
-            if method not in missing:
+            if method in peers.PEERS and int(n) > peer_max_n:
+                missing[f"{method} at n={int(n):,}"] = f"skipped: peers run up to --peer-max-n={peer_max_n:,} rows"
+            elif method not in missing:
                 try:
                     row = {"method": method, "n": int(n), "d": int(d), "k": int(k), **measure(method, X, int(k), repeats)}
                     rows.append(row)

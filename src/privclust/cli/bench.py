@@ -83,6 +83,7 @@ def speed(
     methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all private + sklearn)."),
     repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
     max_gib: float = typer.Option(2.0, help="Skip (and list) configurations whose input exceeds this many GiB."),
+    peer_max_n: int = typer.Option(1_000_000, help="Run peers only up to this many rows (they can be very slow)."),
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents."""
@@ -99,7 +100,8 @@ def speed(
     with _progress() as progress:
         task = progress.add_task("speed runs", total=len(ns) * len(dims) * len(ks) * len(chosen))
         rows, missing = run_speed(
-            ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task), max_input_bytes=int(max_gib * 2**30)
+            ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task),
+            max_input_bytes=int(max_gib * 2**30), peer_max_n=peer_max_n,
         )
     for what, why in missing.items():
         console.print(f"[yellow]not measured:[/] {what}: {why}")
