@@ -83,7 +83,9 @@ def test_broken_peer_environment_is_reported(tmp_path, monkeypatch):
     # An interpreter without diffprivlib: the runner fails and the peer is reported as failing.
     (tmp_path / "diffprivlib" / "bin" / "python").symlink_to(sys.executable)
     with pytest.raises(peers.PeerMissing, match="failed"):
-        peers.run_batch("diffprivlib", np.zeros((10, 2)), [{"k": 2, "epsilon": 1.0, "seed": 0, "lower": -1, "upper": 1}])
+        peers.run_batch(
+            "diffprivlib", np.zeros((10, 2)), [{"k": 2, "epsilon": 1.0, "seed": 0, "lower": -1, "upper": 1}]
+        )
 
 
 def test_scaling_plan_covers_the_seeds_grid():
@@ -95,10 +97,22 @@ def test_scaling_plan_covers_the_seeds_grid():
 
 
 def test_scaling_command_quick(tmp_path):
-    out = CliRunner().invoke(app, [
-        "bench", "scaling", "--quick", "--methods", "fastlloyd,sulloyd", "--epsilons", "0.5,1",
-        "--workers", "1", "--out", str(tmp_path),
-    ])
+    out = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "scaling",
+            "--quick",
+            "--methods",
+            "fastlloyd,sulloyd",
+            "--epsilons",
+            "0.5,1",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert out.exit_code == 0, out.output
     report = (tmp_path / "scaling.md").read_text()
     assert "AUC vs d" in report and "AUC vs k" in report and "reduction over SuLloyd" in report
@@ -109,8 +123,9 @@ def test_scaling_command_quick(tmp_path):
 
 
 def test_subsample_bench_command(tmp_path):
-    out = CliRunner().invoke(app, ["bench", "subsample", "--n", "20000", "--rate", "0.1", "--repeats", "1",
-                                   "--out", str(tmp_path)])
+    out = CliRunner().invoke(
+        app, ["bench", "subsample", "--n", "20000", "--rate", "0.1", "--repeats", "1", "--out", str(tmp_path)]
+    )
     assert out.exit_code == 0, out.output
     result = json.loads((tmp_path / "subsample.json").read_text())
     assert set(result["rows"]) == {"all rows", "Subsampled rate 0.1"}

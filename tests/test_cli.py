@@ -55,7 +55,20 @@ def test_fit_reads_files_with_declared_bounds(tmp_path, suffix):
         import pandas as pd
 
         pd.DataFrame(X, columns=["a", "b", "c"]).to_parquet(path)
-    out = run("fit", str(path), "--k", "4", "--bounds", "0,10", "--seed", "0", "-o", str(tmp_path / "c.csv"), "--plot", str(tmp_path / "p.png"))
+    out = run(
+        "fit",
+        str(path),
+        "--k",
+        "4",
+        "--bounds",
+        "0,10",
+        "--seed",
+        "0",
+        "-o",
+        str(tmp_path / "c.csv"),
+        "--plot",
+        str(tmp_path / "p.png"),
+    )
     assert out.exit_code == 0, out.output
     centers = np.loadtxt(tmp_path / "c.csv", delimiter=",", skiprows=1)
     assert centers.shape == (4, 3) and np.all((centers >= 0) & (centers <= 10))
@@ -105,8 +118,20 @@ def test_datasets_command():
 
 def test_bench_utility_small(tmp_path):
     out = run(
-        "bench", "utility", "--datasets", "iris,lsun", "--methods", "fastlloyd,sulloyd,kmeans++",
-        "--epsilons", "0.5,1.0", "--runs", "2", "--workers", "1", "--out", str(tmp_path),
+        "bench",
+        "utility",
+        "--datasets",
+        "iris,lsun",
+        "--methods",
+        "fastlloyd,sulloyd,kmeans++",
+        "--epsilons",
+        "0.5,1.0",
+        "--runs",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
     )
     assert out.exit_code == 0, out.output
     rows = [json.loads(line) for line in (tmp_path / "utility.jsonl").read_text().splitlines()]
@@ -118,7 +143,18 @@ def test_bench_utility_small(tmp_path):
 
 
 def test_bench_speed_small(tmp_path):
-    out = run("bench", "speed", "--n", "2000,4000", "--methods", "fastlloyd,sklearn-kmeans", "--repeats", "1", "--out", str(tmp_path))
+    out = run(
+        "bench",
+        "speed",
+        "--n",
+        "2000,4000",
+        "--methods",
+        "fastlloyd,sklearn-kmeans",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
     assert out.exit_code == 0, out.output
     rows = json.loads((tmp_path / "speed.json").read_text())
     assert len(rows) == 4 and all(r["seconds"] > 0 and r["peak_bytes"] > 0 for r in rows)

@@ -4,9 +4,16 @@ import pytest
 from privclust import datasets, metrics
 
 PAPER_SHAPES = {
-    "iris": (150, 4, 3), "lsun": (400, 2, 3), "s1": (5000, 2, 15), "house": (1837, 3, 3),
-    "adult": (48842, 6, 3), "wine": (178, 13, 3), "breast": (699, 9, 2), "yeast": (1484, 8, 10),
-    "mnist": (10000, 784, 10), "birch2": (25000, 2, 100),
+    "iris": (150, 4, 3),
+    "lsun": (400, 2, 3),
+    "s1": (5000, 2, 15),
+    "house": (1837, 3, 3),
+    "adult": (48842, 6, 3),
+    "wine": (178, 13, 3),
+    "breast": (699, 9, 2),
+    "yeast": (1484, 8, 10),
+    "mnist": (10000, 784, 10),
+    "birch2": (25000, 2, 100),
 }
 
 

@@ -47,8 +47,14 @@ def test_bounds_are_required_and_data_bounds_warn(blobs):
 
 @pytest.mark.parametrize(
     "bounds,message",
-    [((1, -1), "empty"), ([(0, 1)] * 3, "do not fit"), ("auto", "only string"), (-2.0, "positive"),
-     ({"r": 1}, "radius"), ((0, np.inf), "finite")],
+    [
+        ((1, -1), "empty"),
+        ([(0, 1)] * 3, "do not fit"),
+        ("auto", "only string"),
+        (-2.0, "positive"),
+        ({"r": 1}, "radius"),
+        ((0, np.inf), "finite"),
+    ],
 )
 def test_bad_bounds(blobs, bounds, message):
     with pytest.raises(ValueError, match=message):
@@ -67,7 +73,7 @@ def test_per_feature_and_radius_bounds_map_back_to_data_units():
     X = np.column_stack([rng.uniform(0, 100, 5000), rng.uniform(-3, 3, 5000)])
     m = KMeans(2, bounds=[(0, 100), (-3, 3)], random_state=0).fit(X)
     assert np.all((m.cluster_centers_[:, 0] >= 0) & (m.cluster_centers_[:, 0] <= 100))
-    r = KMeans(2, bounds=4.0, random_state=0).fit(X[:, 1:] )
+    r = KMeans(2, bounds=4.0, random_state=0).fit(X[:, 1:])
     assert np.all(np.abs(r.cluster_centers_) <= 4.0)
     r2 = KMeans(2, bounds={"radius": 4.0}, random_state=0).fit(X[:, 1:])
     np.testing.assert_allclose(r.cluster_centers_, r2.cluster_centers_)

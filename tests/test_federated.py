@@ -18,11 +18,11 @@ from privclust.federated import (
     FederatedServer,
     Job,
     client_context,
+    crypto,
     join,
     make_certs,
     server_context,
 )
-from privclust.federated import crypto
 from privclust.federated.ring import FRACTION_BITS, LIMIT, RingOverflowError, decode, encode
 from privclust.federated.wire import Kind, send
 
@@ -50,8 +50,9 @@ def tls(certs, who, server=False):
 def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=None):
     """Server and parties in threads (real sockets on loopback); returns (server report, results, errors)."""
     job = job or Job(3, 1.0, 1e-6, [-1, 1])
-    server = FederatedServer(job, len(parts), ssl_context=tls(certs, "server", True), timeout=10,
-                             **(server_kwargs or {}))
+    server = FederatedServer(
+        job, len(parts), ssl_context=tls(certs, "server", True), timeout=10, **(server_kwargs or {})
+    )
     out, errors = {}, {}
 
     def serve():
@@ -62,8 +63,15 @@ def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=Non
 
     def party(i):
         try:
-            out[i] = join(parts[i], server.address, i, len(parts), ssl_context=tls(certs, f"party-{i}"), timeout=10,
-                          **(client_kwargs or {}))
+            out[i] = join(
+                parts[i],
+                server.address,
+                i,
+                len(parts),
+                ssl_context=tls(certs, f"party-{i}"),
+                timeout=10,
+                **(client_kwargs or {}),
+            )
         except Exception as exc:  # noqa: BLE001
             errors[i] = exc
 
@@ -133,8 +141,9 @@ def test_without_noise_the_protocol_is_bit_exact(certs, data):
     hook = Capture()
     crypto.geometry_seed = hook
     try:
-        out, errors = run_in_threads(certs, parts, Job(3, 1.0, 1e-6, [-1, 1], public_n=6000),
-                                     server_kwargs={"add_noise": False})
+        out, errors = run_in_threads(
+            certs, parts, Job(3, 1.0, 1e-6, [-1, 1], public_n=6000), server_kwargs={"add_noise": False}
+        )
     finally:
         crypto.geometry_seed = hook.original
     assert not errors, errors
@@ -159,8 +168,10 @@ def test_without_noise_the_protocol_is_bit_exact(certs, data):
 
 def test_federated_centers_follow_the_central_distribution(certs, data):
     X, parts = data
+
     def cost(c):
         return ((X[:, None] - c[None]) ** 2).sum(-1).min(1).mean()
+
     federated = []
     for _ in range(12):
         out, errors = run_in_threads(certs, parts, Job(3, 0.3, 1e-6, [-1, 1]))
@@ -202,8 +213,9 @@ def raw_client(address, certs, who="party-0"):
 
 
 def start_server(certs, parties=2, **kw):
-    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), parties, ssl_context=tls(certs, "server", True),
-                             timeout=kw.pop("timeout", 3), **kw)
+    server = FederatedServer(
+        Job(3, 1.0, 1e-6, [-1, 1]), parties, ssl_context=tls(certs, "server", True), timeout=kw.pop("timeout", 3), **kw
+    )
     result = {}
 
     def serve():
@@ -274,8 +286,11 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
         send(sock, Kind.PUBKEY, {"public": crypto.KeyPair().public_hex})
         receive(sock, expect=Kind.PUBKEYS)
         receive(sock, expect=Kind.SHARE)
-        header = {"round": 5, "label": "rows",
-                  "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]}}
+        header = {
+            "round": 5,
+            "label": "rows",
+            "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]},
+        }
         send(sock, Kind.ROUND, header, b"\x00" * 8)  # a round from the future (or the past)
     thread.join(15)
     t.join(15)
@@ -320,8 +335,11 @@ def test_rounds_over_the_servers_budget_abort(certs):
     for sock in socks:
         receive(sock, expect=Kind.WELCOME)
         send(sock, Kind.PUBKEY, {"public": None})  # pre-shared key mode
-    header = {"round": 0, "label": "rows",
-              "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]}}
+    header = {
+        "round": 0,
+        "label": "rows",
+        "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]},
+    }
     # mu = 100: far over the budget
     for sock in socks:
         send(sock, Kind.ROUND, header, b"\x00" * 8)
@@ -339,9 +357,28 @@ def test_server_and_three_client_processes_on_loopback(certs, data, tmp_path):
     port_file = tmp_path / "port"
     cli = [sys.executable, "-m", "privclust"]
     server = subprocess.Popen(
-        cli + ["federated", "serve", "--parties", "3", "--k", "3", "--bounds", "-1,1", "--port", "0",
-               "--port-file", str(port_file), "--certs", str(certs), "--timeout", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cli
+        + [
+            "federated",
+            "serve",
+            "--parties",
+            "3",
+            "--k",
+            "3",
+            "--bounds",
+            "-1,1",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--certs",
+            str(certs),
+            "--timeout",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     for _ in range(100):
         if port_file.exists() and port_file.read_text():
@@ -351,11 +388,30 @@ def test_server_and_three_client_processes_on_loopback(certs, data, tmp_path):
     clients = []
     for i, part in enumerate(parts):
         np.save(tmp_path / f"p{i}.npy", part)
-        clients.append(subprocess.Popen(
-            cli + ["federated", "join", "--data", str(tmp_path / f"p{i}.npy"), "--party", str(i), "--parties", "3",
-                   "--server", f"127.0.0.1:{port}", "--certs", str(certs), "-o", str(tmp_path / f"c{i}.csv")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))
+        clients.append(
+            subprocess.Popen(
+                cli
+                + [
+                    "federated",
+                    "join",
+                    "--data",
+                    str(tmp_path / f"p{i}.npy"),
+                    "--party",
+                    str(i),
+                    "--parties",
+                    "3",
+                    "--server",
+                    f"127.0.0.1:{port}",
+                    "--certs",
+                    str(certs),
+                    "-o",
+                    str(tmp_path / f"c{i}.csv"),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [c.communicate(timeout=120) for c in clients]
     server_out, server_err = server.communicate(timeout=60)
     assert server.returncode == 0, server_err

@@ -102,7 +102,9 @@ cells = st.one_of(
 def test_cli_on_arbitrary_csv(tmp_path_factory, table, header):
     folder = tmp_path_factory.mktemp("csv")
     path = folder / "data.csv"
-    lines = ([",".join(f"c{i}" for i in range(len(table[0])))] if header and table else []) + [",".join(r) for r in table]
+    lines = ([",".join(f"c{i}" for i in range(len(table[0])))] if header and table else []) + [
+        ",".join(r) for r in table
+    ]
     path.write_text("\n".join(lines))
     out = CliRunner().invoke(app, ["fit", str(path), "--k", "2", "--bounds", "-10,10", "-o", str(folder / "c.csv")])
     assert out.exit_code in (0, 2), out.output

@@ -149,11 +149,17 @@ def test_fastlloyd_beats_baselines_in_high_dimension():
     d, k, n = 20, 4, 4000
     centers = rng.uniform(-0.6, 0.6, (k, d))
     X = np.clip(centers[rng.integers(0, k, n)] + rng.normal(0, 0.05, (n, d)), -1, 1)
+
     def median_cost(alg):
-        return np.median([
-            KMeans(k, epsilon=0.5, delta=1e-6, bounds=(-1, 1), algorithm=alg, public_n=n, random_state=s).fit(X).inertia_
-            for s in range(6)
-        ])
+        return np.median(
+            [
+                KMeans(k, epsilon=0.5, delta=1e-6, bounds=(-1, 1), algorithm=alg, public_n=n, random_state=s)
+                .fit(X)
+                .inertia_
+                for s in range(6)
+            ]
+        )
+
     fast = median_cost("fastlloyd")
     assert fast < median_cost("sulloyd")
     assert fast < median_cost("glloyd")

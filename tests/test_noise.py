@@ -38,7 +38,7 @@ def permute_and_flip_probabilities(scores, scale):
     for i, s in enumerate(scores):
         others = np.delete(scores, i)
 
-        def density(x):
+        def density(x, s=s, others=others):
             p = np.exp(-(x - s) / scale) / scale
             return p * np.prod(1 - np.exp(-np.maximum(x - others, 0) / scale))
 

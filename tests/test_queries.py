@@ -50,7 +50,8 @@ def test_voronoi_fast_path_matches_definition_and_brute_force(relative, radius, 
 
 def test_clip_blocks_enforces_each_blocks_norm():
     q = BucketSumQuery(
-        "q", 1,
+        "q",
+        1,
         (ValueBlock("a", 2, GaussianMechanism(1.0, 1.0)), ValueBlock("b", 2, LaplaceMechanism(1.0, 1.0))),
         contribution=lambda c: None,
     )
@@ -64,7 +65,9 @@ def test_contributions_beyond_the_bound_cannot_leak():
     # A contribution function that misbehaves (huge values) is clipped by the oracle.
     X = np.zeros((10, 1))
     q = BucketSumQuery(
-        "q", 2, (ValueBlock("v", 1, GaussianMechanism(1.0, 1e-9)),),
+        "q",
+        2,
+        (ValueBlock("v", 1, GaussianMechanism(1.0, 1e-9)),),
         contribution=lambda c: (np.zeros(len(c), dtype=np.intp), np.full((len(c), 1), 1e6)),
     )
     out = oracle(X).exact_sums(q)

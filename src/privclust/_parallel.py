@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, TypeVar
-
 from functools import lru_cache
+from typing import Callable, Iterable, TypeVar
 
 from threadpoolctl import ThreadpoolController
 

@@ -25,9 +25,7 @@ def check_data(X, what: str = "X") -> np.ndarray:
 
         bad = [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
         if bad:
-            raise ValueError(
-                f"{what} has non-numeric columns {bad}: drop or encode them before clustering"
-            )
+            raise ValueError(f"{what} has non-numeric columns {bad}: drop or encode them before clustering")
         X = X.to_numpy()
     if np.iscomplexobj(X):
         raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
@@ -46,13 +44,16 @@ def check_data(X, what: str = "X") -> np.ndarray:
         raise ValueError(f"{what} has no rows")
     if arr.shape[1] == 0:
         raise ValueError(f"{what} has no features (columns)")
-    finite = np.isfinite(arr)
-    if not finite.all():
-        row, col = np.argwhere(~finite)[0]
-        raise ValueError(
-            f"{what} contains NaN or infinite values (first at row {row}, column {col}); "
-            "remove or impute them before clustering"
-        )
+    # In blocks, so a memory-mapped array larger than memory is checked without loading it.
+    step = max(1, 2**24 // arr.shape[1])
+    for start in range(0, arr.shape[0], step):
+        finite = np.isfinite(arr[start : start + step])
+        if not finite.all():
+            row, col = np.argwhere(~finite)[0]
+            raise ValueError(
+                f"{what} contains NaN or infinite values (first at row {start + row}, column {col}); "
+                "remove or impute them before clustering"
+            )
     return arr
 
 

@@ -153,6 +153,7 @@ def _exponential():
     from .privacy.mechanisms import exponential_mechanism
 
     eps = 1.0
+
     # Scores are counts (sensitivity 1); the extra point adds one to candidate 0.
     def sampler(scores) -> Sampler:
         return lambda seed: float(exponential_mechanism(scores, eps, 1.0, _seeded(seed), _ledger(), "em"))
@@ -164,10 +165,12 @@ def _sparse_vector():
     from .privacy.mechanisms import above_threshold
 
     eps = 1.0
+
     def sampler(values) -> Sampler:
         def run(seed: int) -> float:
             index = above_threshold(values, 5.0, eps, 1.0, _seeded(seed), _ledger(), "svt")
             return -1.0 if index is None else float(index)
+
         return run
 
     # The extra point raises every query's count by one.
@@ -178,6 +181,7 @@ def _noisy_average():
     from .privacy.mechanisms import noisy_average
 
     eps, delta = 1.0, 1e-3
+
     def sampler(points: np.ndarray) -> Sampler:
         total, count = points.sum(axis=0), len(points)
         return lambda seed: float(
@@ -199,11 +203,18 @@ def _algorithm(algorithm: str):
     def sampler(X: np.ndarray) -> Sampler:
         def run(seed: int) -> float:
             model = KMeans(
-                2, epsilon=eps, delta=delta if algorithm != "sulloyd" else 0.0, bounds=(-1, 1),
-                algorithm=algorithm, random_state=seed, public_n=30, max_iter=2,
+                2,
+                epsilon=eps,
+                delta=delta if algorithm != "sulloyd" else 0.0,
+                bounds=(-1, 1),
+                algorithm=algorithm,
+                random_state=seed,
+                public_n=30,
+                max_iter=2,
             ).fit(X)
             # How close any released center came to the lone corner point.
             return float(np.linalg.norm(model.cluster_centers_ - 1.0, axis=1).min())
+
         return run
 
     claimed_delta = 0.0 if algorithm == "sulloyd" else delta

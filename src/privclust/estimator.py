@@ -15,7 +15,7 @@ from .geometry.domain import make_domain
 from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
-from .queries.central import CentralOracle, chunk_rows_for
+from .queries.central import CentralOracle
 
 __all__ = ["KMeans"]
 

@@ -23,6 +23,7 @@ from .queries.voronoi import nearest_center
 
 __all__ = ["kmeans_cost", "nicv", "auc_over_epsilon", "silhouette", "davies_bouldin", "centroid_mse", "assign"]
 
+
 def assign(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nearest center and squared distance for every row, in chunks."""
     labels = np.empty(X.shape[0], dtype=np.intp)

@@ -95,7 +95,7 @@ def plot_panels(path: str | Path, panels: dict[str, dict[str, tuple]], xlabel: s
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), dpi=100, squeeze=False)
     for ax, (title, curves) in zip(axes.flat, panels.items()):
         _draw_curves(ax, curves, title, xlabel, ylabel, logy=logy)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
@@ -109,7 +109,9 @@ def plot_heatmaps(path: str | Path, grids: dict[str, np.ndarray], row_labels, co
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids), 3.6), dpi=100, squeeze=False)
     for ax, (title, grid) in zip(axes.flat, grids.items()):
-        image = ax.imshow(grid, origin="lower", cmap="viridis_r" if "reduction" not in title else "RdYlGn", aspect="auto")
+        image = ax.imshow(
+            grid, origin="lower", cmap="viridis_r" if "reduction" not in title else "RdYlGn", aspect="auto"
+        )
         ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], fontsize=7)
         ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels], fontsize=7)
         ax.set_xlabel(xlabel)

@@ -114,9 +114,16 @@ class Subsampled(ClusterMixin, BaseEstimator):
         self.n_iter_ = base.n_iter_
         self.base_privacy_spent_ = spent
         self.privacy_spent_ = PrivacyReport(
-            epsilon=eps_amp, delta=delta_amp, mu=None,
-            steps=[Spend(f"subsampled (rate {self.rate:g}) fit of {len(spent.steps)} releases",
-                         epsilon=eps_amp, delta=delta_amp)],
+            epsilon=eps_amp,
+            delta=delta_amp,
+            mu=None,
+            steps=[
+                Spend(
+                    f"subsampled (rate {self.rate:g}) fit of {len(spent.steps)} releases",
+                    epsilon=eps_amp,
+                    delta=delta_amp,
+                )
+            ],
         )
         return self
 

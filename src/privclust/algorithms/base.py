@@ -15,7 +15,6 @@ from ..queries.base import AggregateOracle, count_query
 __all__ = ["FitContext", "FitResult", "ALGORITHMS", "register", "estimate_rows", "count_mechanism"]
 
 
-
 @dataclass
 class FitContext:
     """Everything an algorithm may use: the oracle is its only door to the data."""

@@ -34,8 +34,9 @@ SEED_FIGURES = {(10_000, 2, 2): 3.03, (100_000, 5, 5): 22.56}  # ms per iteratio
 def _party(args):
     part, address, index, parties, certs, queue = args
     use_single_thread()  # three processes share this machine's cores; real parties have their own
-    context = client_context(Path(certs) / f"party-{index}.pem", Path(certs) / f"party-{index}.key",
-                             Path(certs) / "ca.pem")
+    context = client_context(
+        Path(certs) / f"party-{index}.pem", Path(certs) / f"party-{index}.key", Path(certs) / "ca.pem"
+    )
     result = join(part, address, index, parties, ssl_context=context, timeout=120)
     queue.put((index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds))
 
@@ -44,12 +45,18 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2) -> 
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
     job = Job(k, 1.0, 1.0 / (len(X) * np.log(len(X))), [-1.0, 1.0])
-    server = FederatedServer(job, parties, ssl_context=server_context(certs / "server.pem", certs / "server.key",
-                                                                      certs / "ca.pem"), timeout=120)
+    server = FederatedServer(
+        job,
+        parties,
+        ssl_context=server_context(certs / "server.pem", certs / "server.key", certs / "ca.pem"),
+        timeout=120,
+    )
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_party, args=((parts[i], server.address, i, parties, str(certs), queue),))
-             for i in range(parties)]
+    procs = [
+        ctx.Process(target=_party, args=((parts[i], server.address, i, parties, str(certs), queue),))
+        for i in range(parties)
+    ]
     for p in procs:
         p.start()
     report = server.serve()
@@ -60,7 +67,12 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2) -> 
     # Round 0 releases the noisy row count; the Lloyd iterations are the rounds after it.
     per_iteration_ms = [1000 * statistics.mean(r[1][1:]) for r in results]
     return {
-        "setting": name, "n": len(X), "k": k, "d": X.shape[1], "parties": parties, "rounds": rounds,
+        "setting": name,
+        "n": len(X),
+        "k": k,
+        "d": X.shape[1],
+        "parties": parties,
+        "rounds": rounds,
         "ms_per_iteration": statistics.mean(per_iteration_ms),
         "ms_count_round": 1000 * statistics.mean(r[1][0] for r in results),
         "bytes_sent_per_round": [r[2] / rounds for r in results],
@@ -82,8 +94,9 @@ def run_federated(on_done=None, repeats: int = 3) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         certs = make_certs(tmp, 2)
-        settings = [(f"TimeSynth N={n:,} k={k} d={d}", synthetic_blobs(n, d, k, seed=1, spread=0.1), k)
-                    for n, k, d in TABLE3]
+        settings = [
+            (f"TimeSynth N={n:,} k={k} d={d}", synthetic_blobs(n, d, k, seed=1, spread=0.1), k) for n, k, d in TABLE3
+        ]
         for name in ("lsun", "s1"):
             ds = datasets.load(name)
             settings.append((name, ds.X, ds.k))
@@ -100,7 +113,10 @@ def write_federated_report(rows: list[dict], out_dir: Path, machine: str) -> Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "federated.json").write_text(json.dumps(rows, indent=1))
     lines = [
-        "# Federated benchmark", "", f"Machine: {machine}. Two parties, mutual TLS on loopback.", "",
+        "# Federated benchmark",
+        "",
+        f"Machine: {machine}. Two parties, mutual TLS on loopback.",
+        "",
         "| setting | rounds | ms / iteration | seed 003 (ms) | count round (ms) | bytes sent / round / party "
         "| ring payload | bytes received / round / party |",
         "|---|---|---|---|---|---|---|---|",
@@ -109,9 +125,11 @@ def write_federated_report(rows: list[dict], out_dir: Path, machine: str) -> Pat
         seed = f"{r['seed_ms']:.2f}" if r["seed_ms"] else "-"
         sent = " / ".join(f"{b:.0f}" for b in r["bytes_sent_per_round"])
         got = " / ".join(f"{b:.0f}" for b in r["bytes_received_per_round"])
-        lines.append(f"| {r['setting']} | {r['rounds']} | {r['ms_per_iteration']:.2f} | {seed} | "
-                     f"{r['ms_count_round']:.2f} | {sent} | "
-                     f"{r['ring_bytes_per_round']} | {got} |")
+        lines.append(
+            f"| {r['setting']} | {r['rounds']} | {r['ms_per_iteration']:.2f} | {seed} | "
+            f"{r['ms_count_round']:.2f} | {sent} | "
+            f"{r['ring_bytes_per_round']} | {got} |"
+        )
     report = out_dir / "federated.md"
     report.write_text("\n".join(lines) + "\n")
     return report

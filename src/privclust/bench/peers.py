@@ -80,9 +80,7 @@ def run_batch(name: str, X: np.ndarray, jobs: list[dict], memory: bool = False, 
         np.save(data, np.ascontiguousarray(X))
         spec = Path(tmp) / "jobs.json"
         spec.write_text(json.dumps({"data": str(data), "jobs": jobs, "memory": memory}))
-        proc = subprocess.run(
-            [str(python), str(runner), str(spec)], capture_output=True, text=True, timeout=timeout
-        )
+        proc = subprocess.run([str(python), str(runner), str(spec)], capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise PeerMissing(f"{name} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]

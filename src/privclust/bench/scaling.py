@@ -72,8 +72,15 @@ def write_scaling_report(rows: list[dict], parts: dict, epsilons, out_dir: Path,
         lines += [f"## AUC vs {label}", "", "| method | " + " | ".join(map(str, xs)) + " |", "|---|" + "---|" * len(xs)]
         lines += [f"| {m} | " + " | ".join(f"{v:.4g}" for v in vals) + " |" for m, vals in table.items()]
         png = out_dir / f"scaling_{part}.png"
-        plot_curves(png, {m: (xs, v, v, v) for m, v in table.items()}, f"AUC vs {label}", label.split()[0], "AUC",
-                    logx=True, logy=True)
+        plot_curves(
+            png,
+            {m: (xs, v, v, v) for m, v in table.items()},
+            f"AUC vs {label}",
+            label.split()[0],
+            "AUC",
+            logx=True,
+            logy=True,
+        )
         lines += ["", f"![AUC vs {label}]({png.name})", ""]
 
     ks = sorted({k for k, _ in parts["grid"]})

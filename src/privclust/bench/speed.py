@@ -114,7 +114,13 @@ def run_speed(
                 missing[f"{method} at n={int(n):,}"] = f"skipped: peers run up to --peer-max-n={peer_max_n:,} rows"
             elif method not in missing:
                 try:
-                    row = {"method": method, "n": int(n), "d": int(d), "k": int(k), **measure(method, X, int(k), repeats)}
+                    row = {
+                        "method": method,
+                        "n": int(n),
+                        "d": int(d),
+                        "k": int(k),
+                        **measure(method, X, int(k), repeats),
+                    }
                     rows.append(row)
                 except peers.PeerMissing as exc:
                     missing[method] = str(exc)
@@ -149,9 +155,13 @@ def write_speed_report(rows: list[dict], out_dir: Path, machine: str, missing: d
     for d, k in sorted({(r["d"], r["k"]) for r in rows}):
         curves = {}
         for method in dict.fromkeys(r["method"] for r in rows):
-            sel = sorted((r for r in rows if r["method"] == method and r["d"] == d and r["k"] == k), key=lambda r: r["n"])
+            sel = sorted(
+                (r for r in rows if r["method"] == method and r["d"] == d and r["k"] == k), key=lambda r: r["n"]
+            )
             if len(sel) >= 2:
-                lines.append(f"| {method} | {d} | {k} | {loglog_slope([r['n'] for r in sel], [r['seconds'] for r in sel]):.2f} |")
+                lines.append(
+                    f"| {method} | {d} | {k} | {loglog_slope([r['n'] for r in sel], [r['seconds'] for r in sel]):.2f} |"
+                )
                 xs, ys = [r["n"] for r in sel], [r["seconds"] for r in sel]
                 curves[method] = (xs, ys, ys, ys)
         if curves:

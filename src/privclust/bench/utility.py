@@ -24,9 +24,9 @@ import numpy as np
 
 from .. import datasets, metrics
 from .._parallel import use_single_thread
-from . import peers, synthetic
 from ..algorithms import ALGORITHMS
 from ..estimator import KMeans
+from . import peers, synthetic
 from .stats import mean_ci
 
 __all__ = [
@@ -121,10 +121,14 @@ def run_job(job: UtilityJob) -> dict:
             public_n=None if job.private_n else n,
         ).fit(ds.X)
         centers, n_iter = model.cluster_centers_, model.n_iter_
-        spent = None if job.method in NON_PRIVATE_METHODS else {
-            "epsilon": model.privacy_spent_.epsilon,
-            "delta": model.privacy_spent_.delta,
-        }
+        spent = (
+            None
+            if job.method in NON_PRIVATE_METHODS
+            else {
+                "epsilon": model.privacy_spent_.epsilon,
+                "delta": model.privacy_spent_.delta,
+            }
+        )
     return evaluate(job, centers, n_iter, time.perf_counter() - start, spent)
 
 
@@ -267,8 +271,10 @@ def write_utility_report(
     report.write_text("\n".join(lines))
     with open(out_dir / "utility_summary.json", "w") as fh:
         json.dump(
-            {n: {m: {"auc": r["auc"], "nicv": {str(e): v for e, v in r["nicv"].items()}} for m, r in ms.items()}
-             for n, ms in summary.items()},
+            {
+                n: {m: {"auc": r["auc"], "nicv": {str(e): v for e, v in r["nicv"].items()}} for m, r in ms.items()}
+                for n, ms in summary.items()
+            },
             fh,
             indent=1,
         )

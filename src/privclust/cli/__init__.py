@@ -153,7 +153,9 @@ def fit(
     if plot is not None:
         from ..plotting import plot_clusters
 
-        plot_clusters(plot, np.asarray(X), model.labels_, model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}")
+        plot_clusters(
+            plot, np.asarray(X), model.labels_, model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}"
+        )
         summary["plot_file"] = str(plot)
     if as_json:
         summary["steps"] = spent.as_dict()["steps"]

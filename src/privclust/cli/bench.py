@@ -67,7 +67,7 @@ def utility(
     with _progress() as progress:
         task = progress.add_task("utility runs", total=len(jobs))
         result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
-    for peer, why in result.missing.items():
+    for why in result.missing.values():
         console.print(f"[yellow]peer missing:[/] {why}")
     report = write_utility_report(
         result.rows, eps, out, title=f"Utility benchmark ({machine_description()})", missing=result.missing
@@ -100,8 +100,14 @@ def speed(
     with _progress() as progress:
         task = progress.add_task("speed runs", total=len(ns) * len(dims) * len(ks) * len(chosen))
         rows, missing = run_speed(
-            ns, dims, ks, chosen, repeats, on_done=lambda _: progress.advance(task),
-            max_input_bytes=int(max_gib * 2**30), peer_max_n=peer_max_n,
+            ns,
+            dims,
+            ks,
+            chosen,
+            repeats,
+            on_done=lambda _: progress.advance(task),
+            max_input_bytes=int(max_gib * 2**30),
+            peer_max_n=peer_max_n,
         )
     for what, why in missing.items():
         console.print(f"[yellow]not measured:[/] {what}: {why}")
@@ -159,7 +165,7 @@ def scaling(
     with _progress() as progress:
         task = progress.add_task("scaling runs", total=len(jobs))
         result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
-    for peer, why in result.missing.items():
+    for why in result.missing.values():
         console.print(f"[yellow]peer missing:[/] {why}")
     report = write_scaling_report(result.rows, parts, eps, out, machine_description())
     console.print(f"wrote {report} and plots")
@@ -189,12 +195,20 @@ def audit(
     table = Table(title=f"privacy audit ({runs} draws per side, 95% confidence)")
     for column in ("mechanism", "claimed epsilon", "delta", "empirical lower bound", "verdict"):
         table.add_column(column)
-    lines = ["# Privacy audit", "", f"{runs} draws per side, Clopper-Pearson at 95% confidence.", "",
-             "| mechanism | claimed epsilon | delta | empirical lower bound | event | verdict |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Privacy audit",
+        "",
+        f"{runs} draws per side, Clopper-Pearson at 95% confidence.",
+        "",
+        "| mechanism | claimed epsilon | delta | empirical lower bound | event | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         verdict = "VIOLATED" if r.violated else "ok"
         table.add_row(r.name, f"{r.claimed_epsilon:g}", f"{r.claimed_delta:.2g}", f"{r.empirical_epsilon:.3f}", verdict)
-        lines.append(f"| {r.name} | {r.claimed_epsilon:g} | {r.claimed_delta:.2g} | {r.empirical_epsilon:.3f} | {r.event} | {verdict} |")
+        lines.append(
+            f"| {r.name} | {r.claimed_epsilon:g} | {r.claimed_delta:.2g} | {r.empirical_epsilon:.3f} | {r.event} | {verdict} |"
+        )
     Console().print(table)
     out.mkdir(parents=True, exist_ok=True)
     (out / "audit.json").write_text(json.dumps([r.as_dict() for r in results], indent=1))
@@ -246,16 +260,28 @@ def subsample(
             start = time.perf_counter()
             model = make().fit(X)
             best = min(best, time.perf_counter() - start)
-        rows[name] = {"seconds": best, "epsilon": model.privacy_spent_.epsilon, "delta": model.privacy_spent_.delta,
-                      "nicv": nicv(X, model.cluster_centers_)}
+        rows[name] = {
+            "seconds": best,
+            "epsilon": model.privacy_spent_.epsilon,
+            "delta": model.privacy_spent_.delta,
+            "nicv": nicv(X, model.cluster_centers_),
+        }
     names = list(rows)
     ratio = rows[names[1]]["seconds"] / rows[names[0]]["seconds"]
-    lines = [f"# Subsampling benchmark (n = {n:,}, d = {d}, k = {k}; {machine_description()})", "",
-             "| fit | seconds | epsilon | delta | NICV |", "|---|---|---|---|---|"]
-    lines += [f"| {name} | {r['seconds']:.3f} | {r['epsilon']:.4g} | {r['delta']:.3g} | {r['nicv']:.4f} |"
-              for name, r in rows.items()]
+    lines = [
+        f"# Subsampling benchmark (n = {n:,}, d = {d}, k = {k}; {machine_description()})",
+        "",
+        "| fit | seconds | epsilon | delta | NICV |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {r['seconds']:.3f} | {r['epsilon']:.4g} | {r['delta']:.3g} | {r['nicv']:.4f} |"
+        for name, r in rows.items()
+    ]
     lines += ["", f"Time ratio (subsampled / all rows): {ratio:.4f}"]
     out.mkdir(parents=True, exist_ok=True)
-    (out / "subsample.json").write_text(json.dumps({"n": n, "d": d, "k": k, "rate": rate, "rows": rows, "ratio": ratio}, indent=1))
+    (out / "subsample.json").write_text(
+        json.dumps({"n": n, "d": d, "k": k, "rate": rate, "rows": rows, "ratio": ratio}, indent=1)
+    )
     (out / "subsample.md").write_text("\n".join(lines) + "\n")
     Console().print("\n".join(lines))

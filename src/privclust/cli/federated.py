@@ -72,8 +72,13 @@ def serve(
         lo, hi = (float(v) for v in bounds.split(","))
         job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=[lo, hi], algorithm=algorithm)
         server = FederatedServer(
-            job, parties, host=host, port=port, ssl_context=_tls(certs, "server", insecure_plain_tcp, True),
-            timeout=timeout, max_bytes=int(max_mib * 2**20),
+            job,
+            parties,
+            host=host,
+            port=port,
+            ssl_context=_tls(certs, "server", insecure_plain_tcp, True),
+            timeout=timeout,
+            max_bytes=int(max_mib * 2**20),
         )
     except ValueError as exc:
         _fail(str(exc))
@@ -84,9 +89,18 @@ def serve(
         report = server.serve()
     except FederatedAbort as exc:
         _fail(f"run aborted: {exc}")
-    print(json.dumps({"rounds": report.rounds, "privacy_spent": report.privacy_spent,
-                      "bytes_received": report.bytes_received, "bytes_sent": report.bytes_sent,
-                      "seconds": report.seconds}, indent=2))
+    print(
+        json.dumps(
+            {
+                "rounds": report.rounds,
+                "privacy_spent": report.privacy_spent,
+                "bytes_received": report.bytes_received,
+                "bytes_sent": report.bytes_sent,
+                "seconds": report.seconds,
+            },
+            indent=2,
+        )
+    )
 
 
 @federated_app.command("join")
@@ -96,7 +110,9 @@ def join_command(
     parties: int = typer.Option(..., help="Number of parties in the run."),
     server: str = typer.Option("127.0.0.1:7790", help="HOST:PORT of the server."),
     certs: Optional[Path] = typer.Option(None, help="Folder with party-<i>.pem, party-<i>.key, ca.pem."),
-    group_key: Optional[Path] = typer.Option(None, help="A 32-byte key file shared by the parties instead of key agreement."),
+    group_key: Optional[Path] = typer.Option(
+        None, help="A 32-byte key file shared by the parties instead of key agreement."
+    ),
     insecure_plain_tcp: bool = typer.Option(False, help="No TLS (local tests only)."),
     timeout: float = typer.Option(60.0, help="Seconds to wait for the server."),
     output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
@@ -122,7 +138,18 @@ def join_command(
     except OSError as exc:
         _fail(f"cannot reach the server at {server}: {exc}")
     write_points(output, result.centers)
-    print(json.dumps({"party": party, "iterations": result.n_iter, "rounds": result.rounds,
-                      "epsilon_spent": result.privacy_spent["epsilon"], "delta_spent": result.privacy_spent["delta"],
-                      "bytes_sent": result.bytes_sent, "bytes_received": result.bytes_received,
-                      "centers_file": str(output)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "party": party,
+                "iterations": result.n_iter,
+                "rounds": result.rounds,
+                "epsilon_spent": result.privacy_spent["epsilon"],
+                "delta_spent": result.privacy_spent["delta"],
+                "bytes_sent": result.bytes_sent,
+                "bytes_received": result.bytes_received,
+                "centers_file": str(output),
+            },
+            indent=2,
+        )
+    )

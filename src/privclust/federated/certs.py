@@ -38,9 +38,13 @@ def make_certs(folder: str | Path, parties: int, hosts=("localhost", "127.0.0.1"
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
-        x509.CertificateBuilder().subject_name(_name("privclust federated CA")).issuer_name(_name("privclust federated CA"))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+        x509.CertificateBuilder()
+        .subject_name(_name("privclust federated CA"))
+        .issuer_name(_name("privclust federated CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
@@ -49,9 +53,13 @@ def make_certs(folder: str | Path, parties: int, hosts=("localhost", "127.0.0.1"
     def issue(common: str, san: list) -> tuple:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
-            x509.CertificateBuilder().subject_name(_name(common)).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+            x509.CertificateBuilder()
+            .subject_name(_name(common))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         )
         if san:

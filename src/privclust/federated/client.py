@@ -164,8 +164,9 @@ def join(
     sock = _connect(address, ssl_context, timeout, server_name)
     channel = _Channel(sock, max_bytes)
     try:
-        channel.send(Kind.HELLO, {"version": PROTOCOL_VERSION, "party": party, "parties": parties,
-                                  "n_features": X.shape[1]})
+        channel.send(
+            Kind.HELLO, {"version": PROTOCOL_VERSION, "party": party, "parties": parties, "n_features": X.shape[1]}
+        )
         welcome, _ = channel.receive(Kind.WELCOME)
         session, job = welcome["session"], Job(**welcome["job"])
         seed = _group_seed(channel, session, party, parties, group_key)
@@ -198,8 +199,12 @@ def join(
     return FederatedResult(
         centers=domain.from_unit(result.centers),
         n_iter=result.n_iter,
-        privacy_spent={"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu,
-                       "steps": [s.as_dict() for s in report.steps]},
+        privacy_spent={
+            "epsilon": report.epsilon,
+            "delta": report.delta,
+            "mu": report.mu,
+            "steps": [s.as_dict() for s in report.steps],
+        },
         rounds=oracle.rounds,
         bytes_sent=channel.sent,
         bytes_received=channel.received,

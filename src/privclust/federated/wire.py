@@ -31,8 +31,18 @@ class FederatedAbort(RuntimeError):
 
 class Kind:
     HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT = range(1, 11)
-    NAMES = {1: "HELLO", 2: "WELCOME", 3: "PUBKEY", 4: "PUBKEYS", 5: "SHARES", 6: "SHARE", 7: "ROUND",
-             8: "RESULT", 9: "DONE", 10: "ABORT"}
+    NAMES = {
+        1: "HELLO",
+        2: "WELCOME",
+        3: "PUBKEY",
+        4: "PUBKEYS",
+        5: "SHARES",
+        6: "SHARE",
+        7: "ROUND",
+        8: "RESULT",
+        9: "DONE",
+        10: "ABORT",
+    }
 
 
 def send(sock: socket.socket, kind: int, header: dict, payload: bytes = b"") -> int:

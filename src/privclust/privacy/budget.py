@@ -46,13 +46,10 @@ class Budget:
         eps, delta = self.epsilon, self.delta
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
             raise ValueError(
-                f"epsilon must be a positive finite number, got {eps!r}; "
-                "typical values are 0.1 (strong privacy) to 1-2"
+                f"epsilon must be a positive finite number, got {eps!r}; typical values are 0.1 (strong privacy) to 1-2"
             )
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
-            raise ValueError(
-                f"delta must lie in [0, 1), got {delta!r}; use a value well below 1/n, e.g. 1e-6"
-            )
+            raise ValueError(f"delta must lie in [0, 1), got {delta!r}; use a value well below 1/n, e.g. 1e-6")
         object.__setattr__(self, "epsilon", float(eps))
         object.__setattr__(self, "delta", float(delta))
 
@@ -153,9 +150,7 @@ class PrivacyAccountant:
         planned = list(planned)
         if any(s.epsilon == math.inf for s in planned if not s.is_gdp):
             if self.budget is not None:
-                raise BudgetExceededError(
-                    "a non-private step cannot be charged to a finite privacy budget"
-                )
+                raise BudgetExceededError("a non-private step cannot be charged to a finite privacy budget")
         if self.budget is not None:
             eps, delta = self.guarantee(self.budget.delta, planned)
             if eps > self.budget.epsilon * (1 + _TOLERANCE) or delta > self.budget.delta * (1 + _TOLERANCE):

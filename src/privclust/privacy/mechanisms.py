@@ -75,7 +75,10 @@ class LaplaceMechanism:
 
     @classmethod
     def calibrated(cls, epsilon: float, sensitivity: float) -> "LaplaceMechanism":
-        return cls(sensitivity=sensitivity, scale=positive_finite("sensitivity", sensitivity) / positive_finite("epsilon", epsilon))
+        return cls(
+            sensitivity=sensitivity,
+            scale=positive_finite("sensitivity", sensitivity) / positive_finite("epsilon", epsilon),
+        )
 
     @property
     def epsilon(self) -> float:

@@ -75,21 +75,15 @@ class SecureNoise(NoiseSource):
         return np.asarray(out, dtype=np.float64).reshape(values.shape)
 
     def add_gaussian(self, values, std):
-        return self._apply(
-            lambda dp, dom, s: dp.m.make_gaussian(dom, dp.l2_distance(T=float), scale=s), values, std
-        )
+        return self._apply(lambda dp, dom, s: dp.m.make_gaussian(dom, dp.l2_distance(T=float), scale=s), values, std)
 
     def add_laplace(self, values, scale):
-        return self._apply(
-            lambda dp, dom, s: dp.m.make_laplace(dom, dp.l1_distance(T=float), scale=s), values, scale
-        )
+        return self._apply(lambda dp, dom, s: dp.m.make_laplace(dom, dp.l1_distance(T=float), scale=s), values, scale)
 
     def noisy_argmax(self, scores, scale):
         dp = _opendp()
         domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-        measurement = dp.m.make_noisy_max(
-            domain, dp.linf_distance(T=float), dp.max_divergence(), scale=float(scale)
-        )
+        measurement = dp.m.make_noisy_max(domain, dp.linf_distance(T=float), dp.max_divergence(), scale=float(scale))
         return int(measurement(np.asarray(scores, dtype=np.float64).tolist()))
 
     def uniform(self, low, high):

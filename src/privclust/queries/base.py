@@ -35,7 +35,15 @@ from ..privacy.budget import PrivacyAccountant, Spend
 from ..privacy.mechanisms import Mechanism
 from ..privacy.noise import NoiseSource
 
-__all__ = ["ValueBlock", "BucketSumQuery", "AggregateOracle", "clip_blocks", "count_query", "voronoi_query", "ROW_COUNT"]
+__all__ = [
+    "ValueBlock",
+    "BucketSumQuery",
+    "AggregateOracle",
+    "clip_blocks",
+    "count_query",
+    "voronoi_query",
+    "ROW_COUNT",
+]
 
 Contribution = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 

@@ -48,9 +48,7 @@ def bucket_sums(buckets: np.ndarray, values: np.ndarray, n_buckets: int) -> np.n
         indicator = np.zeros((n_buckets, values.shape[0]))
         indicator[buckets, keep] = 1.0
         return indicator @ values
-    indicator = sparse.csr_matrix(
-        (np.ones(keep.size), (buckets, keep)), shape=(n_buckets, values.shape[0])
-    )
+    indicator = sparse.csr_matrix((np.ones(keep.size), (buckets, keep)), shape=(n_buckets, values.shape[0]))
     return np.asarray(indicator @ values)
 
 

@@ -81,9 +81,7 @@ class VoronoiCells:
         step = max(256, BLOCK_CELLS // self.n_cells)
         total = self._block_sums(chunk[:step], sq_norms[:step], sum_mech, count_mech)
         for start in range(step, chunk.shape[0], step):
-            total += self._block_sums(
-                chunk[start : start + step], sq_norms[start : start + step], sum_mech, count_mech
-            )
+            total += self._block_sums(chunk[start : start + step], sq_norms[start : start + step], sum_mech, count_mech)
         return total
 
     def _block_sums(self, chunk, sq_norms, sum_mech, count_mech) -> np.ndarray:

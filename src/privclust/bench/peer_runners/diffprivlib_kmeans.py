@@ -22,7 +22,9 @@ def run(X, job, trace):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = KMeans(
-            n_clusters=job["k"], epsilon=job["epsilon"], bounds=(job["lower"], job["upper"]),
+            n_clusters=job["k"],
+            epsilon=job["epsilon"],
+            bounds=(job["lower"], job["upper"]),
             random_state=job["seed"],
         ).fit(X)
     seconds = time.perf_counter() - start
