@@ -30,6 +30,28 @@ def _progress() -> Progress:
     )
 
 
+def _methods(text: Optional[str], default: list[str]) -> list[str]:
+    from ..bench.utility import default_methods
+
+    chosen = _split(text) if text else default
+    unknown = [m for m in chosen if m not in default_methods()]
+    if unknown:
+        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+    return chosen
+
+
+def _run_jobs(jobs, workers: int, label: str):
+    """Run utility-style jobs with a progress bar; say which peers were missing."""
+    from ..bench.utility import run_utility
+
+    with _progress() as progress:
+        task = progress.add_task(label, total=len(jobs))
+        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    for why in result.missing.values():
+        console.print(f"[yellow]peer missing:[/] {why}")
+    return result
+
+
 def machine_description() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
@@ -50,25 +72,18 @@ def utility(
 ) -> None:
     """NICV vs epsilon with 95% CIs, AUC per method, and the seed's Figure-2 plots."""
     from .. import datasets as ds_module
-    from ..bench.utility import default_methods, plan_jobs, run_utility, write_utility_report
+    from ..bench.utility import default_methods, plan_jobs, write_utility_report
 
     names = _split(datasets)
     for name in names:
         if name not in ds_module.DATASETS:
             raise typer.BadParameter(f"unknown data set {name!r}; bundled: {', '.join(ds_module.DATASETS)}")
-    chosen = _split(methods) if methods else default_methods()
-    unknown = [m for m in chosen if m not in default_methods()]
-    if unknown:
-        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+    chosen = _methods(methods, default_methods())
     eps = _split(epsilons, float)
     if quick:
         runs = min(runs, 3)
     jobs = plan_jobs(names, chosen, eps, range(first_seed, first_seed + runs), private_n)
-    with _progress() as progress:
-        task = progress.add_task("utility runs", total=len(jobs))
-        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
-    for why in result.missing.values():
-        console.print(f"[yellow]peer missing:[/] {why}")
+    result = _run_jobs(jobs, workers, "utility runs")
     report = write_utility_report(
         result.rows, eps, out, title=f"Utility benchmark ({machine_description()})", missing=result.missing
     )
@@ -152,21 +167,13 @@ def scaling(
 ) -> None:
     """AUC as d and k grow (the seed's Figures 3 and 4), on synthetic data with controlled separation."""
     from ..bench.scaling import scaling_plan, write_scaling_report
-    from ..bench.utility import default_methods, run_utility
 
-    chosen = _split(methods)
-    unknown = [m for m in chosen if m not in default_methods()]
-    if unknown:
-        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+    chosen = _methods(methods, [])
     if quick:
         sets, runs = 1, 2
     eps = _split(epsilons, float)
     jobs, parts = scaling_plan(chosen, eps, sets=sets, runs=runs, quick=quick)
-    with _progress() as progress:
-        task = progress.add_task("scaling runs", total=len(jobs))
-        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
-    for why in result.missing.values():
-        console.print(f"[yellow]peer missing:[/] {why}")
+    result = _run_jobs(jobs, workers, "scaling runs")
     report = write_scaling_report(result.rows, parts, eps, out, machine_description())
     console.print(f"wrote {report} and plots")
 
