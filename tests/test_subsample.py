@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, Subsampled
-from privclust.subsample import amplified, group_privacy
+from privclust.subsample import amplified, group_privacy, sample_size, suggest_rate
 
 
 @pytest.mark.parametrize("eps,delta,rate", [(1.0, 1e-6, 0.01), (0.3, 0.0, 0.5), (4.0, 1e-5, 0.1)])
@@ -102,3 +102,25 @@ def test_reproducible_and_validated():
         Subsampled(KMeans(3, bounds=(-1, 1)), rate=1e-9, random_state=0).fit(X)
     with pytest.raises(ValueError, match="non-private"):
         Subsampled(KMeans(3, bounds=(-1, 1), algorithm="lloyd"), rate=0.1).fit(X)
+
+
+def test_sample_size_follows_the_theorems_by_hand():
+    M, eta, theta, k, n, d = 2.0, 0.5, 0.1, 5, 10**6, 3
+    # Theorem 7 (k-means, any metric): max{M^2 ln(1/theta)/eta, M^4/eta^2 (ln(1/theta) + k ln n)}
+    t7 = max(M**2 * math.log(10) / eta, M**4 / eta**2 * (math.log(10) + k * math.log(n)))
+    assert sample_size(k, M, eta, theta, "means", n=n) == math.ceil(t7)
+    # Theorem 3 (k-median, any metric): M/eta in place of M^2/eta
+    t3 = max(M * math.log(10) / eta, (M / eta) ** 2 * (k * math.log(n) + math.log(10)))
+    assert sample_size(k, M, eta, theta, "median", n=n) == math.ceil(t3)
+    # Theorem 8 (k-means, R^d), approximation w(1 + alpha) = 2
+    t8 = max(
+        M**2 * 2 * 3 * math.log(10) / eta,
+        M**4 / eta**2 * (math.log(10) + k * d * math.log(math.sqrt(d) * M / (2 * eta))),
+    )
+    assert sample_size(k, M, eta, theta, "means", d=d, approximation=2.0) == math.ceil(t8)
+    # smaller error, larger sample; the rate is capped at 1
+    assert sample_size(k, M, eta / 2, theta, n=n) > sample_size(k, M, eta, theta, n=n)
+    assert suggest_rate(100, k=k, diameter=M, eta=eta, theta=theta) == 1.0
+    assert 0 < suggest_rate(10**9, k=k, diameter=M, eta=eta, theta=theta) < 1e-3
+    with pytest.raises(ValueError):
+        sample_size(k, M, eta, theta, "means")  # general metric needs n

@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 from ._validation import check_data
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
 
-__all__ = ["amplified", "group_privacy", "Subsampled"]
+__all__ = ["amplified", "group_privacy", "sample_size", "suggest_rate", "Subsampled"]
 
 
 def amplified(epsilon: float, delta: float, rate: float) -> tuple[float, float]:
@@ -65,6 +65,53 @@ def group_privacy(epsilon: float, rate: float, group: int, threshold: int, delta
     tail = float(binom.sf(threshold, group, rate))
     extra = threshold * math.exp((threshold - 1) * epsilon) * delta if threshold else 0.0
     return threshold * epsilon, tail + extra
+
+
+def sample_size(
+    k: int,
+    diameter: float,
+    eta: float,
+    theta: float = 0.05,
+    objective: str = "means",
+    d: int | None = None,
+    n: int | None = None,
+    approximation: float = 1.0,
+    c: float = 1.0,
+) -> int:
+    """Sample size after which the sample's clustering cost is within ``eta`` (seed 002).
+
+    ``eta`` is the tolerated additive error in the *average* cost per point, ``theta``
+    the failure probability, ``diameter`` M the data's diameter (2 sqrt(d) in the unit
+    box).  With ``d`` (Euclidean data) Theorems 5 / 8 apply, with ``approximation``
+    w(1 + alpha) the base algorithm's factor; otherwise Theorems 3 / 7 (any metric;
+    need ``n``).  k-median (``objective="median"``) scales with M / eta, k-means with
+    M^2 / eta.  The theorems hold "for an appropriate constant c" they do not state:
+    ``c`` defaults to 1, so the result is the bound's shape, a starting point to
+    validate (e.g. with ``privclust bench subsample``), not a guarantee.
+    """
+    if k < 1 or diameter <= 0 or eta <= 0 or not 0 < theta < 1:
+        raise ValueError("need k >= 1, diameter > 0, eta > 0 and 0 < theta < 1")
+    if objective not in ("means", "median"):
+        raise ValueError(f"objective must be 'means' or 'median', got {objective!r}")
+    ratio = diameter / eta if objective == "median" else diameter**2 / eta
+    log_theta = math.log(1.0 / theta)
+    if d is not None:
+        w = float(approximation)
+        first = (diameter if objective == "median" else diameter**2) * w * (1 + w) * log_theta / eta
+        second = ratio**2 * (log_theta + k * d * math.log(max(math.sqrt(d) * diameter / (2 * eta), math.e)))
+    else:
+        if n is None:
+            raise ValueError("the general-metric bound (no d) needs n")
+        first = ratio * log_theta
+        second = ratio**2 * (k * math.log(n) + log_theta)
+    return int(math.ceil(c * max(first, second)))
+
+
+def suggest_rate(n: int, **bound) -> float:
+    """``sample_size(**bound) / n``, capped at 1: the Poisson rate whose expected sample is that large."""
+    if n < 1:
+        raise ValueError("n must be positive")
+    return min(1.0, sample_size(n=n, **bound) / n)
 
 
 class Subsampled(ClusterMixin, BaseEstimator):
