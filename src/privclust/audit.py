@@ -119,34 +119,29 @@ def _ledger():
     return PrivacyAccountant()
 
 
+def _count_sampler(mech, rows: int) -> Sampler:
+    """A noisy row count of ``rows`` rows; the neighbour has one row more."""
+    from .queries import CentralOracle, count_query
+
+    X = np.zeros((rows, 1))
+    return lambda seed: CentralOracle(X, _ledger(), _seeded(seed)).release(count_query(mech))["count"][0, 0]
+
+
 def _laplace(noise_factor: float = 1.0):
     from .privacy.mechanisms import LaplaceMechanism
-    from .queries import CentralOracle, count_query
 
     eps = 1.0
     mech = LaplaceMechanism(1.0, noise_factor / eps)
-
-    def sampler(rows: int) -> Sampler:
-        X = np.zeros((rows, 1))
-        return lambda seed: CentralOracle(X, _ledger(), _seeded(seed)).release(count_query(mech))["count"][0, 0]
-
-    return sampler(40), sampler(41), eps, 0.0
+    return _count_sampler(mech, 40), _count_sampler(mech, 41), eps, 0.0
 
 
 def _gaussian():
     from .privacy.gdp import gdp_delta
     from .privacy.mechanisms import GaussianMechanism
-    from .queries import CentralOracle, count_query
 
-    mu = 1.0
-    eps = 1.0
+    mu, eps = 1.0, 1.0
     mech = GaussianMechanism.for_mu(mu, 1.0)
-
-    def sampler(rows: int) -> Sampler:
-        X = np.zeros((rows, 1))
-        return lambda seed: CentralOracle(X, _ledger(), _seeded(seed)).release(count_query(mech))["count"][0, 0]
-
-    return sampler(40), sampler(41), eps, gdp_delta(eps, mu)
+    return _count_sampler(mech, 40), _count_sampler(mech, 41), eps, gdp_delta(eps, mu)
 
 
 def _exponential():

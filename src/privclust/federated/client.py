@@ -29,7 +29,17 @@ from ..queries.central import CentralOracle
 from . import crypto
 from .ring import decode, encode
 from .server import PROTOCOL_VERSION, Job
-from .wire import DEFAULT_MAX_BYTES, FederatedAbort, Kind, ProtocolError, receive, ring_payload, ring_values, send
+from .wire import (
+    DEFAULT_MAX_BYTES,
+    FederatedAbort,
+    Kind,
+    ProtocolError,
+    receive,
+    ring_payload,
+    ring_values,
+    send,
+    send_abort,
+)
 
 __all__ = ["FederatedClientOracle", "FederatedResult", "join"]
 
@@ -186,10 +196,7 @@ def join(
         result = ALGORITHMS[job.algorithm](ctx)
         channel.send(Kind.DONE, {"session": session})
     except (ProtocolError, FederatedAbort, OSError, ValueError) as exc:
-        try:
-            send(sock, Kind.ABORT, {"reason": f"party {party}: {exc}"})
-        except OSError:
-            pass
+        send_abort(sock, f"party {party}: {exc}")
         sock.close()
         if isinstance(exc, FederatedAbort):
             raise

@@ -33,7 +33,17 @@ import numpy as np
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource, SecureNoise
 from .ring import SCALE
-from .wire import DEFAULT_MAX_BYTES, FederatedAbort, Kind, ProtocolError, receive, ring_payload, ring_values, send
+from .wire import (
+    DEFAULT_MAX_BYTES,
+    FederatedAbort,
+    Kind,
+    ProtocolError,
+    receive,
+    ring_payload,
+    ring_values,
+    send,
+    send_abort,
+)
 
 __all__ = ["Job", "FederatedServer", "ServerReport", "PROTOCOL_VERSION"]
 
@@ -139,7 +149,7 @@ class FederatedServer:
             except (ProtocolError, ssl.SSLError, OSError) as exc:
                 # A stranger or a misconfigured client is turned away; the run goes on waiting.
                 if sock is not None:  # only over an established (TLS) channel
-                    _safe_abort(sock, f"rejected: {exc}")
+                    send_abort(sock, f"rejected: {exc}")
                 (sock or raw).close()
                 if isinstance(exc, ProtocolError) and "wrong number of parties" in str(exc):
                     raise
@@ -179,7 +189,7 @@ class FederatedServer:
             rounds = self._run(parties)
         except (ProtocolError, FederatedAbort, BudgetExceededError, OSError, ValueError) as exc:
             for p in parties:
-                _safe_abort(p.sock, str(exc))
+                send_abort(p.sock, str(exc))
             raise FederatedAbort(str(exc)) from exc
         finally:
             for p in parties:
@@ -293,10 +303,3 @@ class FederatedServer:
         if spare is not None and spare[0] == key:
             return spare[1]  # each draw is used once, then discarded
         return self._draw_noise(n_buckets, blocks)
-
-
-def _safe_abort(sock, reason: str) -> None:
-    try:
-        send(sock, Kind.ABORT, {"reason": reason})
-    except OSError:
-        pass

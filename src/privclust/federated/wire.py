@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["ProtocolError", "FederatedAbort", "send", "receive", "Kind", "DEFAULT_MAX_BYTES"]
+__all__ = ["ProtocolError", "FederatedAbort", "send", "send_abort", "receive", "Kind", "DEFAULT_MAX_BYTES"]
 
 MAGIC = b"PCF1"
 _PREFIX = struct.Struct(">4sBIQ")
@@ -51,6 +51,14 @@ def send(sock: socket.socket, kind: int, header: dict, payload: bytes = b"") -> 
     frame = _PREFIX.pack(MAGIC, kind, len(head), len(payload)) + head + payload
     sock.sendall(frame)
     return len(frame)
+
+
+def send_abort(sock: socket.socket, reason: str) -> None:
+    """Tell a peer the run is aborted, if its connection still works."""
+    try:
+        send(sock, Kind.ABORT, {"reason": reason})
+    except OSError:
+        pass
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:

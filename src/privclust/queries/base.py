@@ -40,6 +40,7 @@ __all__ = [
     "BucketSumQuery",
     "AggregateOracle",
     "clip_blocks",
+    "row_norms",
     "count_query",
     "voronoi_query",
     "ROW_COUNT",
@@ -91,6 +92,13 @@ class BucketSumQuery:
         return [b.mechanism.spend(f"{self.label}/{b.name}") for b in self.blocks]
 
 
+def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
+    """The l1 or l2 norm of every row."""
+    if norm == "l1":
+        return np.abs(rows).sum(axis=1)
+    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
+
+
 def clip_blocks(values: np.ndarray, query: BucketSumQuery) -> np.ndarray:
     """Scale each row's block down to its mechanism's norm bound (in place)."""
     for block, cols in query.block_slices():
@@ -98,7 +106,7 @@ def clip_blocks(values: np.ndarray, query: BucketSumQuery) -> np.ndarray:
         if norm is None:
             continue
         part = values[:, cols]
-        size = np.abs(part).sum(axis=1) if norm == "l1" else np.sqrt(np.einsum("ij,ij->i", part, part))
+        size = row_norms(part, norm)
         bound = block.mechanism.sensitivity
         over = size > bound
         if np.any(over):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .base import row_norms
+
 __all__ = ["VoronoiCells", "nearest_center", "FLOAT_MARGIN"]
 
 FLOAT_MARGIN = 1e-9
@@ -39,12 +41,6 @@ def nearest_center(
     sq = np.take_along_axis(scores, nearest[:, None], axis=1)[:, 0]
     sq += sq_norms
     return nearest, np.maximum(sq, 0.0, out=sq)
-
-
-def _row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
-    if norm == "l1":
-        return np.abs(rows).sum(axis=1)
-    return np.sqrt(np.einsum("ij,ij->i", rows, rows))
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,11 +91,11 @@ class VoronoiCells:
             if self.relative and sum_mech.norm == "l2":
                 norms = np.sqrt(sq[rows])
             elif self.relative:
-                norms = _row_norms(chunk[rows] - self.centers[cells], sum_mech.norm)
+                norms = row_norms(chunk[rows] - self.centers[cells], sum_mech.norm)
             elif sum_mech.norm == "l2":
                 norms = np.sqrt(sq_norms[rows])
             else:
-                norms = _row_norms(chunk[rows], "l1")
+                norms = row_norms(chunk[rows], "l1")
             bound = sum_mech.sensitivity * (1.0 - FLOAT_MARGIN)
             over = norms > bound
             weight[over] = bound / norms[over]
