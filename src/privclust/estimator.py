@@ -40,8 +40,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"fastlloyd", "glloyd", "sulloyd", "lloyd"}
-        ``lloyd`` is the non-private baseline.
+    algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "lloyd"}
+        ``lloyd`` is the non-private baseline; ``maxcover`` is seed 004's
+        exponential-mechanism / max-cover algorithm (central model only).
     random_state : None or int
         ``None`` (default) draws noise from OpenDP's floating-point-safe
         samplers; an int makes the run reproducible with numpy samplers, which
@@ -62,6 +63,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     postprocess : {"fold", "clip", "none"} or None
         Bring centers back into the domain; default ``fold`` for FastLloyd,
         ``clip`` for the baselines.
+    algorithm_params : dict or None
+        Parameters of the chosen algorithm beyond the common ones, e.g. for
+        ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
+        ``candidates_per_level``, ``final_lloyd`` (see docs/algorithms.md).
+        Unknown keys are an error.
     accountant : PrivacyAccountant or None
         A shared accountant; every release is also recorded there, and a fit
         that would exceed its budget is refused before any data is read.
@@ -92,6 +98,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         alpha: float = 0.8,
         radius_strategy: str = "step",
         postprocess: str | None = None,
+        algorithm_params: dict | None = None,
         accountant: PrivacyAccountant | None = None,
     ):
         self.n_clusters = n_clusters
@@ -106,6 +113,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.alpha = alpha
         self.radius_strategy = radius_strategy
         self.postprocess = postprocess
+        self.algorithm_params = algorithm_params
         self.accountant = accountant
 
     def _check_params(self) -> Budget | None:
@@ -122,6 +130,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1
         ):
             raise ValueError(f"max_iter must be a positive integer or None, got {self.max_iter!r}")
+        if self.algorithm_params is not None and not isinstance(self.algorithm_params, dict):
+            raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         if self.algorithm in NON_PRIVATE:
@@ -149,6 +159,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                 "radius_strategy": self.radius_strategy,
                 "postprocess": self.postprocess,
                 "max_iter": self.max_iter,
+                "params": self.algorithm_params,
             },
             callback=callback,
         )

@@ -12,7 +12,7 @@ from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism
 from ..privacy.noise import Randomness
 from ..queries.base import AggregateOracle, count_query
 
-__all__ = ["FitContext", "FitResult", "ALGORITHMS", "register", "estimate_rows", "count_mechanism"]
+__all__ = ["FitContext", "FitResult", "ALGORITHMS", "register", "estimate_rows", "count_mechanism", "algorithm_params"]
 
 
 @dataclass
@@ -51,6 +51,15 @@ def register(name: str):
         return fn
 
     return wrap
+
+
+def algorithm_params(ctx: FitContext, algorithm: str, known: tuple[str, ...]) -> dict:
+    """The algorithm-specific parameters (``KMeans(algorithm_params=...)``), every known key present."""
+    given = dict(ctx.options.get("params") or {})
+    unknown = set(given) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {algorithm} parameters {sorted(unknown)}; it accepts {list(known)}")
+    return {key: given.get(key) for key in known}
 
 
 def count_mechanism(*, mu: float | None = None, epsilon: float | None = None) -> Mechanism:

@@ -59,7 +59,7 @@ from ..queries.base import BucketSumQuery, voronoi_query
 from ..queries.voronoi import VoronoiCells
 from .base import FitContext, FitResult, count_mechanism, estimate_rows, register
 
-__all__ = ["LloydStep", "run_lloyd", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
+__all__ = ["LloydStep", "run_lloyd", "radius_step", "fastlloyd_eta", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
 
 RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
@@ -76,6 +76,35 @@ class LloydStep:
     radius: float | None = None  # assign only points closer than this; None: all points
     relative: bool = False  # release sums of (x - center) instead of x
     clip_move: bool = False  # never move a center by more than ``radius``
+    sigmas: tuple[float, float] | None = None  # (sigma_R, sigma_C) of a FastLloyd step, for reports
+
+
+def fastlloyd_eta(d: int, k: int, alpha: float = 0.8) -> float:
+    """FastLloyd's radius: alpha times half the unit box's diagonal over k^(1/d), at most the diagonal."""
+    beta = 2.0 * math.sqrt(d)
+    return min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)
+
+
+def radius_step(mu: float, d: int, radius: float, n_steps: int) -> LloydStep:
+    """One of ``n_steps`` FastLloyd iterations at ``radius``, all together mu-GDP.
+
+    The seed's split: sum noise sigma_R * radius, count noise sigma_C, with
+    sigma_R = sigma sqrt(1 + sqrt(4d)) / (4d)^(1/4) and
+    sigma_C = sigma sqrt(1 + sqrt(4d)), sigma = 1/mu, both times
+    sqrt(n_steps); then 1/sigma_R^2 + 1/sigma_C^2 = mu^2 over the n_steps.
+    """
+    sigma = 1.0 / mu
+    spread = 1.0 + math.sqrt(4.0 * d)
+    sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
+    sigma_c = sigma * math.sqrt(spread)
+    return LloydStep(
+        sum_mechanism=GaussianMechanism(sensitivity=radius, std=sigma_r * radius * math.sqrt(n_steps)),
+        count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(n_steps)),
+        radius=radius,
+        relative=True,
+        clip_move=True,
+        sigmas=(sigma_r, sigma_c),
+    )
 
 
 def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> BucketSumQuery:
@@ -180,25 +209,13 @@ def fastlloyd(ctx: FitContext) -> FitResult:
 
     sigma = 1.0 / mu_lloyd
     beta = 2.0 * math.sqrt(d)
-    eta = min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)
+    eta = fastlloyd_eta(d, k, alpha)
     spread = 1.0 + math.sqrt(4.0 * d)
     T = _option(ctx, "max_iter", None) or _clamp_iterations(
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
-    sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
-    sigma_c = sigma * math.sqrt(spread)
-    steps = []
-    for t in range(T):
-        radius = beta / 2.0 if (strategy == "step" and t == 0) else eta
-        steps.append(
-            LloydStep(
-                sum_mechanism=GaussianMechanism(sensitivity=radius, std=sigma_r * radius * math.sqrt(T)),
-                count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(T)),
-                radius=radius,
-                relative=True,
-                clip_move=True,
-            )
-        )
+    steps = [radius_step(mu_lloyd, d, beta / 2.0 if (strategy == "step" and t == 0) else eta, T) for t in range(T)]
+    sigma_r, sigma_c = steps[0].sigmas
     centers, done = run_lloyd(ctx, centers, steps, postprocess)
     return FitResult(centers, done, n, {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c})
 

@@ -238,6 +238,37 @@ def federated(
     console.print(report.read_text())
 
 
+@bench_app.command("maxcover")
+def maxcover(
+    datasets: str = typer.Option("mixture64,mnist60k", help="Comma-separated: mixture64, mnist60k."),
+    methods: str = typer.Option("maxcover,fastlloyd,diffprivlib,lloyd", help="Comma-separated methods."),
+    ks: str = typer.Option("2,4,8,16,32,64", help="Comma-separated numbers of clusters."),
+    runs: int = typer.Option(5, help="Runs (seeds) per point; the seed uses 5."),
+    mnist: Optional[Path] = typer.Option(None, help="mnist_train60k.npz (default: ../shared/datasets)."),
+    workers: int = typer.Option(1, help="Processes for privclust's jobs (1 keeps timings clean)."),
+    out: Path = typer.Option(Path("bench-results/maxcover"), help="Output folder."),
+) -> None:
+    """k-means cost vs k at epsilon = 1 on the 64-Gaussian mixture and MNIST 60k (seed 004, Figure 1)."""
+    from ..bench import maxcover as bench
+
+    names = _split(datasets)
+    mnist_path = bench.find_mnist(mnist)
+    if "mnist60k" in names and mnist_path is None:
+        raise typer.BadParameter("MNIST 60k not found: pass --mnist PATH/mnist_train60k.npz or drop it from --datasets")
+    chosen = _split(methods)
+    unknown = set(chosen) - set(bench.METHODS)
+    if unknown:
+        raise typer.BadParameter(f"unknown methods {sorted(unknown)}; available: {', '.join(bench.METHODS)}")
+    jobs = bench.plan(names, chosen, _split(ks, int), runs, mnist_path)
+    with _progress() as progress:
+        task = progress.add_task("cost vs k", total=len(jobs))
+        rows, missing = bench.run(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    for why in missing.values():
+        console.print(f"[yellow]peer missing:[/] {why}")
+    report = bench.write_report(rows, out, machine_description(), missing)
+    console.print(report.read_text())
+
+
 @bench_app.command("subsample")
 def subsample(
     n: int = typer.Option(10_000_000, help="Rows."),

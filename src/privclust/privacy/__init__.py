@@ -5,10 +5,12 @@ from .gdp import analytic_gaussian_sigma, compose_mu, gdp_delta, gdp_epsilon, gd
 from .mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
+    NoisyAverage,
     NonPrivate,
     above_threshold,
     exponential_mechanism,
     noisy_average,
+    sample_exponential,
 )
 from .noise import NoiseSource, Randomness, SecureNoise, SeededNoise
 
@@ -31,6 +33,8 @@ __all__ = [
     "exponential_mechanism",
     "above_threshold",
     "noisy_average",
+    "NoisyAverage",
+    "sample_exponential",
     "NoiseSource",
     "Randomness",
     "SecureNoise",

@@ -26,6 +26,8 @@ __all__ = [
     "exponential_mechanism",
     "above_threshold",
     "noisy_average",
+    "NoisyAverage",
+    "sample_exponential",
 ]
 
 
@@ -166,6 +168,51 @@ def above_threshold(
     return int(above[0]) if above.size else None
 
 
+@dataclass(frozen=True)
+class NoisyAverage:
+    """NoisyAVG (seed 001, Alg. 5; seed 004, Alg. 3): an (epsilon, delta)-DP average of a point set.
+
+    For a set V of points in a public region of diameter ``diameter``: a noisy
+    size m = |V| + Lap(5/eps) - (5/eps) ln(2/delta) is drawn; if m <= 0 the
+    output is a uniform point of the box [low, high] (it reveals only that the
+    set is small), else the average plus N(0, sigma^2 I) with
+    sigma = 5 diameter / (4 eps m) * sqrt(2 ln(3.5/delta)).
+
+    :meth:`apply` averages several *disjoint* sets at once (one per row of
+    ``totals``): a point is in at most one of them, so by parallel composition
+    all the averages together cost one (epsilon, delta).
+    """
+
+    epsilon: float
+    delta: float
+    diameter: float
+
+    def __post_init__(self):
+        positive_finite("epsilon", self.epsilon)
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+        positive_finite("diameter", self.diameter)
+
+    def spend(self, label: str) -> Spend:
+        return Spend(label=label, epsilon=float(self.epsilon), delta=float(self.delta))
+
+    def apply(self, totals, counts, low, high, noise: NoiseSource) -> np.ndarray:
+        """Noisy averages of the sets with exact sums ``totals`` (k, d) and sizes ``counts`` (k,)."""
+        totals = np.atleast_2d(np.asarray(totals, dtype=np.float64))
+        counts = np.atleast_1d(np.asarray(counts, dtype=np.float64))
+        eps, delta = self.epsilon, self.delta
+        m = noise.add_laplace(counts, 5.0 / eps) - 5.0 / eps * math.log(2.0 / delta)
+        low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+        out = np.empty_like(totals)
+        for i in range(totals.shape[0]):
+            if m[i] <= 0:
+                out[i] = noise.uniform(low, high)
+                continue
+            sigma = 5.0 * self.diameter / (4.0 * eps * m[i]) * math.sqrt(2.0 * math.log(3.5 / delta))
+            out[i] = noise.add_gaussian(totals[i] / max(counts[i], 1.0), sigma)
+        return out
+
+
 def noisy_average(
     total: np.ndarray,
     count: float,
@@ -178,25 +225,62 @@ def noisy_average(
     accountant: PrivacyAccountant,
     label: str,
 ) -> np.ndarray:
-    """NoisyAVG (seed 001, Alg. 5; seed 004, Alg. 3): (epsilon, delta)-DP average of a point set.
-
-    ``total`` and ``count`` are the exact sum and size of the set V, whose
-    points lie in a public region of diameter ``diameter``.  A noisy size
-    m = |V| + Lap(5/eps) - (5/eps) ln(2/delta) is drawn; if m <= 0 the output is
-    a uniform point of the box [low, high] (it reveals only that the set is
-    small), else the average plus N(0, sigma^2 I) with
-    sigma = 5 diameter / (4 eps m) * sqrt(2 ln(3.5/delta)).
-    """
-    epsilon = positive_finite("epsilon", epsilon)
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    diameter = positive_finite("diameter", diameter)
-    spend = Spend(label=label, epsilon=epsilon, delta=float(delta))
+    """:class:`NoisyAverage` of one set with exact sum ``total`` and size ``count``, charged to ``accountant``."""
+    mechanism = NoisyAverage(epsilon=epsilon, delta=delta, diameter=diameter)
+    spend = mechanism.spend(label)
     accountant.check([spend])
-    shift = 5.0 / epsilon * math.log(2.0 / delta)
-    m = noise.add_laplace(np.array([float(count)]), 5.0 / epsilon)[0] - shift
+    out = mechanism.apply(total, count, low, high, noise)[0]
     accountant.spend(spend)
-    if m <= 0:
-        return noise.uniform(np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64))
-    sigma = 5.0 * diameter / (4.0 * epsilon * m) * math.sqrt(2.0 * math.log(3.5 / delta))
-    return noise.add_gaussian(np.asarray(total, dtype=np.float64) / max(float(count), 1.0), sigma)
+    return out
+
+
+def sample_exponential(
+    scores: np.ndarray, epsilon: float, sensitivity: float, noise: NoiseSource, log_n_implicit: float | None = None
+) -> int | None:
+    """One draw of the exponential mechanism, *unaccounted*: the caller charges what it proves.
+
+    Candidate i is chosen with probability proportional to
+    exp(epsilon * score_i / (2 sensitivity)) (McSherry & Talwar), which is
+    epsilon-DP when every score has sensitivity ``sensitivity``.  Several
+    algorithms compose many such draws with a better bound than one epsilon
+    each (max cover's Lemma 17, the greedy's per-level accounting), so this
+    primitive records nothing; they charge their bound before drawing.
+
+    ``log_n_implicit`` adds exp(log_n_implicit) further candidates of score
+    0 without listing them -- the *implicit* exponential mechanism over a
+    huge universe of which only the listed candidates have non-zero score.
+    The function returns ``None`` when one of those is drawn; the caller
+    picks it uniformly among them (each has the same probability).
+
+    Candidates of equal score are drawn as one group: the group of value v
+    and size c has weight c * exp(eps v / (2 s)); a Gumbel-max draw over the
+    groups (OpenDP's exact sampler in secure mode) picks a group, then a
+    uniform member.  Scores here are counts, with few distinct values, so a
+    draw costs one pass over the scores whatever the universe's size.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1 or not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be a finite 1-D array")
+    epsilon = positive_finite("epsilon", epsilon)
+    sensitivity = positive_finite("sensitivity", sensitivity)
+    values, sizes = _score_groups(scores)
+    log_weights = epsilon * values / (2.0 * sensitivity) + np.log(sizes)
+    if log_n_implicit is not None and log_n_implicit > -math.inf:
+        log_weights = np.append(log_weights, float(log_n_implicit))
+    if log_weights.size == 0:
+        raise ValueError("the exponential mechanism needs at least one candidate")
+    group = noise.gumbel_argmax(log_weights, 1.0)
+    if group == values.size:
+        return None
+    members = np.flatnonzero(scores == values[group])
+    return int(members[noise.uniform_index(members.size)])
+
+
+def _score_groups(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct scores and how many candidates have each (counting for small integer scores)."""
+    if scores.size and scores.min() >= 0 and scores.max() < 2**24 and np.all(scores == np.floor(scores)):
+        sizes = np.bincount(scores.astype(np.int64))
+        values = np.flatnonzero(sizes)
+        return values.astype(np.float64), sizes[values]
+    values, sizes = np.unique(scores, return_counts=True)
+    return values, sizes

@@ -46,8 +46,17 @@ class NoiseSource:
         """Index of the largest ``score + Exponential(scale)`` (permute-and-flip)."""
         raise NotImplementedError
 
+    def gumbel_argmax(self, scores: np.ndarray, scale: float) -> int:
+        """Index of the largest ``score + Gumbel(scale)``: index i with probability proportional to
+        exp(score_i / scale) -- the exponential mechanism's own distribution."""
+        raise NotImplementedError
+
     def uniform(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """A uniform point of the box [low, high] (a data-independent fallback output)."""
+        raise NotImplementedError
+
+    def uniform_index(self, n: int) -> int:
+        """A uniform integer in [0, n)."""
         raise NotImplementedError
 
 
@@ -86,6 +95,17 @@ class SecureNoise(NoiseSource):
         measurement = dp.m.make_noisy_max(domain, dp.linf_distance(T=float), dp.max_divergence(), scale=float(scale))
         return int(measurement(np.asarray(scores, dtype=np.float64).tolist()))
 
+    def gumbel_argmax(self, scores, scale):
+        # OpenDP's noisy max under zCDP adds Gumbel noise: the exponential mechanism exactly.
+        dp = _opendp()
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+        measure = dp.zero_concentrated_divergence()
+        measurement = dp.m.make_noisy_max(domain, dp.linf_distance(T=float), measure, scale=float(scale))
+        return int(measurement(np.asarray(scores, dtype=np.float64).tolist()))
+
+    def uniform_index(self, n):
+        return secrets.randbelow(int(n))
+
     def uniform(self, low, high):
         # The point carries no information about the data, so OS entropy through numpy suffices.
         return np.random.default_rng(secrets.randbits(128)).uniform(low, high)
@@ -116,8 +136,15 @@ class SeededNoise(NoiseSource):
         scores = np.asarray(scores, dtype=np.float64)
         return int(np.argmax(scores + self._stream().exponential(float(scale), size=scores.shape)))
 
+    def gumbel_argmax(self, scores, scale):
+        scores = np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(scores + self._stream().gumbel(0.0, float(scale), size=scores.shape)))
+
     def uniform(self, low, high):
         return self._stream().uniform(low, high)
+
+    def uniform_index(self, n):
+        return int(self._stream().integers(0, int(n)))
 
 
 class Randomness:

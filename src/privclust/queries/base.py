@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -39,6 +39,7 @@ __all__ = [
     "ValueBlock",
     "BucketSumQuery",
     "AggregateOracle",
+    "ExactAccess",
     "clip_blocks",
     "row_norms",
     "count_query",
@@ -46,6 +47,7 @@ __all__ = [
     "ROW_COUNT",
 ]
 
+T = TypeVar("T")
 Contribution = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
@@ -161,3 +163,29 @@ class AggregateOracle(ABC):
     @abstractmethod
     def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
         """Noisy sums, one ``(n_buckets, width)`` array per block name."""
+
+    def run_mechanism(self, spends: list[Spend], mechanism: Callable[["ExactAccess"], T]) -> T:
+        """Run a mechanism that needs exact access to the rows (central model only).
+
+        Some mechanisms are not noisy sums: the exponential mechanism over
+        exact cover counts, NoisyAVG's noisy-size test.  A trusted curator can
+        run them; ``spends`` (their proven cost) is checked before the rows
+        are read and recorded after.  Other privacy models cannot.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} answers bucket-sum queries only; this algorithm needs exact access to the "
+            "rows (the central model). Run it on the data holder's side, or choose an algorithm that uses "
+            "noisy sums only (fastlloyd, glloyd, sulloyd)."
+        )
+
+
+class ExactAccess(ABC):
+    """What a central-model mechanism may read: the transformed rows, chunk by chunk, or exact sums."""
+
+    @abstractmethod
+    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` applied to every chunk of rows (unit-box coordinates), results concatenated in row order."""
+
+    @abstractmethod
+    def sums(self, query: BucketSumQuery) -> np.ndarray:
+        """The exact clipped per-bucket sums of ``query``, shape (n_buckets, width)."""

@@ -23,9 +23,9 @@ import numpy as np
 from scipy import sparse
 
 from .._parallel import map_chunks
-from ..privacy.budget import PrivacyAccountant
+from ..privacy.budget import PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
-from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, clip_blocks
+from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, ExactAccess, clip_blocks
 from .voronoi import VoronoiCells
 
 __all__ = ["CentralOracle", "bucket_sums", "chunk_rows_for"]
@@ -120,3 +120,26 @@ class CentralOracle(AggregateOracle):
             out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
             self.accountant.spend(spend)
         return out
+
+    def run_mechanism(self, spends: list[Spend], mechanism):
+        self.accountant.check(spends)
+        out = mechanism(_CentralAccess(self))
+        for spend in spends:
+            self.accountant.spend(spend)
+        return out
+
+
+class _CentralAccess(ExactAccess):
+    def __init__(self, oracle: CentralOracle):
+        self._oracle = oracle
+
+    def map_rows(self, fn):
+        oracle = self._oracle
+        if oracle._prepared is not None:
+            parts = map_chunks(lambda chunk: fn(chunk.rows), oracle._prepared)
+        else:
+            parts = [fn(chunk.rows) for chunk in oracle._chunks()]
+        return np.concatenate(parts) if parts else np.empty((0,))
+
+    def sums(self, query):
+        return self._oracle.exact_sums(query)

@@ -1,0 +1,349 @@
+"""Max-cover k-means (seed 004): JL projection, private greedy grid cover, noisy proxy, NoisyAVG.
+
+The algorithm, in the unit box of the declared bounds:
+
+1. Project with a public JL matrix into the unit ball of R^{d'}
+   (``geometry.projection``; d' = log(n)/2 by default).
+2. For grid sides t_i = 2 / growth^i down to 1/n (finest first), choose
+   ``candidates_per_level`` grid points greedily, each by the *implicit*
+   exponential mechanism over the whole grid G_i with score = the number of
+   not-yet-covered points it covers, and remove the points it covers
+   (Algorithm 2).  Covered points stay removed for the following levels, as
+   in the seed (D' is passed by reference).
+3. Proxy data set: each point moves to its nearest candidate; the candidate
+   counts are released with Laplace(1/eps_L) noise.
+4. Weighted k-means (scikit-learn, non-private) on the proxy gives k centers
+   in R^{d'}; their Voronoi cells split the original points; NoisyAVG
+   (eps_G, delta_G) averages each part in the original space; optionally one
+   round of DP Lloyd (FastLloyd's radius step) refines the centers.
+
+**The cover function.** The seed's cover of a grid point g is every point
+within r_i + t_i sqrt(d') of g; listing, for each point, the grid points in
+that ball costs (r/t)^{d'} per point, exponential in d'.  We use instead:
+a point covers the 2^{d'} corners of the (randomly shifted) grid cell that
+contains it.  This is fixed before the data are seen, and a point belongs to
+a fixed set of 2^{d'} covers, so every cover count still has sensitivity 1
+and Lemma 17's set-cover argument applies unchanged (it holds for any public
+set system).  What changes: g's cover is the cube [g - t, g + t]^{d'} (it
+contains the ball of radius t about g and lies in the ball of radius
+t sqrt(d')) instead of a ball, so the level with side t plays the role of the
+seed's level of radius about t.
+
+**Privacy (Theorem 16).**  All m * k' exponential-mechanism draws of the
+cover, each eps_E-DP for a score of sensitivity 1, are together
+(e eps_E ln(1/delta_E) / 2, delta_E)-DP (Lemma 17, after Gupta et al. 2010);
+we choose eps_E so that this equals the cover's share of the budget.  The
+proxy counts are one Laplace histogram (eps_L: a point changes one count by
+one).  The NoisyAVGs run on disjoint parts, so together they cost one
+(eps_G, delta_G) (parallel composition).  The final Lloyd round is a
+Gaussian release of mu-GDP, converted at its share of delta.  A noisy row
+count (Laplace, ``count_fraction`` of epsilon) sizes d' and the levels unless
+``public_n`` is given.  Basic composition of the parts gives the total that
+``privacy_spent_`` reports, itemised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import KMeans as SkKMeans
+
+from ..geometry.projection import BallProjection, default_projection_dim
+from ..privacy.budget import Spend
+from ..privacy.gdp import gdp_mu
+from ..privacy.mechanisms import LaplaceMechanism, NoisyAverage, NonPrivate, sample_exponential
+from ..privacy.noise import NoiseSource
+from ..queries.base import BucketSumQuery, ValueBlock
+from ..queries.voronoi import nearest_center
+from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register
+from .lloyd import fastlloyd_eta, radius_step, run_lloyd
+
+__all__ = ["MaxCoverPlan", "greedy_grid_cover", "maxcover"]
+
+SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
+DEFAULT_SPLIT = {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25}
+MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
+MAX_CANDIDATES = 200_000
+OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd")
+
+
+@dataclass(frozen=True)
+class MaxCoverPlan:
+    """The public plan: every parameter and every share of the budget, fixed before data are read."""
+
+    eps_count: float | None
+    eps_cover: float  # the cover's total, e * eps_E * ln(1/delta_E) / 2
+    delta_cover: float
+    eps_proxy: float
+    eps_average: float
+    delta_average: float
+    mu_lloyd: float | None
+    growth: float
+    candidates_per_level: int | None
+    projection_dim: int | None
+
+    @property
+    def eps_draw(self) -> float:
+        """eps_E of each exponential-mechanism draw (Lemma 17 solved for it)."""
+        return 2.0 * self.eps_cover / (math.e * math.log(1.0 / self.delta_cover))
+
+    def spends(self) -> list[Spend]:
+        out = [
+            Spend("max cover: greedy grid cover (Lemma 17)", epsilon=self.eps_cover, delta=self.delta_cover),
+            Spend("max cover: proxy counts", epsilon=self.eps_proxy),
+            Spend("max cover: NoisyAVG per cluster", epsilon=self.eps_average, delta=self.delta_average),
+        ]
+        if self.mu_lloyd is not None:
+            out.append(Spend("max cover: final Lloyd round", mu=self.mu_lloyd))
+        if self.eps_count is not None:
+            out.append(Spend("row count", epsilon=self.eps_count))
+        return out
+
+
+def _check_split(split) -> dict[str, float]:
+    if split is None:
+        return dict(DEFAULT_SPLIT)
+    if not isinstance(split, dict):
+        raise TypeError(f"budget_split must be a dict with keys from {SPLIT_PARTS}, got {type(split).__name__}")
+    unknown = set(split) - set(SPLIT_PARTS)
+    if unknown:
+        raise ValueError(f"budget_split has unknown parts {sorted(unknown)}; use {SPLIT_PARTS}")
+    out = {part: float(split.get(part, 0.0)) for part in SPLIT_PARTS}
+    if any(not math.isfinite(v) or v < 0 for v in out.values()):
+        raise ValueError(f"budget_split shares must be non-negative numbers, got {split}")
+    for part in ("cover", "proxy", "average"):
+        if out[part] <= 0:
+            raise ValueError(f"budget_split[{part!r}] must be positive: that step always runs")
+    if abs(sum(out.values()) - 1.0) > 1e-9:
+        raise ValueError(f"budget_split shares must sum to 1, got {sum(out.values()):.6g} from {split}")
+    return out
+
+
+def plan(ctx: FitContext) -> MaxCoverPlan:
+    """Validate the options and split the budget (raises before any data is read)."""
+    options = algorithm_params(ctx, "maxcover", OPTIONS)
+    split = _check_split(options["budget_split"])
+    growth = float(options["growth"] if options["growth"] is not None else 2.0)
+    if not 1.0 < growth <= 16.0:
+        raise ValueError(f"growth (the ratio between consecutive grid sides) must lie in (1, 16], got {growth}")
+    dim = options["projection_dim"]
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1):
+        raise ValueError(f"projection_dim must be a positive integer (d' >= 1), got {dim!r}")
+    if dim is not None and dim > MAX_PROJECTION_DIM:
+        raise ValueError(
+            f"projection_dim={dim} would give each point 2^{dim} grid corners to cover; "
+            f"use at most {MAX_PROJECTION_DIM} (the seed uses log(n)/2)"
+        )
+    per_level = options["candidates_per_level"]
+    if per_level is not None and (
+        isinstance(per_level, bool) or not isinstance(per_level, (int, np.integer)) or per_level < 1
+    ):
+        raise ValueError(f"candidates_per_level must be a positive integer, got {per_level!r}")
+    final = options["final_lloyd"] if options["final_lloyd"] is not None else True
+    if split["lloyd"] > 0 and not final:
+        raise ValueError("budget_split gives the final Lloyd round a share but final_lloyd is False")
+    if final and split["lloyd"] == 0:
+        final = False
+
+    eps, delta = ctx.budget.epsilon, ctx.budget.delta
+    if delta <= 0:
+        raise ValueError("maxcover needs delta > 0 (its cover and NoisyAVG are (epsilon, delta)-DP)")
+    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
+    rest = eps - (eps_count or 0.0)
+    n_parts = 3 if final else 2
+    part_delta = delta / n_parts
+    result = MaxCoverPlan(
+        eps_count=eps_count,
+        eps_cover=split["cover"] * rest,
+        delta_cover=part_delta,
+        eps_proxy=split["proxy"] * rest,
+        eps_average=split["average"] * rest,
+        delta_average=part_delta,
+        mu_lloyd=gdp_mu(split["lloyd"] * rest, part_delta) if final else None,
+        growth=growth,
+        candidates_per_level=None if per_level is None else int(per_level),
+        projection_dim=None if dim is None else int(dim),
+    )
+    ctx.oracle.accountant.check(result.spends())
+    return result
+
+
+def grid_sides(n_estimate: float, growth: float) -> list[float]:
+    """Grid sides 2 / growth^i from the finest (about 1/n) to the coarsest (2), finest first."""
+    finest = 1.0 / max(n_estimate, 1.0)
+    count = max(1, int(math.floor(math.log(2.0 / finest, growth))) + 1)
+    return [2.0 / growth**i for i in reversed(range(count))]
+
+
+def _dense_ids(indices: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """A dense integer id per distinct row of non-negative ``indices`` (exact, never overflows)."""
+    ids = np.zeros(indices.shape[0], dtype=np.int64)
+    bound = 1
+    for j in range(indices.shape[1]):
+        if bound * int(radix[j]) >= 2**62:
+            _, ids = np.unique(ids, return_inverse=True)
+            ids = ids.astype(np.int64)
+            bound = int(ids.max()) + 1
+        ids = ids * int(radix[j]) + indices[:, j]
+        bound *= int(radix[j])
+    _, ids = np.unique(ids, return_inverse=True)
+    return ids.astype(np.int64)
+
+
+def greedy_grid_cover(
+    points: np.ndarray,
+    sides: list[float],
+    picks_per_level: int,
+    eps_draw: float,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+    callback=None,
+) -> np.ndarray:
+    """Algorithm 2 at every level: the chosen grid points, shape (len(sides) * picks, d').
+
+    ``points`` lie in the unit ball.  Each draw is :func:`sample_exponential`
+    over the level's whole grid: grid points covering nothing form the
+    implicit part of the universe and are drawn uniformly when chosen.
+    """
+    n, dim = points.shape
+    corners = np.array(np.meshgrid(*[[0, 1]] * dim, indexing="ij")).reshape(dim, -1).T  # (2^d', d')
+    alive = np.ones(n, dtype=bool)
+    chosen = []
+    for level, side in enumerate(sides):
+        shift = rng.uniform(0.0, side, size=dim)  # public random offset of this level's grid
+        low = np.floor((-1.0 - shift) / side).astype(np.int64)  # grid index range that can cover the ball
+        high = np.floor((1.0 - shift) / side).astype(np.int64) + 1
+        radix = high - low + 1
+        log_grid = float(np.log(radix.astype(np.float64)).sum())
+        rows = np.flatnonzero(alive)
+        if rows.size == 0:  # everything is covered: every draw is uniform over the grid
+            for _ in range(picks_per_level):
+                chosen.append(shift + side * (_uniform_uncovering(radix, np.empty((0, dim)), noise) + low))
+            continue
+        cells = np.floor((points[rows] - shift) / side).astype(np.int64) - low
+        cover_index = (cells[:, None, :] + corners[None, :, :]).reshape(-1, dim)
+        key_of = _dense_ids(cover_index, radix).reshape(rows.size, -1)  # (rows, 2^d') grid-point ids
+        n_keys = int(key_of.max()) + 1 if key_of.size else 0
+        counts = np.bincount(key_of.ravel(), minlength=n_keys)
+        key_index = np.empty((n_keys, dim), dtype=np.int64)
+        key_index[key_of.ravel()] = cover_index
+        order = np.argsort(key_of.ravel(), kind="stable")
+        starts = np.searchsorted(key_of.ravel()[order], np.arange(n_keys + 1))
+        local_alive = np.ones(rows.size, dtype=bool)
+        for _ in range(picks_per_level):
+            listed = np.flatnonzero(counts > 0)
+            log_implicit = _log_rest(log_grid, listed.size)
+            pick = sample_exponential(counts[listed].astype(np.float64), eps_draw, 1.0, noise, log_implicit)
+            if pick is None:
+                index = _uniform_uncovering(radix, key_index[listed], noise)
+            else:
+                key = listed[pick]
+                index = key_index[key]
+                members = order[starts[key] : starts[key + 1]] // key_of.shape[1]
+                members = members[local_alive[members]]
+                local_alive[members] = False
+                np.subtract.at(counts, key_of[members].ravel(), 1)
+            chosen.append(shift + side * (index + low))
+        alive[rows[~local_alive]] = False
+        if callback is not None:
+            callback(level + 1, len(sides))
+    return np.array(chosen)
+
+
+def _log_rest(log_total: float, listed: int) -> float | None:
+    """log(total - listed) for a total given by its log; None when nothing is left."""
+    if listed == 0:
+        return log_total
+    fraction = math.exp(math.log(listed) - log_total)
+    return None if fraction >= 1.0 else log_total + math.log1p(-fraction)
+
+
+def _uniform_uncovering(radix: np.ndarray, listed: np.ndarray, noise: NoiseSource) -> np.ndarray:
+    """A uniform grid index among those covering nothing (rejection from the whole grid)."""
+    while True:
+        index = np.array([noise.uniform_index(int(r)) for r in radix], dtype=np.int64)
+        same_first = listed[listed[:, 0] == index[0]] if listed.size else listed
+        if same_first.size == 0 or not np.any(np.all(same_first == index, axis=1)):
+            return index
+
+
+def _nearest_query(label: str, project: BallProjection, centers: np.ndarray, blocks, with_rows: bool):
+    def contribution(chunk):
+        nearest, _ = nearest_center(project(chunk), centers)
+        values = np.empty((chunk.shape[0], chunk.shape[1] + 1 if with_rows else 1))
+        if with_rows:
+            values[:, :-1] = chunk
+        values[:, -1] = 1.0
+        return nearest, values
+
+    return BucketSumQuery(label=label, n_buckets=centers.shape[0], blocks=blocks, contribution=contribution)
+
+
+def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Non-private k-means of the proxy (post-processing); keeps the heaviest points if fewer than k carry weight."""
+    heavy = np.flatnonzero(weights > 0)
+    if heavy.size <= k:
+        top = np.argsort(-weights, kind="stable")[:k]
+        return points[top]
+    seed = int(rng.integers(0, 2**31 - 1))
+    model = SkKMeans(n_clusters=k, n_init=3, random_state=seed).fit(points[heavy], sample_weight=weights[heavy])
+    return model.cluster_centers_
+
+
+@register("maxcover")
+def maxcover(ctx: FitContext) -> FitResult:
+    """Max-cover k-means (seed 004, Algorithm 1); see the module docstring for the privacy argument."""
+    k, d = ctx.n_clusters, ctx.n_features
+    spec = plan(ctx)
+    n = estimate_rows(ctx, count_mechanism(epsilon=spec.eps_count) if spec.eps_count is not None else None)
+    dim = spec.projection_dim or min(default_projection_dim(n), MAX_PROJECTION_DIM)
+    sides = grid_sides(n, spec.growth)
+    per_level = spec.candidates_per_level or k
+    if len(sides) * per_level > MAX_CANDIDATES:
+        raise ValueError(
+            f"{len(sides)} grid levels x {per_level} candidates is over {MAX_CANDIDATES} candidates; "
+            "raise growth or lower candidates_per_level"
+        )
+    rng = ctx.randomness.geometry()
+    project = BallProjection.draw(d, dim, rng)
+    cover_spend, proxy_spend, average_spend = spec.spends()[:3]
+
+    candidates = ctx.oracle.run_mechanism(
+        [cover_spend],
+        lambda rows: greedy_grid_cover(
+            rows.map_rows(project), sides, per_level, spec.eps_draw, ctx.oracle.noise, rng, ctx.callback
+        ),
+    )
+    proxy = LaplaceMechanism.calibrated(spec.eps_proxy, sensitivity=1.0)
+    counts = ctx.oracle.release(
+        _nearest_query(proxy_spend.label, project, candidates, (ValueBlock("count", 1, proxy),), with_rows=False)
+    )["count"][:, 0]
+    # Post-processing: a candidate whose noisy count is within the largest noise expected among
+    # |C| empty ones carries no signal, and would only pull centers towards empty space.
+    floor = math.log(max(candidates.shape[0], 2)) / spec.eps_proxy
+    weights = np.where(counts > floor, counts, 0.0)
+    projected_centers = _weighted_kmeans(candidates, weights, k, rng)
+
+    average = NoisyAverage(epsilon=spec.eps_average, delta=spec.delta_average, diameter=2.0 * math.sqrt(d))
+    split = _nearest_query(
+        average_spend.label, project, projected_centers, (ValueBlock("parts", d + 1, NonPrivate()),), with_rows=True
+    )
+
+    def noisy_averages(rows):
+        sums = rows.sums(split)
+        return average.apply(sums[:, :d], sums[:, d], -np.ones(d), np.ones(d), ctx.oracle.noise)
+
+    centers = np.clip(ctx.oracle.run_mechanism([average_spend], noisy_averages), -1.0, 1.0)
+    info = {
+        "projection_dim": dim,
+        "levels": len(sides),
+        "candidates": int(candidates.shape[0]),
+        "eps_draw": spec.eps_draw,
+    }
+    n_iter = 0
+    if spec.mu_lloyd is not None:
+        step = radius_step(spec.mu_lloyd, d, fastlloyd_eta(d, k), 1)
+        centers, n_iter = run_lloyd(ctx, centers, [step], "fold")
+    return FitResult(centers, n_iter, n, info)

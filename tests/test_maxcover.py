@@ -1,0 +1,176 @@
+"""Max-cover k-means (seed 004): the implicit exponential mechanism, the cover, accounting, errors."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privclust import KMeans
+from privclust.algorithms.maxcover import _dense_ids, greedy_grid_cover, grid_sides
+from privclust.geometry.projection import BallProjection, default_projection_dim
+from privclust.privacy import NoisyAverage, PrivacyAccountant, sample_exponential
+from privclust.privacy.budget import Budget
+from privclust.privacy.noise import SecureNoise, SeededNoise
+from privclust.queries.base import AggregateOracle
+
+
+def _em_probabilities(scores, eps, log_implicit=None):
+    weights = list(np.exp(eps * np.asarray(scores, float) / 2.0))
+    if log_implicit is not None:
+        weights.append(math.exp(log_implicit))
+    weights = np.array(weights)
+    return weights / weights.sum()
+
+
+@pytest.mark.parametrize("noise", [SeededNoise(np.random.SeedSequence(3)), SecureNoise()], ids=["seeded", "secure"])
+def test_sample_exponential_draws_the_exponential_mechanism_distribution(noise):
+    scores = np.array([0.0, 3.0, 3.0, 1.0, 5.0])
+    eps, log_implicit, draws = 1.0, math.log(4.0), 4000
+    outcomes = [sample_exponential(scores, eps, 1.0, noise, log_implicit) for _ in range(draws)]
+    observed = np.bincount([len(scores) if o is None else o for o in outcomes], minlength=len(scores) + 1)
+    expected = _em_probabilities(scores, eps, log_implicit) * draws
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+
+
+def test_sample_exponential_without_implicit_part_never_returns_none():
+    noise = SeededNoise(np.random.SeedSequence(0))
+    assert all(sample_exponential(np.array([1.0, 2.0]), 1.0, 1.0, noise) is not None for _ in range(200))
+
+
+def test_sample_exponential_sensitivity_scales_the_temperature():
+    noise = SeededNoise(np.random.SeedSequence(1))
+    scores = np.array([0.0, 4.0])
+    picks = [sample_exponential(scores, 1.0, 2.0, noise) for _ in range(4000)]
+    expected = _em_probabilities(scores / 2.0, 1.0)[1]
+    assert abs(np.mean(picks) - expected) < 0.03
+
+
+def test_noisy_average_of_disjoint_sets_costs_one_release():
+    mechanism = NoisyAverage(epsilon=1.0, delta=1e-6, diameter=2.0)
+    totals = np.array([[500.0, 0.0], [0.0, -900.0]])
+    out = mechanism.apply(totals, np.array([1000.0, 1000.0]), -np.ones(2), np.ones(2), SeededNoise(np.random.SeedSequence(2)))
+    assert np.allclose(out, [[0.5, 0.0], [0.0, -0.9]], atol=0.1)
+    assert mechanism.spend("x").epsilon == 1.0 and mechanism.spend("x").delta == 1e-6
+
+
+def test_dense_ids_are_exact_even_when_the_radix_product_overflows():
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 3, size=(2000, 6)) * 10**6
+    ids = _dense_ids(rows, np.full(6, 4 * 10**6))
+    _, reference = np.unique(rows, axis=0, return_inverse=True)
+    # the same partition of the rows into equal keys
+    assert len(set(zip(ids, reference.ravel()))) == len(set(ids)) == len(set(reference.ravel()))
+
+
+def test_grid_sides_run_from_about_one_over_n_to_two():
+    sides = grid_sides(1000, 2.0)
+    assert sides[-1] == 2.0 and sides[0] <= 2.0 / 1000 * 2 and sides[0] >= 1.0 / 1000
+    assert np.allclose(np.diff(np.log(sides)), math.log(2.0))
+
+
+def test_projection_maps_the_box_into_the_unit_ball():
+    rng = np.random.default_rng(0)
+    project = BallProjection.draw(50, 4, rng)
+    corners = rng.choice([-1.0, 1.0], size=(5000, 50))
+    assert np.all(np.linalg.norm(project(corners), axis=1) <= 1.0 + 1e-12)
+    assert default_projection_dim(50_000) == 5 and default_projection_dim(1) == 1
+
+
+def test_greedy_cover_finds_the_dense_spots_when_the_budget_is_large():
+    rng = np.random.default_rng(1)
+    spots = np.array([[0.3, 0.3], [-0.4, 0.1]])
+    points = spots[rng.integers(0, 2, 4000)] + rng.normal(0, 0.01, (4000, 2))
+    chosen = greedy_grid_cover(points, [0.05, 0.1], 2, 1.0, SeededNoise(np.random.SeedSequence(0)), rng)
+    assert chosen.shape == (4, 2)
+    for spot in spots:
+        assert np.min(np.linalg.norm(chosen - spot, axis=1)) < 0.15
+
+
+def test_greedy_cover_is_uniform_over_the_grid_when_the_budget_is_tiny():
+    rng = np.random.default_rng(2)
+    points = np.zeros((50, 2))
+    chosen = greedy_grid_cover(points, [0.01], 200, 1e-6, SeededNoise(np.random.SeedSequence(0)), rng)
+    # 50 covered grid points among ~40,000: a uniform draw almost never lands near the data
+    assert np.mean(np.linalg.norm(chosen, axis=1) < 0.05) < 0.05
+    assert np.all(np.abs(chosen) <= 1.0 + 0.01)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """Three seeded fits on four tight clusters in R^8."""
+    rng = np.random.default_rng(5)
+    centers = rng.uniform(-0.6, 0.6, (4, 8))
+    X = np.clip(centers[rng.integers(0, 4, 4000)] + rng.normal(0, 0.03, (4000, 8)), -1, 1)
+    models = [
+        KMeans(4, epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="maxcover", random_state=seed).fit(X)
+        for seed in range(3)
+    ]
+    return models, X, centers
+
+
+def test_maxcover_accounting_is_theorem_16(fitted):
+    model = fitted[0][0]
+    steps = {s.label.split("/")[0]: s for s in model.privacy_spent_.steps}
+    cover = steps["max cover: greedy grid cover (Lemma 17)"]
+    eps_draw = model.fit_info_["eps_draw"]
+    # Lemma 17: the draws together cost e * eps_E * ln(1/delta_E) / 2 -- computed here independently
+    assert cover.epsilon == pytest.approx(math.e * eps_draw * math.log(1.0 / cover.delta) / 2.0)
+    proxy = steps["max cover: proxy counts"]
+    average = steps["max cover: NoisyAVG per cluster"]
+    count = steps["rows"]
+    rest = 2.0 * (1 - 0.05)
+    assert count.epsilon == pytest.approx(0.1)
+    assert (cover.epsilon, proxy.epsilon, average.epsilon) == pytest.approx((0.4 * rest, 0.1 * rest, 0.25 * rest))
+    assert cover.delta + average.delta == pytest.approx(2e-6 / 3)
+    # the total: Theorem 16's parts, plus the Lloyd round's GDP converted at the delta left over
+    assert model.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert model.privacy_spent_.delta == pytest.approx(1e-6)
+
+
+def test_maxcover_finds_well_separated_clusters(fitted):
+    models, X, centers = fitted
+    errors = []
+    for model in models:
+        assert model.cluster_centers_.shape == (4, 8) and np.all(np.isfinite(model.cluster_centers_))
+        dist = np.linalg.norm(model.cluster_centers_[:, None] - centers[None], axis=2)
+        errors.append(dist.min(axis=1).mean())
+    # cluster radius ~0.085, centers ~1.4 apart: most runs place every center on a cluster
+    assert sorted(errors)[1] < 0.2
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"budget_split": {"cover": 0.5, "proxy": 0.2, "average": 0.2, "lloyd": 0.2}}, "sum to 1"),
+        ({"budget_split": {"cover": 0.5, "proxy": 0.5, "average": 0.0}}, "must be positive"),
+        ({"budget_split": {"cover": 1.0, "nonsense": 0.0}}, "unknown parts"),
+        ({"projection_dim": 0}, "d' >= 1"),
+        ({"projection_dim": 40}, r"2\^40"),
+        ({"growth": 1.0}, "growth"),
+        ({"candidates_per_level": 10**6}, "candidates"),
+        ({"nonsense": 1}, "unknown maxcover parameters"),
+        ({"final_lloyd": False}, "final_lloyd is False"),
+    ],
+)
+def test_bad_parameters_are_refused_before_any_data_is_read(params, message):
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    X = np.random.default_rng(0).uniform(-1, 1, (500, 3))
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=(-1, 1), algorithm="maxcover", algorithm_params=params, accountant=ledger, public_n=500).fit(X)
+    assert ledger.spends == []
+
+
+def test_maxcover_refuses_pure_dp_budgets():
+    with pytest.raises(ValueError, match="delta > 0"):
+        KMeans(2, delta=0.0, bounds=(-1, 1), algorithm="maxcover").fit(np.zeros((10, 2)))
+
+
+def test_mechanisms_needing_exact_rows_are_refused_by_other_privacy_models():
+    class SumsOnly(AggregateOracle):
+        def release(self, query):
+            raise AssertionError("not reached")
+
+    oracle = SumsOnly(2, PrivacyAccountant(), SeededNoise(np.random.SeedSequence(0)))
+    with pytest.raises(NotImplementedError, match="central model"):
+        oracle.run_mechanism([], lambda rows: None)
