@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 from privclust import KMeans
-from privclust.algorithms.maxcover import _dense_ids, greedy_grid_cover, grid_sides
+from privclust.algorithms.maxcover import greedy_grid_cover, grid_sides
+from privclust.geometry.grid import dense_ids
 from privclust.geometry.projection import BallProjection, default_projection_dim
 from privclust.privacy import NoisyAverage, PrivacyAccountant, sample_exponential
 from privclust.privacy.budget import Budget
@@ -49,7 +50,9 @@ def test_sample_exponential_sensitivity_scales_the_temperature():
 def test_noisy_average_of_disjoint_sets_costs_one_release():
     mechanism = NoisyAverage(epsilon=1.0, delta=1e-6, diameter=2.0)
     totals = np.array([[500.0, 0.0], [0.0, -900.0]])
-    out = mechanism.apply(totals, np.array([1000.0, 1000.0]), -np.ones(2), np.ones(2), SeededNoise(np.random.SeedSequence(2)))
+    out = mechanism.apply(
+        totals, np.array([1000.0, 1000.0]), -np.ones(2), np.ones(2), SeededNoise(np.random.SeedSequence(2))
+    )
     assert np.allclose(out, [[0.5, 0.0], [0.0, -0.9]], atol=0.1)
     assert mechanism.spend("x").epsilon == 1.0 and mechanism.spend("x").delta == 1e-6
 
@@ -57,7 +60,7 @@ def test_noisy_average_of_disjoint_sets_costs_one_release():
 def test_dense_ids_are_exact_even_when_the_radix_product_overflows():
     rng = np.random.default_rng(0)
     rows = rng.integers(0, 3, size=(2000, 6)) * 10**6
-    ids = _dense_ids(rows, np.full(6, 4 * 10**6))
+    ids = dense_ids(rows, np.full(6, 4 * 10**6))
     _, reference = np.unique(rows, axis=0, return_inverse=True)
     # the same partition of the rows into equal keys
     assert len(set(zip(ids, reference.ravel()))) == len(set(ids)) == len(set(reference.ravel()))

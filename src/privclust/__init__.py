@@ -8,6 +8,7 @@
 from . import datasets, metrics
 from .estimator import KMeans
 from .geometry.domain import PrivacyLeakWarning
+from .locate import OneCluster, one_cluster, sample_and_aggregate
 from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
 from .subsample import Subsampled
 
@@ -16,6 +17,9 @@ __version__ = "0.1.0"
 __all__ = [
     "KMeans",
     "Subsampled",
+    "one_cluster",
+    "sample_and_aggregate",
+    "OneCluster",
     "Budget",
     "BudgetExceededError",
     "PrivacyAccountant",

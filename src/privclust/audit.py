@@ -156,6 +156,66 @@ def _exponential():
     return sampler([3.0, 3.0, 3.0]), sampler([4.0, 3.0, 3.0]), eps, 0.0
 
 
+def _implicit_exponential():
+    from .privacy.mechanisms import sample_exponential
+
+    eps = 1.0
+
+    # Three listed candidates and e^2 implicit ones of score 0; the extra point covers candidate 0.
+    def sampler(scores) -> Sampler:
+        def run(seed: int) -> float:
+            pick = sample_exponential(np.array(scores), eps, 1.0, _seeded(seed), log_n_implicit=2.0)
+            return -1.0 if pick is None else float(pick)
+
+        return run
+
+    return sampler([2.0, 2.0, 2.0]), sampler([3.0, 2.0, 2.0]), eps, 0.0
+
+
+def _good_radius():
+    from .algorithms.onecluster import good_radius, radius_grid
+
+    eps, t = 1.0, 8
+    rng = np.random.default_rng(1)
+    spread = rng.uniform(-0.9, 0.9, size=(8, 2))
+    tight = np.zeros((4, 2)) + [0.3, 0.3]
+
+    def sampler(points: np.ndarray) -> Sampler:
+        radii = radius_grid(2)
+
+        def run(seed: int) -> float:
+            r = good_radius(points, t, eps, _seeded(seed), radii)
+            return 1.0 if r is None else math.log(r)
+
+        return run
+
+    # Four coincident points and spread ones; the extra point is a fifth coincident one, which raises
+    # L at every small radius by the most one point can (2): the search tends to stop earlier.
+    base = np.vstack([spread, tight])
+    return sampler(base), sampler(np.vstack([base, [[0.3, 0.3]]])), eps, 0.0
+
+
+def _good_center():
+    from .algorithms.onecluster import good_center, make_plan
+
+    eps, delta = 1.0, 0.05
+    split = {"radius": 0.2, "shift": 0.15, "box": 0.35, "axes": 0.1, "average": 0.1, "refine": 0.1}
+    plan = make_plan(eps / 0.8, delta, split)  # the parts GoodCenter spends sum to eps
+    threshold = 1.0 + 2.0 * math.log(2.0 / plan.part_delta) / plan.part("box")
+    size = int(math.ceil(threshold))
+    base = np.full((size, 2), 0.2)
+
+    def sampler(points: np.ndarray) -> Sampler:
+        def run(seed: int) -> float:
+            center = good_center(points, 0.1, 4, plan, _seeded(seed), np.random.default_rng(seed))
+            return 9.0 if center is None else float(center[0])
+
+        return run
+
+    # The heavy box holds about the stability threshold's worth of points; the extra point tips it.
+    return sampler(base), sampler(np.vstack([base, [[0.2, 0.2]]])), eps, 3.0 * plan.part_delta
+
+
 def _sparse_vector():
     from .privacy.mechanisms import above_threshold
 
@@ -221,6 +281,9 @@ AUDITS: dict[str, Callable[[], tuple]] = {
     "gaussian": _gaussian,
     "exponential mechanism": _exponential,
     "sparse vector": _sparse_vector,
+    "implicit exponential mechanism": _implicit_exponential,
+    "GoodRadius": _good_radius,
+    "GoodCenter": _good_center,
     "NoisyAVG": _noisy_average,
     "fastlloyd": lambda: _algorithm("fastlloyd"),
     "glloyd": lambda: _algorithm("glloyd"),

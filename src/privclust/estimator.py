@@ -40,9 +40,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "lloyd"}
+    algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "onecluster", "lloyd"}
         ``lloyd`` is the non-private baseline; ``maxcover`` is seed 004's
-        exponential-mechanism / max-cover algorithm (central model only).
+        exponential-mechanism / max-cover algorithm; ``onecluster`` finds k
+        balls by k rounds of seed 001's 1-cluster (both central model only).
     random_state : None or int
         ``None`` (default) draws noise from OpenDP's floating-point-safe
         samplers; an int makes the run reproducible with numpy samplers, which
@@ -66,7 +67,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     algorithm_params : dict or None
         Parameters of the chosen algorithm beyond the common ones, e.g. for
         ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
-        ``candidates_per_level``, ``final_lloyd`` (see docs/algorithms.md).
+        ``candidates_per_level``, ``final_lloyd``; for ``onecluster``: ``t``,
+        ``budget_split``, ``shifts`` (see docs/algorithms.md).
         Unknown keys are an error.
     accountant : PrivacyAccountant or None
         A shared accountant; every release is also recorded there, and a fit
@@ -81,6 +83,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Computed from the released centers *on the training data*, for the
         data holder: they are not differentially private and must not be
         published.
+    radii_, outliers_ :
+        ``onecluster`` only: the released radius of each ball (private) and
+        the training rows outside every ball (for the data holder, like
+        ``labels_``; use :meth:`outlier_mask` on other rows).
     """
 
     def __init__(
@@ -172,7 +178,20 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
         self.labels_, self.inertia_ = self._assign(X)
+        if "radii" in result.info:  # ball-finding algorithms also say where their balls end
+            self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
+            self.outliers_ = self.outlier_mask(X)
         return self
+
+    def outlier_mask(self, X) -> np.ndarray:
+        """Rows outside every found ball (``algorithm="onecluster"`` only; post-processing)."""
+        X = self._check_X(X)
+        if not hasattr(self, "radii_"):
+            raise AttributeError(f"outliers need the balls of algorithm='onecluster', not {self.algorithm!r}")
+        outside = np.ones(X.shape[0], dtype=bool)
+        for center, radius in zip(self.cluster_centers_, self.radii_):
+            outside &= np.linalg.norm(X - center, axis=1) > radius
+        return outside
 
     def _assign(self, X: np.ndarray) -> tuple[np.ndarray, float]:
         # Squared distances of coordinates beyond ~1e150 overflow a double. Dividing by a

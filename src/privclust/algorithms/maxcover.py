@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.cluster import KMeans as SkKMeans
 
+from ..geometry.grid import dense_ids
 from ..geometry.projection import BallProjection, default_projection_dim
 from ..privacy.budget import Spend
 from ..privacy.gdp import gdp_mu
@@ -177,21 +178,6 @@ def grid_sides(n_estimate: float, growth: float) -> list[float]:
     return [2.0 / growth**i for i in reversed(range(count))]
 
 
-def _dense_ids(indices: np.ndarray, radix: np.ndarray) -> np.ndarray:
-    """A dense integer id per distinct row of non-negative ``indices`` (exact, never overflows)."""
-    ids = np.zeros(indices.shape[0], dtype=np.int64)
-    bound = 1
-    for j in range(indices.shape[1]):
-        if bound * int(radix[j]) >= 2**62:
-            _, ids = np.unique(ids, return_inverse=True)
-            ids = ids.astype(np.int64)
-            bound = int(ids.max()) + 1
-        ids = ids * int(radix[j]) + indices[:, j]
-        bound *= int(radix[j])
-    _, ids = np.unique(ids, return_inverse=True)
-    return ids.astype(np.int64)
-
-
 def greedy_grid_cover(
     points: np.ndarray,
     sides: list[float],
@@ -224,7 +210,7 @@ def greedy_grid_cover(
             continue
         cells = np.floor((points[rows] - shift) / side).astype(np.int64) - low
         cover_index = (cells[:, None, :] + corners[None, :, :]).reshape(-1, dim)
-        key_of = _dense_ids(cover_index, radix).reshape(rows.size, -1)  # (rows, 2^d') grid-point ids
+        key_of = dense_ids(cover_index, radix).reshape(rows.size, -1)  # (rows, 2^d') grid-point ids
         n_keys = int(key_of.max()) + 1 if key_of.size else 0
         counts = np.bincount(key_of.ravel(), minlength=n_keys)
         key_index = np.empty((n_keys, dim), dtype=np.int64)

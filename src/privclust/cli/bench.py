@@ -269,6 +269,26 @@ def maxcover(
     console.print(report.read_text())
 
 
+@bench_app.command("onecluster")
+def onecluster(
+    runs: int = typer.Option(50, help="Runs (each with new data and noise)."),
+    n: int = typer.Option(100_000, help="Rows."),
+    d: int = typer.Option(10, help="Dimension."),
+    t: int = typer.Option(2_000, help="Points in the planted ball (the t given to one_cluster)."),
+    radius: float = typer.Option(0.1, help="Planted ball radius (the domain is [-1, 1]^d)."),
+    epsilon: float = typer.Option(1.0, help="Privacy budget of each run (delta = 1e-6)."),
+    out: Path = typer.Option(Path("bench-results/onecluster"), help="Output folder."),
+) -> None:
+    """Planted-cluster benchmark for one_cluster (seed 001): success = >= t/2 points inside, radius <= 4x."""
+    from ..bench import onecluster as bench
+
+    with _progress() as progress:
+        task = progress.add_task("planted 1-cluster", total=runs)
+        rows = bench.run(runs, n, d, t, radius, epsilon, on_done=lambda _: progress.advance(task))
+    setup = {"n": n, "d": d, "t": t, "radius": radius, "epsilon": epsilon}
+    console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
+
+
 @bench_app.command("subsample")
 def subsample(
     n: int = typer.Option(10_000_000, help="Rows."),

@@ -66,6 +66,11 @@ class BoxDomain(Domain):
         return self.lower + (points + 1.0) * (self.upper - self.lower) / 2.0
 
     @property
+    def length_scale(self) -> float:
+        """The largest stretch of a unit-box length back to data units (exact for equal-width features)."""
+        return float(np.max((self.upper - self.lower) / 2.0))
+
+    @property
     def extent(self) -> float:
         """The largest absolute coordinate the domain allows."""
         return float(max(np.abs(self.lower).max(), np.abs(self.upper).max()))
@@ -101,6 +106,10 @@ class BallDomain(Domain):
         outside = norms > 1.0
         points[outside] /= norms[outside, None]
         return points * self.radius
+
+    @property
+    def length_scale(self) -> float:
+        return float(self.radius)
 
     @property
     def extent(self) -> float:

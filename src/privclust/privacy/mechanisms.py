@@ -28,6 +28,8 @@ __all__ = [
     "noisy_average",
     "NoisyAverage",
     "sample_exponential",
+    "first_above_threshold",
+    "stable_argmax",
 ]
 
 
@@ -147,25 +149,60 @@ def above_threshold(
     accountant: PrivacyAccountant,
     label: str,
 ) -> int | None:
-    """Sparse vector technique (AboveThreshold, Dwork & Roth Alg. 1): epsilon-DP.
+    """Sparse vector technique (AboveThreshold, Dwork & Roth Alg. 1): epsilon-DP, charged to ``accountant``.
 
-    ``values`` are the exact answers of a stream of queries, each of
-    sensitivity ``sensitivity``, in a data-independent order.  The threshold
-    gets Laplace(2 sensitivity / epsilon) noise once, each answer
-    Laplace(4 sensitivity / epsilon); the index of the first noisy answer at or
-    above the noisy threshold is returned (``None`` if none is).  The cost is
-    epsilon however many queries are asked, because only the first crossing is
-    released.
+    See :func:`first_above_threshold`; the cost is epsilon however many queries are asked.
     """
     spend = Spend(label=label, epsilon=positive_finite("epsilon", epsilon))
     accountant.check([spend])
+    index = first_above_threshold(values, threshold, epsilon, sensitivity, noise)
+    accountant.spend(spend)
+    return index
+
+
+def first_above_threshold(values, threshold: float, epsilon: float, sensitivity: float, noise: NoiseSource):
+    """AboveThreshold (Dwork & Roth Alg. 1), *unaccounted*: epsilon-DP for the caller to charge.
+
+    ``values`` are the exact answers of a stream of queries, each of
+    sensitivity ``sensitivity``, in a data-independent order: an array, or an
+    iterable evaluated lazily (queries after the first crossing are never
+    computed).  The threshold gets Laplace(2 sensitivity / epsilon) noise
+    once, each answer Laplace(4 sensitivity / epsilon); the index of the
+    first noisy answer at or above the noisy threshold is returned (``None``
+    if none is).  Only that index is released.
+    """
+    epsilon = positive_finite("epsilon", epsilon)
     sensitivity = positive_finite("sensitivity", sensitivity)
     noisy_threshold = noise.add_laplace(np.array([float(threshold)]), 2.0 * sensitivity / epsilon)[0]
-    accountant.spend(spend)
-    values = np.asarray(values, dtype=np.float64)
-    noisy = noise.add_laplace(values, 4.0 * sensitivity / epsilon)
-    above = np.flatnonzero(noisy >= noisy_threshold)
-    return int(above[0]) if above.size else None
+    if isinstance(values, np.ndarray):
+        noisy = noise.add_laplace(np.asarray(values, dtype=np.float64), 4.0 * sensitivity / epsilon)
+        above = np.flatnonzero(noisy >= noisy_threshold)
+        return int(above[0]) if above.size else None
+    for index, value in enumerate(values):
+        if noise.add_laplace(np.array([float(value)]), 4.0 * sensitivity / epsilon)[0] >= noisy_threshold:
+            return index
+    return None
+
+
+def stable_argmax(counts: np.ndarray, epsilon: float, delta: float, noise: NoiseSource) -> int | None:
+    """The heaviest bin of a histogram by the stability-based mechanism, *unaccounted*: (epsilon, delta)-DP.
+
+    ``counts`` lists the non-empty bins only (of a possibly infinite,
+    data-independent universe; a point falls in one bin).  Each gets
+    Laplace(2/epsilon) noise; bins whose noisy count is below
+    1 + 2 ln(2/delta) / epsilon are suppressed (an empty bin of the
+    neighbour can only appear with probability delta); the index of the
+    largest surviving noisy count is returned, or ``None``.
+    """
+    epsilon = positive_finite("epsilon", epsilon)
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.size == 0:
+        return None
+    noisy = noise.add_laplace(counts, 2.0 / epsilon)
+    best = int(np.argmax(noisy))
+    return best if noisy[best] >= 1.0 + 2.0 * math.log(2.0 / delta) / epsilon else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,279 @@
+"""The 1-cluster problem (seed 001): GoodRadius, GoodCenter, and k clusters by repetition.
+
+Given t, find a ball holding about t points whose radius is within a
+constant of the smallest such ball's.  Everything runs in the unit box of the
+declared bounds, on the curator's side (``oracle.run_mechanism``): the steps
+are not noisy sums.
+
+**GoodRadius.**  For a radius r let c_r(x) = min(t, #points within r of x)
+and L(r) = (1/t) * (sum of the t largest c_r(x)).  Adding or removing a
+point changes every capped count by at most 1 and the top-t set by at most
+one member, so L has sensitivity 2.  L is non-decreasing in r; the sparse
+vector technique (AboveThreshold, eps_R) walks a public geometric grid of
+radii upwards and releases the first r whose noisy L clears t - slack, with
+slack = 16 (ln J + ln(2/beta)) / eps_R its accuracy margin (Dwork & Roth
+Thm 3.24 at sensitivity 2), but never below t/2 (a public floor: with too
+little budget for t the search would otherwise stop at once).  Capped counts come from a KD-tree: ball counts
+while they are cheap, and, once the balls get crowded, one t-nearest-
+neighbour query whose t distances per point give c_r(x) for every remaining
+radius -- so the work is at most O(n t log n), never quadratic.  Radii are
+evaluated lazily: the ones after the crossing are never computed.
+
+**GoodCenter.**  (1) A public JL map to d' = ceil(ln n) dimensions when
+that is smaller than d.  (2) Randomly shifted grids of boxes of side
+5 r in the projected space; AboveThreshold (eps_S, sensitivity 1) over up
+to ``shifts`` shifts stops at the first whose fullest box clears t - slack.
+(3) The stability-based histogram (eps_B, delta_B) picks that shift's heavy
+box (one point is in one box).  (4) A public random rotation; on each of the
+d axes, report-noisy-max (eps_A / d, permute-and-flip) over the public,
+finite set of intervals of length r covering [-sqrt(d), sqrt(d)] (where the
+rotated unit box lies) picks a heavy interval, widened by 2r on each side --
+it then contains the projection of any ball of radius r that it meets.  (5)
+NoisyAVG (eps_G, delta_G) of the points inside the resulting (public) box,
+its diagonal as the diameter -- the seed averages inside the box's bounding
+ball, but in moderate d that ball holds a large share of any background --
+then (6) NoisyAVG (eps_F, delta_F) of the points within 2r of that estimate,
+diameter 4r, which removes most of the remaining background and noise.
+
+Basic composition of the six parts gives the total; the steps are recorded
+separately in ``privacy_spent_``.  A step that finds nothing (no crossing,
+no box above the stability threshold) makes the output a uniform point of
+the box: that reveals only the (private) failure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from ..geometry.grid import cell_ids
+from ..privacy.budget import Spend
+from ..privacy.mechanisms import NoisyAverage, first_above_threshold, stable_argmax
+from ..privacy.noise import NoiseSource
+from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register
+
+__all__ = ["OneClusterPlan", "CappedCounts", "good_radius", "good_center", "locate", "radius_grid"]
+
+DEFAULT_SPLIT = {"radius": 0.15, "shift": 0.05, "box": 0.05, "axes": 0.2, "average": 0.3, "refine": 0.25}
+RADIUS_RATIO = math.sqrt(2.0)
+RADIUS_RANGE = 2.0**-12  # the smallest radius, relative to the unit box's diameter
+FAILURE_PROBABILITY = 0.05  # beta in the sparse-vector slack
+KNN_SWITCH = 1.0  # ball counts until their total passes n t (then one t-NN query is cheaper)
+REFINE_RADIUS = 2.0  # the second average is over the ball of radius 2r about the first estimate
+BOX_SIDE = 5.0  # GoodCenter's boxes have side BOX_SIDE * r: big enough to catch a ball, small enough to be sparse
+
+
+@dataclass(frozen=True)
+class OneClusterPlan:
+    """Every share of the budget, fixed before data are read."""
+
+    epsilon: float
+    delta: float
+    split: dict
+    shifts: int = 30
+
+    def part(self, name: str) -> float:
+        return self.split[name] * self.epsilon
+
+    @property
+    def part_delta(self) -> float:
+        return self.delta / 3.0  # the heavy box and the two averages share delta
+
+    def spends(self, prefix: str = "1-cluster") -> list[Spend]:
+        dd = self.part_delta
+        return [
+            Spend(f"{prefix}: GoodRadius (sparse vector)", epsilon=self.part("radius")),
+            Spend(f"{prefix}: box shift (sparse vector)", epsilon=self.part("shift")),
+            Spend(f"{prefix}: heavy box (stability histogram)", epsilon=self.part("box"), delta=dd),
+            Spend(f"{prefix}: heavy interval per axis (noisy max)", epsilon=self.part("axes")),
+            Spend(f"{prefix}: NoisyAVG in the box", epsilon=self.part("average"), delta=dd),
+            Spend(f"{prefix}: NoisyAVG in the ball of radius r", epsilon=self.part("refine"), delta=dd),
+        ]
+
+
+def make_plan(epsilon: float, delta: float, split: dict | None = None, shifts: int = 30) -> OneClusterPlan:
+    if delta <= 0:
+        raise ValueError("1-cluster needs delta > 0 (its stability histograms and NoisyAVG are (epsilon, delta)-DP)")
+    shares = dict(DEFAULT_SPLIT) if split is None else dict(split)
+    if set(shares) != set(DEFAULT_SPLIT):
+        raise ValueError(
+            f"the 1-cluster budget split needs exactly the parts {sorted(DEFAULT_SPLIT)}, got {sorted(shares)}"
+        )
+    if any(not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for v in shares.values()):
+        raise ValueError(f"every 1-cluster budget share must be positive, got {shares}")
+    if abs(sum(shares.values()) - 1.0) > 1e-9:
+        raise ValueError(f"the 1-cluster budget shares must sum to 1, got {sum(shares.values()):.6g}")
+    if isinstance(shifts, bool) or not isinstance(shifts, int) or shifts < 1:
+        raise ValueError(f"shifts must be a positive integer, got {shifts!r}")
+    return OneClusterPlan(float(epsilon), float(delta), shares, shifts)
+
+
+def radius_grid(d: int) -> np.ndarray:
+    """The public radii, ascending: the unit box's diameter times RADIUS_RATIO^-j, down to 2^-12 of it."""
+    diameter = 2.0 * math.sqrt(d)
+    count = int(math.ceil(math.log(1.0 / RADIUS_RANGE, RADIUS_RATIO))) + 1
+    return diameter * RADIUS_RATIO ** -np.arange(count)[::-1]
+
+
+def _slack(sensitivity: float, queries: int, epsilon: float) -> float:
+    return 8.0 * sensitivity * (math.log(queries) + math.log(2.0 / FAILURE_PROBABILITY)) / epsilon
+
+
+class CappedCounts:
+    """L(r) for increasing r: the mean of the t largest capped neighbour counts (sensitivity 2).
+
+    Ball counts come from a KD-tree (scipy's, on every core); their cost
+    grows with the counts, so once a radius's counts total more than n t, one
+    t-nearest-neighbour query (O(n t log n)) serves every larger radius.
+    Points already at the cap stay there and are not recounted.
+    """
+
+    def __init__(self, points: np.ndarray, t: int):
+        self.points = points
+        self.t = int(t)
+        self.tree = cKDTree(points) if len(points) else None
+        self._counts = np.zeros(len(points), dtype=np.int64)
+        self._knn: np.ndarray | None = None  # sorted distances to the t nearest points, per point
+
+    def capped(self, r: float) -> np.ndarray:
+        n = len(self.points)
+        if n == 0:
+            return np.zeros(0)
+        if self._knn is not None:
+            return (self._knn <= r).sum(axis=1)
+        if self._counts.sum() > KNN_SWITCH * n * self.t:
+            self._knn = self.tree.query(self.points, k=min(self.t, n), workers=-1)[0].reshape(n, -1)
+            return (self._knn <= r).sum(axis=1)
+        open_ = np.flatnonzero(self._counts < self.t)
+        found = self.tree.query_ball_point(self.points[open_], r, return_length=True, workers=-1)
+        self._counts[open_] = np.minimum(found, self.t)
+        return self._counts.copy()
+
+    def L(self, r: float) -> float:
+        counts = self.capped(r)
+        top = counts if counts.size <= self.t else np.partition(counts, counts.size - self.t)[-self.t :]
+        return float(top.sum()) / self.t
+
+
+def good_radius(points: np.ndarray, t: int, epsilon: float, noise: NoiseSource, radii: np.ndarray) -> float | None:
+    """The first radius of ``radii`` whose noisy L(r) clears t - slack (epsilon-DP); None if none does."""
+    stats = CappedCounts(points, t)
+    threshold = max(t - _slack(2.0, len(radii), epsilon), t / 2.0)
+    index = first_above_threshold((stats.L(r) for r in radii), threshold, epsilon, 2.0, noise)
+    return None if index is None else float(radii[index])
+
+
+def good_center(
+    points: np.ndarray, r: float, t: int, plan: OneClusterPlan, noise: NoiseSource, rng: np.random.Generator
+) -> np.ndarray | None:
+    """GoodCenter (see the module docstring); None when a step finds nothing."""
+    n, d = points.shape
+    dim = min(d, max(1, math.ceil(math.log(max(n, 2)))))
+    projected = points if dim == d else points @ (rng.standard_normal((d, dim)) / math.sqrt(dim))
+    side = BOX_SIDE * r
+    shifts = [rng.uniform(0.0, side, size=dim) for _ in range(plan.shifts)]
+
+    def fullest_box(shift):
+        return np.bincount(cell_ids(projected, side, shift)[0]).max() if n else 0
+
+    threshold = max(t - _slack(1.0, plan.shifts, plan.part("shift")), t / 2.0)
+    chosen = first_above_threshold((fullest_box(s) for s in shifts), threshold, plan.part("shift"), 1.0, noise)
+    if chosen is None:
+        return None
+    box_of, _ = cell_ids(projected, side, shifts[chosen])
+    box = stable_argmax(np.bincount(box_of), plan.part("box"), plan.part_delta, noise)
+    if box is None:
+        return None
+    inside = points[box_of == box]
+
+    rotation, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    rotated = inside @ rotation
+    low, high = np.empty(d), np.empty(d)
+    # The rotated unit box lies in [-sqrt(d), sqrt(d)] on every axis: a public, finite set of intervals.
+    reach = math.sqrt(d)
+    eps_axis = plan.part("axes") / d
+    for axis in range(d):
+        offset = -reach - rng.uniform(0.0, r)
+        n_cells = int(math.ceil((2.0 * reach - offset - reach) / r)) + 1
+        cells = np.clip(np.floor((rotated[:, axis] - offset) / r).astype(np.int64), 0, n_cells - 1)
+        heavy = noise.noisy_argmax(np.bincount(cells, minlength=n_cells).astype(np.float64), 2.0 / eps_axis)
+        low[axis] = offset + heavy * r - 2.0 * r
+        high[axis] = offset + (heavy + 1) * r + 2.0 * r
+    # The box is public (released geometry): average every point of the data set inside it, then
+    # once more inside the ball of radius 2r about that first estimate (far less background there).
+    in_box = np.all(((points @ rotation) >= low) & ((points @ rotation) <= high), axis=1)
+    center_box = ((low + high) / 2.0) @ rotation.T
+    half = float(np.linalg.norm(high - low)) / 2.0
+    first = NoisyAverage(epsilon=plan.part("average"), delta=plan.part_delta, diameter=2.0 * half)
+    center = first.apply(points[in_box].sum(axis=0), in_box.sum(), center_box - half, center_box + half, noise)[0]
+    reach = REFINE_RADIUS * r
+    near = np.einsum("ij,ij->i", points - center, points - center) <= reach * reach
+    second = NoisyAverage(epsilon=plan.part("refine"), delta=plan.part_delta, diameter=2.0 * reach)
+    return second.apply(points[near].sum(axis=0), near.sum(), center - reach, center + reach, noise)[0]
+
+
+def locate(
+    points: np.ndarray, t: int, plan: OneClusterPlan, noise: NoiseSource, rng: np.random.Generator
+) -> tuple[np.ndarray, float, bool]:
+    """(center, radius, found) of one private 1-cluster on unit-box ``points``; costs ``plan.spends()``."""
+    d = points.shape[1]
+    radii = radius_grid(d)
+    r = good_radius(points, t, plan.part("radius"), noise, radii)
+    if r is not None:
+        center = good_center(points, r, t, plan, noise, rng)
+        if center is not None:
+            return np.clip(center, -1.0, 1.0), r, True
+    return noise.uniform(-np.ones(d), np.ones(d)), float(radii[-1]), False
+
+
+ONECLUSTER_OPTIONS = ("t", "budget_split", "shifts", "cover_factor")
+
+
+@register("onecluster")
+def onecluster(ctx: FitContext) -> FitResult:
+    """k clusters by k rounds of 1-cluster, removing each found ball's points (seed 001, Observation 3.5).
+
+    Each round gets 1/k of the budget (basic composition).  ``t`` defaults to
+    n / (2k) from the (public or noisy) row count, so a ball of radius r holds
+    about half a typical cluster; each round's ball is reported, and its
+    points removed, at ``cover_factor`` (default 2) times r, which then covers
+    most of it.  Post-processing: no extra privacy cost.
+    """
+    k = ctx.n_clusters
+    options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
+    eps, delta = ctx.budget.epsilon, ctx.budget.delta
+    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
+    rest = eps - (eps_count or 0.0)
+    plan = make_plan(rest / k, delta / k, options["budget_split"], options["shifts"] or 30)
+    t_given = options["t"]
+    if t_given is not None and (isinstance(t_given, bool) or not isinstance(t_given, (int, np.integer)) or t_given < 1):
+        raise ValueError(f"t must be a positive integer, got {t_given!r}")
+    rounds = [s for i in range(k) for s in plan.spends(f"1-cluster round {i + 1}")]
+    factor = 2.0 if options["cover_factor"] is None else options["cover_factor"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"cover_factor must be a positive number, got {factor!r}")
+    ctx.oracle.accountant.check(rounds + ([Spend("rows", epsilon=eps_count)] if eps_count else []))
+    n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
+    t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))
+    rng = ctx.randomness.geometry()
+
+    def rounds_of_one_cluster(rows):
+        points = rows.map_rows(lambda chunk: np.array(chunk, dtype=np.float64))
+        centers, radii, found = [], [], []
+        remaining = points
+        for i in range(k):
+            center, radius, ok = locate(remaining, t, plan, ctx.oracle.noise, rng)
+            radius *= factor
+            centers.append(center)
+            radii.append(radius)
+            found.append(ok)
+            remaining = remaining[np.einsum("ij,ij->i", remaining - center, remaining - center) > radius * radius]
+            if ctx.callback is not None:
+                ctx.callback(i + 1, k)
+        return np.array(centers), np.array(radii), found
+
+    centers, radii, found = ctx.oracle.run_mechanism(rounds, rounds_of_one_cluster)
+    return FitResult(centers, k, n, {"radii": radii, "found": found, "t": t})
