@@ -247,7 +247,7 @@ def _noisy_average():
     return sampler(base), sampler(np.vstack([base, [[1.0]]])), eps, delta
 
 
-def _algorithm(algorithm: str):
+def _algorithm(algorithm: str, params: dict | None = None):
     from .estimator import KMeans
 
     eps, delta = 1.0, 1e-3
@@ -266,6 +266,7 @@ def _algorithm(algorithm: str):
                 random_state=seed,
                 public_n=30,
                 max_iter=2,
+                algorithm_params=params,
             ).fit(X)
             # How close any released center came to the lone corner point.
             return float(np.linalg.norm(model.cluster_centers_ - 1.0, axis=1).min())
@@ -288,6 +289,7 @@ AUDITS: dict[str, Callable[[], tuple]] = {
     "fastlloyd": lambda: _algorithm("fastlloyd"),
     "glloyd": lambda: _algorithm("glloyd"),
     "sulloyd": lambda: _algorithm("sulloyd"),
+    "greedy (exponential mechanism)": lambda: _algorithm("greedy", {"selection": "exponential", "levels": 4}),
 }
 
 # A deliberately broken mechanism (half the Laplace noise it claims): an audit must catch it.

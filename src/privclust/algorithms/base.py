@@ -12,7 +12,16 @@ from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism
 from ..privacy.noise import Randomness
 from ..queries.base import AggregateOracle, count_query
 
-__all__ = ["FitContext", "FitResult", "ALGORITHMS", "register", "estimate_rows", "count_mechanism", "algorithm_params"]
+__all__ = [
+    "FitContext",
+    "FitResult",
+    "ALGORITHMS",
+    "register",
+    "estimate_rows",
+    "count_mechanism",
+    "algorithm_params",
+    "weighted_kmeans",
+]
 
 
 @dataclass
@@ -60,6 +69,22 @@ def algorithm_params(ctx: FitContext, algorithm: str, known: tuple[str, ...]) ->
     if unknown:
         raise ValueError(f"unknown {algorithm} parameters {sorted(unknown)}; it accepts {list(known)}")
     return {key: given.get(key) for key in known}
+
+
+def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Non-private weighted k-means of released points (post-processing); keeps the heaviest if at most k weigh."""
+    import warnings
+
+    from sklearn.cluster import KMeans as SkKMeans
+    from sklearn.exceptions import ConvergenceWarning
+
+    heavy = np.flatnonzero(weights > 0)
+    if heavy.size <= k:
+        return points[np.argsort(-weights, kind="stable")[:k]]
+    model = SkKMeans(n_clusters=k, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate released points are expected
+        return model.fit(points[heavy], sample_weight=weights[heavy]).cluster_centers_
 
 
 def count_mechanism(*, mu: float | None = None, epsilon: float | None = None) -> Mechanism:

@@ -48,7 +48,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import KMeans as SkKMeans
 
 from ..geometry.grid import dense_ids
 from ..geometry.projection import BallProjection, default_projection_dim
@@ -56,9 +55,9 @@ from ..privacy.budget import Spend
 from ..privacy.gdp import gdp_mu
 from ..privacy.mechanisms import LaplaceMechanism, NoisyAverage, NonPrivate, sample_exponential
 from ..privacy.noise import NoiseSource
-from ..queries.base import BucketSumQuery, ValueBlock
-from ..queries.voronoi import nearest_center
-from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register
+from ..queries.base import ValueBlock
+from ..queries.voronoi import count_values, projected_cells_query
+from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register, weighted_kmeans
 from .lloyd import fastlloyd_eta, radius_step, run_lloyd
 
 __all__ = ["MaxCoverPlan", "greedy_grid_cover", "maxcover"]
@@ -255,27 +254,8 @@ def _uniform_uncovering(radix: np.ndarray, listed: np.ndarray, noise: NoiseSourc
             return index
 
 
-def _nearest_query(label: str, project: BallProjection, centers: np.ndarray, blocks, with_rows: bool):
-    def contribution(chunk):
-        nearest, _ = nearest_center(project(chunk), centers)
-        values = np.empty((chunk.shape[0], chunk.shape[1] + 1 if with_rows else 1))
-        if with_rows:
-            values[:, :-1] = chunk
-        values[:, -1] = 1.0
-        return nearest, values
-
-    return BucketSumQuery(label=label, n_buckets=centers.shape[0], blocks=blocks, contribution=contribution)
-
-
-def _weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Non-private k-means of the proxy (post-processing); keeps the heaviest points if fewer than k carry weight."""
-    heavy = np.flatnonzero(weights > 0)
-    if heavy.size <= k:
-        top = np.argsort(-weights, kind="stable")[:k]
-        return points[top]
-    seed = int(rng.integers(0, 2**31 - 1))
-    model = SkKMeans(n_clusters=k, n_init=3, random_state=seed).fit(points[heavy], sample_weight=weights[heavy])
-    return model.cluster_centers_
+def _rows_and_one(chunk: np.ndarray) -> np.ndarray:
+    return np.hstack([chunk, np.ones((chunk.shape[0], 1))])
 
 
 @register("maxcover")
@@ -304,17 +284,17 @@ def maxcover(ctx: FitContext) -> FitResult:
     )
     proxy = LaplaceMechanism.calibrated(spec.eps_proxy, sensitivity=1.0)
     counts = ctx.oracle.release(
-        _nearest_query(proxy_spend.label, project, candidates, (ValueBlock("count", 1, proxy),), with_rows=False)
+        projected_cells_query(proxy_spend.label, project, candidates, [ValueBlock("count", 1, proxy)], count_values)
     )["count"][:, 0]
     # Post-processing: a candidate whose noisy count is within the largest noise expected among
     # |C| empty ones carries no signal, and would only pull centers towards empty space.
     floor = math.log(max(candidates.shape[0], 2)) / spec.eps_proxy
     weights = np.where(counts > floor, counts, 0.0)
-    projected_centers = _weighted_kmeans(candidates, weights, k, rng)
+    projected_centers = weighted_kmeans(candidates, weights, k, rng)
 
     average = NoisyAverage(epsilon=spec.eps_average, delta=spec.delta_average, diameter=2.0 * math.sqrt(d))
-    split = _nearest_query(
-        average_spend.label, project, projected_centers, (ValueBlock("parts", d + 1, NonPrivate()),), with_rows=True
+    split = projected_cells_query(
+        average_spend.label, project, projected_centers, [ValueBlock("parts", d + 1, NonPrivate())], _rows_and_one
     )
 
     def noisy_averages(rows):

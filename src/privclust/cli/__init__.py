@@ -185,6 +185,57 @@ def fit(
     console.print(f"centers written to {output}" + (f", plot to {plot}" if plot else ""))
 
 
+@app.command()
+def elbow(
+    data: Optional[str] = typer.Argument(
+        None, help="A CSV / Parquet / .npy file, or a bundled data set name (default: s1)."
+    ),
+    k_max: int = typer.Option(30, "--k-max", help="Largest k of the curve."),
+    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon (the whole curve)."),
+    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta."),
+    bounds: Optional[str] = typer.Option(None, help="Public per-feature bounds 'LOWER,UPPER' (required for files)."),
+    radius: Optional[float] = typer.Option(None, help="Public bound: points lie in the ball of this radius."),
+    seed: Optional[int] = typer.Option(None, help="Seed for reproducible experiments (not for real releases)."),
+    plot: Path = typer.Option(Path("elbow.png"), help="Where to save the curve."),
+    as_json: bool = typer.Option(False, "--json", help="Print the curve as JSON."),
+) -> None:
+    """The private elbow curve: one greedy run gives a noisy cost for every k <= k-max (seed 000)."""
+    from ..elbow import elbow_curve
+
+    try:
+        X, _, default_bounds, described = _load(data)
+        chosen = _parse_bounds(bounds, radius)
+        chosen = default_bounds if chosen is None else chosen
+        if chosen is None:
+            fail("this file needs public bounds: --bounds LOWER,UPPER or --radius R")
+        with err_console.status(f"greedy with k = {k_max} on {X.shape[0]:,} rows"):
+            curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed)
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
+        fail(str(exc))
+    curve.plot(plot)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "ks": curve.ks.tolist(),
+                    "costs": curve.costs.tolist(),
+                    "elbow": curve.elbow,
+                    "privacy_spent": curve.privacy_spent.as_dict(),
+                }
+            )
+        )
+        return
+    table = Table(title=f"private elbow curve on {described}", show_header=True)
+    table.add_column("k", justify="right")
+    table.add_column("noisy cost", justify="right")
+    for k, cost in zip(curve.ks, curve.costs):
+        table.add_row(f"{k}" + (" <- elbow" if k == curve.elbow else ""), f"{cost:.4g}")
+    console.print(table)
+    console.print(f"elbow at k = {curve.elbow}; privacy spent {curve.privacy_spent}; plot saved to {plot}")
+    if seed is not None:
+        console.print("--seed was given: noise came from numpy samplers; do not publish this result.")
+
+
 @app.command("datasets")
 def list_datasets() -> None:
     """List the bundled benchmark data sets."""

@@ -40,6 +40,8 @@ __all__ = [
     "BucketSumQuery",
     "AggregateOracle",
     "ExactAccess",
+    "sparse_threshold",
+    "sparse_spends",
     "clip_blocks",
     "row_norms",
     "count_query",
@@ -164,6 +166,20 @@ class AggregateOracle(ABC):
     def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
         """Noisy sums, one ``(n_buckets, width)`` array per block name."""
 
+    def release_sparse(self, query: BucketSumQuery, delta: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Noisy sums of the non-empty buckets whose noisy first column clears a threshold.
+
+        For queries over huge bucket universes (every ball of a fine net):
+        Gaussian partition selection.  Buckets holding rows get the block
+        noise as in :meth:`release`; a bucket is kept when its noisy first
+        value reaches ``sparse_threshold(mechanism, delta)``.  A bucket only
+        one neighbour has holds one row, so its first value is at most the
+        sensitivity and it is released with probability at most ``delta``:
+        the release costs the blocks' spends plus (0, delta).  Returns
+        (bucket ids, {block name: (kept, width) array}).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no sparse release")
+
     def run_mechanism(self, spends: list[Spend], mechanism: Callable[["ExactAccess"], T]) -> T:
         """Run a mechanism that needs exact access to the rows (central model only).
 
@@ -179,6 +195,19 @@ class AggregateOracle(ABC):
         )
 
 
+def sparse_threshold(mechanism, delta: float) -> float:
+    """The keep-threshold of :meth:`AggregateOracle.release_sparse` for a Gaussian first block."""
+    from scipy.stats import norm
+
+    if not 0 < delta < 1:
+        raise ValueError(f"the sparse release's delta must lie in (0, 1), got {delta!r}")
+    return float(mechanism.sensitivity + mechanism.std * norm.isf(delta))
+
+
+def sparse_spends(query: BucketSumQuery, delta: float) -> list[Spend]:
+    return [*query.spends(), Spend(f"{query.label}/threshold", delta=float(delta))]
+
+
 class ExactAccess(ABC):
     """What a central-model mechanism may read: the transformed rows, chunk by chunk, or exact sums."""
 
@@ -189,3 +218,7 @@ class ExactAccess(ABC):
     @abstractmethod
     def sums(self, query: BucketSumQuery) -> np.ndarray:
         """The exact clipped per-bucket sums of ``query``, shape (n_buckets, width)."""
+
+    @abstractmethod
+    def sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
+        """(ids of the non-empty buckets, their exact clipped sums)."""

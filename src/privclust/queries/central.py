@@ -25,7 +25,7 @@ from scipy import sparse
 from .._parallel import map_chunks
 from ..privacy.budget import PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
-from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, ExactAccess, clip_blocks
+from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, ExactAccess, clip_blocks, sparse_spends, sparse_threshold
 from .voronoi import VoronoiCells
 
 __all__ = ["CentralOracle", "bucket_sums", "chunk_rows_for"]
@@ -121,6 +121,42 @@ class CentralOracle(AggregateOracle):
             self.accountant.spend(spend)
         return out
 
+    def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
+        """(ids of the non-empty buckets, their exact clipped sums); callers must noise them before release."""
+
+        def chunk_part(chunk: _Chunk):
+            buckets, values = query.contribution(chunk.rows)
+            values = clip_blocks(np.asarray(values, dtype=np.float64), query)
+            keep = np.asarray(buckets) >= 0
+            return np.asarray(buckets, dtype=np.int64)[keep], values[keep]
+
+        parts = (
+            map_chunks(chunk_part, self._prepared)
+            if self._prepared is not None
+            else [chunk_part(c) for c in self._chunks()]
+        )
+        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        values = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, query.width))
+        unique, inverse = np.unique(ids, return_inverse=True)
+        sums = np.stack(
+            [np.bincount(inverse, weights=values[:, j], minlength=unique.size) for j in range(query.width)], 1
+        )
+        return unique, sums.reshape(unique.size, query.width)
+
+    def release_sparse(self, query: BucketSumQuery, delta: float):
+        spends = sparse_spends(query, delta)
+        first = query.blocks[0].mechanism
+        threshold = sparse_threshold(first, delta)
+        self.accountant.check(spends)
+        ids, total = self.exact_sparse_sums(query)
+        out = {}
+        for block, cols in query.block_slices():
+            out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
+        for spend in spends:
+            self.accountant.spend(spend)
+        keep = out[query.blocks[0].name][:, 0] >= threshold
+        return ids[keep], {name: values[keep] for name, values in out.items()}
+
     def run_mechanism(self, spends: list[Spend], mechanism):
         self.accountant.check(spends)
         out = mechanism(_CentralAccess(self))
@@ -143,3 +179,6 @@ class _CentralAccess(ExactAccess):
 
     def sums(self, query):
         return self._oracle.exact_sums(query)
+
+    def sparse_sums(self, query):
+        return self._oracle.exact_sparse_sums(query)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import row_norms
+from .base import BucketSumQuery, row_norms
 
-__all__ = ["VoronoiCells", "nearest_center", "FLOAT_MARGIN"]
+__all__ = ["VoronoiCells", "nearest_center", "FLOAT_MARGIN", "projected_cells_query", "count_values", "moment_values"]
 
 FLOAT_MARGIN = 1e-9
 BLOCK_CELLS = 2**19
@@ -108,3 +108,29 @@ class VoronoiCells:
         count_weight = 1.0 if count_mech.norm is None else min(1.0, count_mech.sensitivity)
         out[:, d] = np.bincount(cells, minlength=k) * count_weight
         return out
+
+
+def count_values(chunk: np.ndarray) -> np.ndarray:
+    """Value row [1]: the query counts its bucket's rows."""
+    return np.ones((chunk.shape[0], 1))
+
+
+def moment_values(chunk: np.ndarray) -> np.ndarray:
+    """Value row [x, |x|^2, 1]: a bucket's sum, sum of squared norms and size (seed 000, Lemma 2.5)."""
+    d = chunk.shape[1]
+    out = np.empty((chunk.shape[0], d + 2))
+    out[:, :d] = chunk
+    out[:, d] = np.einsum("ij,ij->i", chunk, chunk)
+    out[:, d + 1] = 1.0
+    return out
+
+
+def projected_cells_query(label: str, project, centers: np.ndarray, blocks, values) -> BucketSumQuery:
+    """Buckets: the Voronoi cells of public ``centers`` in the space that ``project`` maps rows to
+    (e.g. a JL projection); value rows: ``values(chunk)`` of the original rows."""
+
+    def contribution(chunk):
+        nearest, _ = nearest_center(project(chunk), centers)
+        return nearest, values(chunk)
+
+    return BucketSumQuery(label=label, n_buckets=centers.shape[0], blocks=tuple(blocks), contribution=contribution)

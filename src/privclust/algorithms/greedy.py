@@ -1,0 +1,494 @@
+"""The private Mettu-Plaxton greedy (seed 000, Algorithm 1) with JL lifting, boosting and the elbow curve.
+
+Public geometry (``geometry.nets``): levels of balls of radius r_i = top 2^-i
+on shifted grids.  The value of a ball B(x, r) is sum over its points of
+(r - |p - x|)^z (z = 2: k-means, z = 1: k-median); we keep it in units of
+r^z, so one point adds at most 1 to a ball of its level.
+
+The greedy, k times: take an (approximately) maximal-value *available* ball
+(over all levels), then descend to its best available child (a ball of the
+next level whose center is within r of it) until the finest level or until
+no child is left; the last ball's center is the next center.  A ball
+B(x, r) is *forbidden* by a chosen center c when |x - c| <= ``forbid`` * r.
+The first j centers solve j-clustering for every j <= k at once.
+
+Two ways to choose, both private:
+
+* ``selection="histogram"`` (any privacy model): per level and per
+  sub-lattice one sparse Gaussian release of the balls' values through the
+  oracle (``release_sparse``); the greedy is then post-processing of the
+  released histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
+  1 (GDP-composed) plus the partition-selection delta.
+* ``selection="exponential"`` (central model): every choice is an
+  exponential-mechanism draw on the exact values, the head over every
+  available ball of every level -- the empty ones implicitly -- and each
+  descent over the explicitly listed children.  Accounting: the seed proves
+  a per-level bound (Lemma F.2) whose constants are not legible in our copy
+  of the paper, so we charge a bound we can prove: each draw with parameter
+  eps' is eps'^2/8-zCDP (the exponential mechanism is bounded-range; Cesar &
+  Rogers 2021), at most k * levels draws compose to rho = k L eps'^2 / 8,
+  converted to (eps_sel, delta_sel); eps' is solved from the selection's
+  share.  This charges per choice; it is valid, and looser than the seed's.
+
+Then (Lemma 2.2) *lifting*: the Voronoi cells of the centers in the projected
+space split the original rows; one Gaussian release of every cell's sum,
+sum of squared norms and size (l2 sensitivities sqrt(d), d and 1 in the unit
+box) gives the centers in the original space and, by Lemma 2.5, each cell's
+cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  Boosting the
+approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster their
+lifted means weighted by the noisy sizes (post-processing).  Boosting the
+success probability (Corollary 2.6): ``restarts`` independent runs, each with
+1/restarts of the budget, keep the one with the lowest estimated cost.  The
+elbow curve: the prefix solutions' costs estimated from one run's release.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..geometry.nets import Level, make_levels
+from ..geometry.projection import BallProjection
+from ..privacy.budget import Spend
+from ..privacy.gdp import gdp_mu
+from ..privacy.mechanisms import GaussianMechanism, NonPrivate, sample_exponential
+from ..privacy.noise import NoiseSource
+from ..queries.base import AggregateOracle, BucketSumQuery, ValueBlock, sparse_spends
+from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
+from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
+
+__all__ = ["GreedyPlan", "LevelValues", "plan", "run_greedy", "lift", "prefix_cost_query", "find_elbow", "greedy"]
+
+OPTIONS = (
+    "z",
+    "levels",
+    "forbid",
+    "selection",
+    "projection_dim",
+    "boost",
+    "restarts",
+    "selection_share",
+    "level_growth",
+)
+SELECTIONS = ("histogram", "exponential")
+
+
+@dataclass(frozen=True)
+class GreedyPlan:
+    """Every parameter and every share of the budget, fixed before data are read."""
+
+    k: int  # centers the greedy computes (boost * n_clusters)
+    z: int
+    levels: int
+    forbid: float
+    selection: str
+    projection_dim: int | None  # None: no projection (d small)
+    restarts: int
+    mu_lift: float
+    mu_release: tuple[float, ...] | None  # histogram: per sub-lattice release, by level
+    delta_release: float | None
+    eps_draw: float | None  # exponential: eps' of each draw
+    selection_spend: Spend | None
+
+
+def _int_option(value, name: str, default: int, low: int = 1, high: int | None = None) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high and value > high):
+        bound = f"between {low} and {high}" if high else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+    return int(value)
+
+
+def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
+    """Validate the options and split the budget; raises before any data is read.
+
+    The greedy computes ``boost`` times the fit's k centers, or exactly ``n_clusters`` when given
+    (the elbow curve needs the greedy's own prefixes).
+    """
+    o = algorithm_params(ctx, "greedy", OPTIONS)
+    k = n_clusters or ctx.n_clusters
+    z = _int_option(o["z"], "z", 2, 1, 2)
+    levels = _int_option(o["levels"], "levels", 8, 2, 30)
+    boost = _int_option(o["boost"], "boost", 2, 1, 10) if n_clusters is None else 1
+    restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
+    forbid = 4.0 if o["forbid"] is None else o["forbid"]
+    if isinstance(forbid, bool) or not isinstance(forbid, (int, float)) or not 1.0 <= forbid <= 64.0:
+        raise ValueError(f"forbid must be a number in [1, 64], got {forbid!r}")
+    selection = o["selection"] or "histogram"
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    d = ctx.n_features
+    dim = o["projection_dim"]
+    if dim is not None:
+        dim = _int_option(dim, "projection_dim", 2, 1, 8)
+    elif d > 3:
+        dim = min(4, max(2, math.ceil(math.log2(max(k, 2)))))
+    if dim is not None and dim >= d:
+        dim = None
+    share = 0.6 if o["selection_share"] is None else o["selection_share"]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ValueError(f"selection_share must lie in (0, 1), got {share!r}")
+    if ctx.budget.delta <= 0:
+        raise ValueError("the greedy needs delta > 0 (Gaussian releases)")
+
+    eps, delta = ctx.budget.epsilon / restarts, ctx.budget.delta / restarts
+    centers = boost * k
+    work_dim = dim or d
+    growth = 1.0 if o["level_growth"] is None else o["level_growth"]
+    if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.0 <= growth <= 16.0:
+        raise ValueError(f"level_growth must be a number in [1, 16], got {growth!r}")
+    if selection == "histogram":
+        releases = levels * 3**work_dim
+        mu = gdp_mu(eps, delta / 2.0)
+        # Level i gets a share of mu^2 proportional to growth^i: fine levels hold small values and need
+        # the least noise; coarse balls hold many points and stand out anyway.
+        weights = np.array([growth**i for i in range(levels)])
+        per_level = math.sqrt(share) * mu * np.sqrt(weights / weights.sum())
+        mu_release = tuple(float(m) / 3 ** (work_dim / 2.0) for m in per_level)
+        spec = dict(
+            mu_lift=math.sqrt(1.0 - share) * mu,
+            mu_release=mu_release,
+            delta_release=delta / 2.0 / releases,
+            eps_draw=None,
+            selection_spend=None,
+        )
+    else:
+        eps_sel, delta_sel = share * eps, delta / 2.0
+        log_inv = math.log(1.0 / delta_sel)
+        rho = (math.sqrt(log_inv + eps_sel) - math.sqrt(log_inv)) ** 2  # eps = rho + 2 sqrt(rho ln(1/delta))
+        spec = dict(
+            mu_lift=gdp_mu((1.0 - share) * eps, delta / 2.0),
+            mu_release=None,
+            delta_release=None,
+            eps_draw=math.sqrt(8.0 * rho / (centers * levels)),
+            selection_spend=Spend("greedy: exponential-mechanism choices (zCDP)", epsilon=eps_sel, delta=delta_sel),
+        )
+    result = GreedyPlan(
+        k=centers,
+        z=z,
+        levels=levels,
+        forbid=float(forbid),
+        selection=selection,
+        projection_dim=dim,
+        restarts=restarts,
+        **spec,
+    )
+    ctx.oracle.accountant.check(planned_spends(result, d) * restarts)
+    return result
+
+
+def _lift_query(label: str, project, centers: np.ndarray, plan_: GreedyPlan, d: int) -> BucketSumQuery:
+    mu = plan_.mu_lift / math.sqrt(3.0)
+    blocks = [
+        ValueBlock("sum", d, GaussianMechanism.for_mu(mu, math.sqrt(d))),
+        ValueBlock("sumsq", 1, GaussianMechanism.for_mu(mu, float(d))),
+        ValueBlock("count", 1, GaussianMechanism.for_mu(mu, 1.0)),
+    ]
+    return projected_cells_query(label, project, centers, blocks, moment_values)
+
+
+def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int, mechanism) -> BucketSumQuery:
+    def contribution(chunk):
+        ids, value = level.ball_of(project(chunk), residue, z)
+        return ids, value[:, None]
+
+    return BucketSumQuery(
+        label=label,
+        n_buckets=int(np.prod(level.radix.astype(float))) or 1,
+        blocks=(ValueBlock("value", 1, mechanism),),
+        contribution=contribution,
+    )
+
+
+def planned_spends(plan_: GreedyPlan, d: int) -> list[Spend]:
+    spends = []
+    if plan_.selection == "histogram":
+        dim = plan_.projection_dim or d
+        for mu in plan_.mu_release:
+            mechanism = GaussianMechanism.for_mu(mu, 1.0)
+            probe = BucketSumQuery("greedy level", 1, (ValueBlock("value", 1, mechanism),), lambda c: (None, None))
+            spends += sparse_spends(probe, plan_.delta_release) * 3**dim
+    else:
+        spends.append(plan_.selection_spend)
+    spends += [GaussianMechanism.for_mu(plan_.mu_lift / math.sqrt(3.0), 1.0).spend("greedy: lifting")] * 3
+    return spends
+
+
+@dataclass
+class LevelValues:
+    """One level's ball values (exact, or noisy and released), by sorted ball id; values in units of r^z."""
+
+    level: Level
+    ids: np.ndarray
+    values: np.ndarray
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.ids, ids)
+        at = np.minimum(at, max(self.ids.size - 1, 0))
+        found = (self.ids.size > 0) & (self.ids[at] == ids) if self.ids.size else np.zeros(ids.shape, bool)
+        return np.where(found, self.values[at] if self.ids.size else 0.0, 0.0)
+
+
+def _merge(level: Level, parts: list[tuple[np.ndarray, np.ndarray]]) -> LevelValues:
+    ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    values = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    order = np.argsort(ids)
+    return LevelValues(level, ids[order], values[order])
+
+
+def released_values(oracle: AggregateOracle, levels: list[Level], project, plan_: GreedyPlan) -> list[LevelValues]:
+    """The histogram selection's releases: one sparse Gaussian release per level and sub-lattice."""
+    tables = []
+    for level in levels:
+        mechanism = GaussianMechanism.for_mu(plan_.mu_release[level.index], 1.0)
+        parts = []
+        for residue in level.sublattices():
+            query = _level_query(f"greedy level {level.index}", level, residue, project, plan_.z, mechanism)
+            ids, out = oracle.release_sparse(query, plan_.delta_release)
+            parts.append((ids, out["value"][:, 0]))
+        tables.append(_merge(level, parts))
+    return tables
+
+
+def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:
+    """Exact ball values (inside a central mechanism only)."""
+    tables = []
+    for level in levels:
+        parts = []
+        for residue in level.sublattices():
+            query = _level_query("exact", level, residue, project, z, NonPrivate())
+            ids, sums = access.sparse_sums(query)
+            parts.append((ids, sums[:, 0]))
+        tables.append(_merge(level, parts))
+    return tables
+
+
+class _Greedy:
+    """Algorithm 1 over value tables, with a pluggable choice rule."""
+
+    def __init__(self, tables: list[LevelValues], forbid: float, z: int):
+        self.tables, self.forbid, self.z = tables, forbid, z
+        self.chosen: list[np.ndarray] = []
+
+    def available(self, level: Level, centers: np.ndarray) -> np.ndarray:
+        ok = np.ones(centers.shape[0], dtype=bool)
+        for c in self.chosen:
+            ok &= np.linalg.norm(centers - c, axis=1) > self.forbid * level.radius
+        return ok
+
+    def listed_available(self, i: int):
+        table = self.tables[i]
+        m = table.level.decode(table.ids)
+        keep = self.available(table.level, table.level.centers(m)) & (table.values > 0)
+        return m[keep], table.values[keep]
+
+    def children(self, i: int, m: np.ndarray):
+        parent = self.tables[i].level
+        child = self.tables[i + 1]
+        cm = child.level.near(parent.centers(m[None])[0], parent.radius)
+        cm = cm[self.available(child.level, child.level.centers(cm))]
+        return cm, child.lookup(child.level.encode(cm))
+
+    def run(self, k: int, head, child, fallback) -> np.ndarray:
+        for _ in range(k):
+            start = head(self)
+            if start is None:
+                self.chosen.append(fallback())
+                continue
+            i, m = start
+            while i + 1 < len(self.tables):
+                cm, values = self.children(i, m)
+                pick = child(cm, values)
+                if pick is None:
+                    break
+                i, m = i + 1, cm[pick]
+            self.chosen.append(self.tables[i].level.centers(m[None])[0])
+        return np.array(self.chosen)
+
+
+def _argmax_head(greedy: _Greedy):
+    best = None
+    for i in range(len(greedy.tables)):
+        m, values = greedy.listed_available(i)
+        if values.size:
+            j = int(np.argmax(values))
+            score = values[j] * greedy.tables[i].level.radius ** greedy.z
+            if best is None or score > best[0]:
+                best = (score, i, m[j])
+    return None if best is None else best[1:]
+
+
+def _argmax_child(cm: np.ndarray, values: np.ndarray):
+    return int(np.argmax(values)) if values.size and values.max() > 0 else None
+
+
+def _exponential_rules(eps_draw: float, noise: NoiseSource, rng: np.random.Generator):
+    def head(greedy: _Greedy):
+        top = greedy.tables[0].level.radius
+        scores, where, log_empty = [], [], []
+        for i, table in enumerate(greedy.tables):
+            m, values = greedy.listed_available(i)
+            scores.append(values * (table.level.radius / top) ** greedy.z)
+            where += [(i, row) for row in m]
+            log_empty.append(_log_available_empty(greedy, i))
+        log_empty = np.array(log_empty)
+        finite = log_empty[np.isfinite(log_empty)]
+        log_implicit = float(np.logaddexp.reduce(finite)) if finite.size else None
+        pick = sample_exponential(np.concatenate(scores), eps_draw, 1.0, noise, log_implicit)
+        if pick is not None:
+            return where[pick]
+        # an empty ball was drawn: its level in proportion to the level's empty balls, then uniformly
+        weights = np.exp(log_empty - finite.max())  # exp(-inf) = 0 for levels with none
+        i = int(rng.choice(len(weights), p=weights / weights.sum()))
+        return i, _uniform_empty(greedy, i, rng)
+
+    def child(cm: np.ndarray, values: np.ndarray):
+        if values.size == 0:
+            return None
+        return sample_exponential(values, eps_draw, 1.0, noise)
+
+    return head, child
+
+
+def _forbidden_ids(greedy: _Greedy, i: int) -> np.ndarray:
+    level = greedy.tables[i].level
+    parts = [level.encode(level.near(c, greedy.forbid * level.radius)) for c in greedy.chosen]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _log_available_empty(greedy: _Greedy, i: int) -> float:
+    table = greedy.tables[i]
+    taken = np.union1d(table.ids[table.values > 0], _forbidden_ids(greedy, i)).size
+    total = table.level.log_size
+    if taken == 0:
+        return total
+    fraction = math.exp(math.log(taken) - total)
+    return -math.inf if fraction >= 1.0 else total + math.log1p(-fraction)
+
+
+def _uniform_empty(greedy: _Greedy, i: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniform available ball of level i with value 0 (rejection; the selection already happened)."""
+    table = greedy.tables[i]
+    level = table.level
+    taken = set(np.union1d(table.ids[table.values > 0], _forbidden_ids(greedy, i)).tolist())
+    while True:
+        m = rng.integers(level.low, level.high + 1)
+        if int(level.encode(m[None])[0]) not in taken:
+            return m
+
+
+def run_greedy(ctx: FitContext, plan_: GreedyPlan, project, rng: np.random.Generator) -> np.ndarray:
+    """Centers (in the projected space) of one private greedy run."""
+    dim = plan_.projection_dim or ctx.n_features
+    top = 1.0 if plan_.projection_dim else math.sqrt(dim)
+    levels = make_levels(top, plan_.levels, dim, rng)
+    oracle = ctx.oracle
+
+    def fallback():
+        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if plan_.projection_dim else 1.0)
+
+    if plan_.selection == "histogram":
+        tables = released_values(oracle, levels, project, plan_)
+        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, _argmax_head, _argmax_child, fallback)
+
+    head, child = _exponential_rules(plan_.eps_draw, oracle.noise, rng)
+
+    def mechanism(access):
+        tables = exact_values(access, levels, project, plan_.z)
+        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, head, child, fallback)
+
+    return oracle.run_mechanism([plan_.selection_spend], mechanism)
+
+
+@dataclass
+class Lifted:
+    """One Gaussian release over the cells of projected centers: per-cell noisy sum, sum of squares, size."""
+
+    sums: np.ndarray
+    sumsq: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def means(self) -> np.ndarray:
+        means = self.sums / np.maximum(self.counts, 1.0)[:, None]
+        return np.clip(means, -1.0, 1.0)
+
+    def cost(self, assigned: np.ndarray) -> float:
+        """Estimated cost when every cell's rows go to ``assigned[c]`` (Lemma 2.5; cells of size <= 0 skipped)."""
+        use = self.counts > 0
+        m = assigned[use]
+        terms = self.sumsq[use] - 2.0 * np.einsum("ij,ij->i", self.sums[use], m) + self.counts[use] * (m * m).sum(1)
+        return float(np.sum(terms))
+
+
+def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPlan, d: int) -> Lifted:
+    out = oracle.release(_lift_query("greedy: lifting", project, centers, plan_, d))
+    return Lifted(out["sum"], out["sumsq"][:, 0], out["count"][:, 0])
+
+
+def prefix_cost_query(project, centers: np.ndarray, clip: float, mu: float) -> BucketSumQuery:
+    """One bucket, value row (min_{c in first j centers} |T(x) - c|^2 clipped at clip^2) for j = 1 .. k.
+
+    Every entry is at most clip^2, so the row's l2 norm is at most clip^2 sqrt(k): one Gaussian
+    release gives every prefix's (clipped) cost.
+    """
+    k = centers.shape[0]
+
+    def contribution(chunk):
+        points = project(chunk)
+        sq = (points * points).sum(1)[:, None] - 2.0 * points @ centers.T + (centers * centers).sum(1)[None, :]
+        values = np.minimum(np.minimum.accumulate(np.maximum(sq, 0.0), axis=1), clip * clip)
+        return np.zeros(chunk.shape[0], dtype=np.intp), values
+
+    mechanism = GaussianMechanism.for_mu(mu, clip * clip * math.sqrt(k))
+    return BucketSumQuery("greedy: prefix costs", 1, (ValueBlock("cost", k, mechanism),), contribution)
+
+
+def find_elbow(costs: np.ndarray) -> int:
+    """The k (1-based) farthest below the chord of the normalised cost curve (the "kneedle" rule)."""
+    costs = np.maximum(np.asarray(costs, dtype=np.float64), 0.0)
+    if costs.size < 3:
+        return int(costs.size)
+    x = np.linspace(0.0, 1.0, costs.size)
+    span = costs.max() - costs.min()
+    y = (costs - costs.min()) / span if span > 0 else np.zeros_like(costs)
+    chord = y[0] + (y[-1] - y[0]) * x
+    return int(np.argmax(chord - y)) + 1
+
+
+def _combine(lifted: Lifted, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Lemma C.1: cluster the lifted means, weighted by their noisy sizes, into k centers."""
+    if lifted.means.shape[0] == k:
+        return lifted.means
+    return weighted_kmeans(lifted.means, np.maximum(lifted.counts, 0.0), k, rng)
+
+
+def projection_for(plan_: GreedyPlan, d: int, rng: np.random.Generator):
+    if plan_.projection_dim is None:
+        return lambda rows: rows
+    return BallProjection.draw(d, plan_.projection_dim, rng)
+
+
+@register("greedy")
+def greedy(ctx: FitContext) -> FitResult:
+    """The private greedy; see the module docstring for the steps and the privacy argument."""
+    spec = plan(ctx)
+    d = ctx.n_features
+    rng = ctx.randomness.geometry()
+    best, best_cost, estimates = None, math.inf, []
+    for run in range(spec.restarts):
+        project = projection_for(spec, d, rng)
+        centers = run_greedy(ctx, spec, project, rng)
+        lifted = lift(ctx.oracle, project, centers, spec, d)
+        final = _combine(lifted, ctx.n_clusters, rng)
+        nearest, _ = nearest_center(lifted.means, final)
+        cost = lifted.cost(final[nearest])
+        estimates.append(cost)
+        if best is None or cost < best_cost:
+            best, best_cost = final, cost
+        if ctx.callback is not None:
+            ctx.callback(run + 1, spec.restarts)
+    return FitResult(best, spec.restarts, None, {"estimated_costs": estimates, "selection": spec.selection})

@@ -1,0 +1,205 @@
+"""The private greedy (seed 000): nets, the query seam, accounting, the elbow curve."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privclust import KMeans
+from privclust.algorithms.base import FitContext
+from privclust.algorithms.greedy import find_elbow, greedy, plan
+from privclust.elbow import elbow_curve
+from privclust.geometry.nets import make_levels
+from privclust.privacy.budget import Budget, PrivacyAccountant
+from privclust.privacy.noise import Randomness, SeededNoise
+from privclust.queries.base import AggregateOracle, clip_blocks, sparse_threshold
+from privclust.queries.central import CentralOracle
+
+
+def test_each_point_is_in_at_most_one_ball_per_sublattice_and_the_sublattices_find_every_ball():
+    rng = np.random.default_rng(0)
+    level = make_levels(1.0, 3, 2, rng)[2]
+    points = rng.uniform(-1, 1, (300, 2))
+    for p in points:
+        near = level.near(p, level.radius)
+        expected = {
+            int(i) for i, c in zip(level.encode(near), level.centers(near)) if np.linalg.norm(c - p) < level.radius
+        }
+        found = set()
+        for residue in level.sublattices():
+            ids, value = level.ball_of(p[None], residue, 2)
+            if ids[0] >= 0:
+                found.add(int(ids[0]))
+                c = level.centers(level.decode(ids))[0]
+                assert value[0] == pytest.approx((1 - np.linalg.norm(p - c) / level.radius) ** 2)
+        assert found == expected
+
+
+def test_ball_ids_round_trip():
+    level = make_levels(2.0, 6, 3, np.random.default_rng(1))[5]
+    m = np.random.default_rng(2).integers(level.low, level.high + 1, size=(500, 3))
+    assert np.array_equal(level.decode(level.encode(m)), m)
+
+
+def test_too_fine_nets_are_refused():
+    with pytest.raises(ValueError, match="too many to index"):
+        make_levels(1.0, 30, 8, np.random.default_rng(0))
+
+
+class ExactSumsPlusCallerNoise(AggregateOracle):
+    """A second, independent implementation of the query interface: plain loops, noise from the caller."""
+
+    def __init__(self, rows, accountant, add_noise):
+        super().__init__(rows.shape[1], accountant, SeededNoise(np.random.SeedSequence(0)))
+        self.rows, self.add_noise, self.calls = rows, add_noise, 0
+
+    def _contributions(self, query):
+        buckets, values = query.contribution(self.rows.copy())
+        return np.asarray(buckets), clip_blocks(np.asarray(values, dtype=float), query)
+
+    def release(self, query):
+        self.accountant.check(query.spends())
+        buckets, values = self._contributions(query)
+        total = np.zeros((query.n_buckets, query.width))
+        for b, v in zip(buckets, values):
+            if b >= 0:
+                total[b] += v
+        out = {}
+        for (block, cols), spend in zip(query.block_slices(), query.spends()):
+            out[block.name] = total[:, cols] + self.add_noise(total[:, cols].shape, block.mechanism.std)
+            self.accountant.spend(spend)
+        self.calls += 1
+        return out
+
+    def release_sparse(self, query, delta):
+        buckets, values = self._contributions(query)
+        sums = {}
+        for b, v in zip(buckets, values):
+            if b >= 0:
+                sums[int(b)] = sums.get(int(b), 0.0) + v
+        ids = np.array(sorted(sums), dtype=np.int64)
+        total = np.array([sums[i] for i in ids]).reshape(len(ids), query.width)
+        noisy = total + self.add_noise(total.shape, query.blocks[0].mechanism.std)
+        for spend in query.spends():
+            self.accountant.spend(spend)
+        self.accountant.spend_dp(f"{query.label}/threshold", 0.0, delta)
+        keep = noisy[:, 0] >= sparse_threshold(query.blocks[0].mechanism, delta)
+        self.calls += 1
+        return ids[keep], {query.blocks[0].name: noisy[keep]}
+
+
+@pytest.fixture
+def blobs3():
+    rng = np.random.default_rng(4)
+    centers = np.array([[-0.5, -0.5], [0.5, -0.3], [0.0, 0.6]])
+    return np.clip(centers[rng.integers(0, 3, 6000)] + rng.normal(0, 0.04, (6000, 2)), -1, 1), centers
+
+
+def _context(oracle, budget, k=3, seed=0, **params):
+    return FitContext(oracle, k, budget, Randomness(seed), options={"params": params})
+
+
+def test_the_greedy_runs_unchanged_on_a_second_query_implementation(blobs3):
+    X, centers = blobs3
+    budget = Budget(4.0, 1e-5)
+    drawn = []
+
+    def caller_noise(shape, std):
+        drawn.append(std)
+        return np.random.default_rng(len(drawn)).normal(0.0, std, size=shape)
+
+    oracle = ExactSumsPlusCallerNoise(X, PrivacyAccountant(budget), caller_noise)
+    result = greedy(_context(oracle, budget))
+    assert oracle.calls == 8 * 9 + 1 and len(drawn) == 8 * 9 + 3  # 8 levels x 9 sub-lattices, one lifting
+    assert np.all(np.linalg.norm(result.centers[:, None] - centers[None], axis=2).min(axis=0) < 0.15)
+    central = greedy(
+        _context(CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))), budget)
+    )
+    assert central.centers.shape == result.centers.shape
+
+
+@pytest.mark.parametrize("selection", ["histogram", "exponential"])
+def test_greedy_accounting_spends_exactly_the_budget(blobs3, selection):
+    X, centers = blobs3
+    model = KMeans(
+        3,
+        epsilon=1.0,
+        delta=1e-6,
+        bounds=(-1, 1),
+        algorithm="greedy",
+        random_state=0,
+        algorithm_params={"selection": selection},
+    ).fit(X)
+    spent = model.privacy_spent_
+    assert spent.epsilon == pytest.approx(1.0, rel=1e-6) and spent.delta == pytest.approx(1e-6)
+    labels = [s.label for s in spent.steps]
+    if selection == "histogram":
+        assert sum(label.endswith("/threshold") for label in labels) == 8 * 9
+    else:
+        assert labels[0] == "greedy: exponential-mechanism choices (zCDP)"
+
+
+def test_exponential_draws_are_calibrated_by_zcdp(blobs3):
+    X, _ = blobs3
+    budget = Budget(1.0, 1e-6)
+    ctx = _context(
+        CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))),
+        budget,
+        selection="exponential",
+    )
+    spec = plan(ctx)
+    rho = spec.k * spec.levels * spec.eps_draw**2 / 8.0  # each draw is eps'^2/8-zCDP
+    eps_sel, delta_sel = spec.selection_spend.epsilon, spec.selection_spend.delta
+    assert rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_sel)) == pytest.approx(eps_sel)
+    assert eps_sel == pytest.approx(0.6) and spec.k == 6  # selection share 0.6, boost 2
+
+
+def test_greedy_quality_on_well_separated_clusters(blobs3):
+    X, centers = blobs3
+    errors = []
+    for seed in range(3):
+        model = KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=seed).fit(X)
+        errors.append(np.linalg.norm(model.cluster_centers_[:, None] - centers[None], axis=2).min(axis=0).max())
+    assert sorted(errors)[1] < 0.1
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"z": 3}, "z must be"),
+        ({"levels": 1}, "levels must be"),
+        ({"forbid": 0.5}, "forbid"),
+        ({"selection": "magic"}, "selection must be"),
+        ({"selection_share": 1.0}, "selection_share"),
+        ({"boost": 0}, "boost"),
+        ({"nonsense": 1}, "unknown greedy parameters"),
+    ],
+)
+def test_bad_parameters_are_refused_before_any_data_is_read(params, message):
+    ledger = PrivacyAccountant(Budget(5.0, 1e-3))
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=(-1, 1), algorithm="greedy", algorithm_params=params, accountant=ledger).fit(np.zeros((50, 2)))
+    assert ledger.spends == []
+
+
+def test_k_median_runs_with_z_equal_one(blobs3):
+    X, centers = blobs3
+    model = KMeans(3, epsilon=2.0, bounds=(-1, 1), algorithm="greedy", random_state=1, algorithm_params={"z": 1}).fit(X)
+    assert np.linalg.norm(model.cluster_centers_[:, None] - centers[None], axis=2).min(axis=0).max() < 0.2
+
+
+def test_find_elbow_on_a_curve_with_a_known_knee():
+    k = np.arange(1, 31)
+    costs = np.where(k <= 15, 100.0 - 6.0 * k, 10.0 - 0.1 * (k - 15))
+    assert find_elbow(costs) == 15
+    assert find_elbow(np.array([3.0, 2.0])) == 2
+
+
+def test_elbow_curve_reports_one_run_and_a_curve(blobs3):
+    X, _ = blobs3
+    ledger = PrivacyAccountant(Budget(2.0, 1e-5))
+    curve = elbow_curve(X, 8, 1.0, 1e-6, (-1, 1), random_state=0, accountant=ledger)
+    assert curve.ks.tolist() == list(range(1, 9)) and curve.costs.shape == (8,)
+    assert 1 <= curve.elbow <= 8
+    assert curve.privacy_spent.epsilon <= 1.0 + 1e-9 and ledger.guarantee()[0] <= 1.0 + 1e-9
+    assert curve.costs[0] > curve.costs[-1]  # one center explains less than eight
