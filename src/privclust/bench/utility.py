@@ -281,5 +281,13 @@ def write_utility_report(
     return report
 
 
+SEED_003_METHODS = ("lloyd", "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd paper's comparison
+
+
 def default_methods() -> list[str]:
+    """The utility benchmark's default: the FastLloyd paper's methods and the peers (others via --methods)."""
+    return [FLOOR, *SEED_003_METHODS, *peers.PEERS]
+
+
+def available_methods() -> list[str]:
     return [FLOOR, *ALGORITHMS, *peers.PEERS]

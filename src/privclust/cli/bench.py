@@ -31,12 +31,12 @@ def _progress() -> Progress:
 
 
 def _methods(text: Optional[str], default: list[str]) -> list[str]:
-    from ..bench.utility import default_methods
+    from ..bench.utility import available_methods
 
     chosen = _split(text) if text else default
-    unknown = [m for m in chosen if m not in default_methods()]
+    unknown = [m for m in chosen if m not in available_methods()]
     if unknown:
-        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(default_methods())}")
+        raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(available_methods())}")
     return chosen
 
 
