@@ -133,10 +133,32 @@ def test_greedy_accounting_spends_exactly_the_budget(blobs3, selection):
     spent = model.privacy_spent_
     assert spent.epsilon == pytest.approx(1.0, rel=1e-6) and spent.delta == pytest.approx(1e-6)
     labels = [s.label for s in spent.steps]
-    if selection == "histogram":
-        assert sum(label.endswith("/threshold") for label in labels) == 8 * 9
+    if selection == "histogram":  # in 2-D every level is small enough to release whole: no thresholds
+        assert sum(label.startswith("greedy level") for label in labels) == 8 * 9
+        assert not any(label.endswith("/threshold") for label in labels)
     else:
         assert labels[0] == "greedy: exponential-mechanism choices (zCDP)"
+
+
+def test_fine_levels_in_higher_dimension_use_thresholded_sparse_releases():
+    rng = np.random.default_rng(0)
+    X = np.clip(rng.normal(0, 0.2, (1500, 6)), -1, 1)
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    model = KMeans(
+        2,
+        epsilon=1.0,
+        delta=1e-6,
+        bounds=(-1, 1),
+        algorithm="greedy",
+        random_state=0,
+        accountant=ledger,
+        algorithm_params={"projection_dim": 4, "levels": 6},
+    ).fit(X)
+    labels = [s.label for s in model.privacy_spent_.steps]
+    thresholds = sum(label.endswith("/threshold") for label in labels)
+    assert 0 < thresholds < 6 * 81  # the coarse levels are released whole, the fine ones sparsely
+    assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert model.privacy_spent_.delta == pytest.approx(1e-6)
 
 
 def test_exponential_draws_are_calibrated_by_zcdp(blobs3):

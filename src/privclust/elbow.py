@@ -18,6 +18,7 @@ import numpy as np
 from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
 from .algorithms.base import FitContext
 from .algorithms.greedy import find_elbow, lift, plan, prefix_cost_query, projection_for, run_greedy
+from .algorithms.lloyd import fastlloyd_eta
 from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.gdp import gdp_mu
@@ -84,9 +85,10 @@ def elbow_curve(
     mu_cost = gdp_mu(budget.epsilon * cost_share, budget.delta / 2.0)
     rng = randomness.geometry()
     project = projection_for(spec, X.shape[1], rng)
-    clip = clip if clip is not None else np.sqrt(X.shape[1]) * 2.0 ** -(spec.levels // 2)
+    reach = fastlloyd_eta(X.shape[1], int(k_max))
+    clip = clip if clip is not None else 2.0 * reach
     centers = run_greedy(ctx, spec, project, rng)
     # The prefix centers in the original space: the greedy's cells' noisy means, in the greedy's order.
-    means = lift(oracle, project, centers, spec, X.shape[1]).means
+    means = lift(oracle, project, centers, spec, X.shape[1], reach).means
     costs = oracle.release(prefix_cost_query(lambda rows: rows, means, clip, mu_cost))["cost"][0]
     return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), ledger.report(budget.delta))

@@ -66,16 +66,41 @@ class Level:
     def sublattices(self) -> list[np.ndarray]:
         return [np.array(a, dtype=np.int64) for a in itertools.product(range(STRIDE), repeat=self.dim)]
 
-    def ball_of(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ball id or -1, ((r - dist) / r)^z) of each point in the sub-lattice ``residue``."""
+    def nearest_in(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(index m, inside, ((r - dist) / r)^z) of each point's nearest ball of the sub-lattice ``residue``."""
         step = STRIDE * self.radius
         base = self.shift + self.radius * residue
         m = residue + STRIDE * np.round((points - base) / step).astype(np.int64)
         dist = np.linalg.norm(points - self.centers(m), axis=1)
         inside = (dist < self.radius) & np.all((m >= self.low) & (m <= self.high), axis=1)
-        ids = np.where(inside, self.encode(np.clip(m, self.low, self.high)), -1)
         value = np.where(inside, np.maximum(1.0 - dist / self.radius, 0.0) ** z, 0.0)
-        return ids, value
+        return m, inside, value
+
+    def ball_of(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ball id or -1, ((r - dist) / r)^z) of each point in the sub-lattice ``residue``."""
+        m, inside, value = self.nearest_in(points, residue, z)
+        return np.where(inside, self.encode(np.clip(m, self.low, self.high)), -1), value
+
+    def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first j, count per axis) of the sub-lattice's balls m = residue + 3 j inside the index box."""
+        first = -((residue - self.low) // STRIDE)  # ceil((low - residue) / 3)
+        last = (self.high - residue) // STRIDE
+        return first, np.maximum(last - first + 1, 0)
+
+    def sublattice_bucket(self, m: np.ndarray, residue: np.ndarray) -> np.ndarray:
+        """Dense bucket (0 .. size-1) of balls m of the sub-lattice ``residue``."""
+        first, count = self.sublattice_box(residue)
+        j = (m - residue) // STRIDE - first
+        bucket = np.zeros(m.shape[0], dtype=np.int64)
+        for axis in range(self.dim):
+            bucket = bucket * int(count[axis]) + j[:, axis]
+        return bucket
+
+    def sublattice_balls(self, residue: np.ndarray) -> np.ndarray:
+        """Every ball m of the sub-lattice, in bucket order."""
+        first, count = self.sublattice_box(residue)
+        axes = [residue[a] + STRIDE * (first[a] + np.arange(count[a])) for a in range(self.dim)]
+        return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""
