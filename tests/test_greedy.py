@@ -214,6 +214,7 @@ def test_find_elbow_on_a_curve_with_a_known_knee():
     k = np.arange(1, 31)
     costs = np.where(k <= 15, 100.0 - 6.0 * k, 10.0 - 0.1 * (k - 15))
     assert find_elbow(costs) == 15
+    assert find_elbow(200.0 * 0.7 ** np.minimum(k, 9)) == 9  # geometric fall, then flat
     assert find_elbow(np.array([3.0, 2.0])) == 2
 
 
@@ -224,4 +225,7 @@ def test_elbow_curve_reports_one_run_and_a_curve(blobs3):
     assert curve.ks.tolist() == list(range(1, 9)) and curve.costs.shape == (8,)
     assert 1 <= curve.elbow <= 8
     assert curve.privacy_spent.epsilon <= 1.0 + 1e-9 and ledger.guarantee()[0] <= 1.0 + 1e-9
-    assert curve.costs[0] > curve.costs[-1]  # one center explains less than eight
+    assert (
+        curve.costs[0] > curve.costs[2] > curve.costs[-1]
+    )  # one center explains less than three, three less than eight
+    assert curve.elbow == 3  # three well-separated blobs

@@ -60,7 +60,7 @@ from ..queries.voronoi import moment_values, nearest_center, projected_cells_que
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
 from .lloyd import fastlloyd_eta
 
-__all__ = ["GreedyPlan", "LevelValues", "plan", "run_greedy", "lift", "prefix_cost_query", "find_elbow", "greedy"]
+__all__ = ["GreedyPlan", "LevelValues", "plan", "run_greedy", "lift", "solution_cost", "find_elbow", "greedy"]
 
 OPTIONS = (
     "z",
@@ -488,41 +488,31 @@ def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPla
     return Lifted(sums, sumsq, counts)
 
 
-def prefix_cost_query(project, centers: np.ndarray, clip: float, mu: float) -> BucketSumQuery:
-    """One bucket, value row (min_{c in first j centers} |T(x) - c|^2 clipped at clip^2) for j = 1 .. k.
-
-    Every entry is at most clip^2, so the row's l2 norm is at most clip^2 sqrt(k): one Gaussian
-    release gives every prefix's (clipped) cost.
-    """
-    k = centers.shape[0]
-
-    def contribution(chunk):
-        points = project(chunk)
-        sq = (points * points).sum(1)[:, None] - 2.0 * points @ centers.T + (centers * centers).sum(1)[None, :]
-        values = np.minimum(np.minimum.accumulate(np.maximum(sq, 0.0), axis=1), clip * clip)
-        return np.zeros(chunk.shape[0], dtype=np.intp), values
-
-    mechanism = GaussianMechanism.for_mu(mu, clip * clip * math.sqrt(k))
-    return BucketSumQuery("greedy: prefix costs", 1, (ValueBlock("cost", k, mechanism),), contribution)
-
-
 def find_elbow(costs: np.ndarray) -> int:
-    """The k (1-based) farthest below the chord of the normalised cost curve (the "kneedle" rule)."""
-    costs = np.maximum(np.asarray(costs, dtype=np.float64), 0.0)
+    """The k (1-based) farthest below the chord of the normalised log-cost curve (the "kneedle" rule on logs).
+
+    k-means costs fall roughly geometrically while k is below the number of clusters and slowly after,
+    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.
+    """
+    costs = np.asarray(costs, dtype=np.float64)
     if costs.size < 3:
         return int(costs.size)
+    floor = max(float(np.max(costs)) * 1e-9, np.finfo(float).tiny)
+    y = np.log(np.maximum(costs, floor))
     x = np.linspace(0.0, 1.0, costs.size)
-    span = costs.max() - costs.min()
-    y = (costs - costs.min()) / span if span > 0 else np.zeros_like(costs)
+    span = y.max() - y.min()
+    y = (y - y.min()) / span if span > 0 else np.zeros_like(y)
     chord = y[0] + (y[-1] - y[0]) * x
     return int(np.argmax(chord - y)) + 1
 
 
-def _combine(lifted: Lifted, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Lemma C.1: cluster the lifted means, weighted by their noisy sizes, into k centers."""
-    if lifted.means.shape[0] == k:
-        return lifted.means
-    return weighted_kmeans(lifted.means, np.maximum(lifted.counts, 0.0), k, rng)
+def solution_cost(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """(k centers, their estimated cost): the lifted means clustered into k, weighted by their noisy sizes
+    (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only."""
+    means = lifted.means
+    centers = means if means.shape[0] == k else weighted_kmeans(means, np.maximum(lifted.counts, 0.0), k, rng)
+    nearest, _ = nearest_center(means, centers)
+    return centers, lifted.cost(centers[nearest])
 
 
 def projection_for(plan_: GreedyPlan, d: int, rng: np.random.Generator):
@@ -542,9 +532,7 @@ def greedy(ctx: FitContext) -> FitResult:
         project = projection_for(spec, d, rng)
         centers = run_greedy(ctx, spec, project, rng)
         lifted = lift(ctx.oracle, project, centers, spec, d, fastlloyd_eta(d, ctx.n_clusters))
-        final = _combine(lifted, ctx.n_clusters, rng)
-        nearest, _ = nearest_center(lifted.means, final)
-        cost = lifted.cost(final[nearest])
+        final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:
             best, best_cost = final, cost
