@@ -165,3 +165,33 @@ def test_bench_speed_small(tmp_path):
 def test_bench_rejects_unknown_names(tmp_path):
     assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
     assert run("bench", "speed", "--methods", "nope", "--out", str(tmp_path)).exit_code != 0
+
+
+def test_elbow_command_prints_the_curve_and_saves_the_plot(tmp_path):
+    out = run("elbow", "--k-max", "6", "--seed", "0", "--plot", str(tmp_path / "elbow.png"), "--json")
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.output.strip().splitlines()[-1])
+    assert summary["ks"] == [1, 2, 3, 4, 5, 6] and len(summary["costs"]) == 6
+    assert 1 <= summary["elbow"] <= 6 and summary["privacy_spent"]["epsilon"] <= 1.0 + 1e-9
+    assert (tmp_path / "elbow.png").stat().st_size > 0
+
+
+def test_elbow_command_refuses_files_without_bounds(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a,b\n1,2\n3,4\n5,6\n")
+    out = run("elbow", str(path), "--k-max", "2")
+    assert out.exit_code == 2 and "bounds" in out.output
+
+
+def test_bench_onecluster_small(tmp_path):
+    out = run("bench", "onecluster", "--runs", "2", "--n", "4000", "--d", "3", "--t", "400", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    report = json.loads((tmp_path / "onecluster.json").read_text())
+    assert len(report["runs"]) == 2 and (tmp_path / "onecluster.md").exists() and (tmp_path / "onecluster.png").exists()
+
+
+def test_fit_runs_every_registered_algorithm(tmp_path):
+    for algorithm in ("maxcover", "onecluster", "greedy"):
+        out = run("fit", "--algorithm", algorithm, "--seed", "0", "--output", str(tmp_path / f"{algorithm}.csv"))
+        assert out.exit_code == 0, out.output
+        assert (tmp_path / f"{algorithm}.csv").exists()

@@ -289,6 +289,23 @@ def onecluster(
     console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
 
 
+@bench_app.command("greedy")
+def greedy(
+    datasets: str = typer.Option("s1,birch2", help="Comma-separated bundled data sets."),
+    runs: int = typer.Option(3, help="Seeds per setting."),
+    out: Path = typer.Option(Path("bench-results/greedy"), help="Output folder."),
+) -> None:
+    """Sweep the greedy's constants (forbid, levels, boost, selection share) one at a time (seed 000)."""
+    from ..bench import greedy as bench
+
+    names = _split(datasets)
+    total = len(names) * sum(len(v) for v in bench.SWEEP.values())
+    with _progress() as progress:
+        task = progress.add_task("greedy settings", total=total)
+        rows = bench.run(names, runs, on_done=lambda _: progress.advance(task))
+    console.print(bench.write_report(rows, out, machine_description()).read_text())
+
+
 @bench_app.command("subsample")
 def subsample(
     n: int = typer.Option(10_000_000, help="Rows."),
