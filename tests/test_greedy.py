@@ -173,7 +173,7 @@ def test_exponential_draws_are_calibrated_by_zcdp(blobs3):
     rho = spec.k * spec.levels * spec.eps_draw**2 / 8.0  # each draw is eps'^2/8-zCDP
     eps_sel, delta_sel = spec.selection_spend.epsilon, spec.selection_spend.delta
     assert rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_sel)) == pytest.approx(eps_sel)
-    assert eps_sel == pytest.approx(0.6) and spec.k == 6  # selection share 0.6, boost 2
+    assert eps_sel == pytest.approx(0.6) and spec.k == 12  # selection share 0.6, boost 4
 
 
 def test_greedy_quality_on_well_separated_clusters(blobs3):

@@ -120,7 +120,7 @@ def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
     k = n_clusters or ctx.n_clusters
     z = _int_option(o["z"], "z", 2, 1, 2)
     levels = _int_option(o["levels"], "levels", 8, 2, 30)
-    boost = _int_option(o["boost"], "boost", 2, 1, 10) if n_clusters is None else 1
+    boost = _int_option(o["boost"], "boost", 4, 1, 10) if n_clusters is None else 1
     restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
     forbid = 4.0 if o["forbid"] is None else o["forbid"]
     if isinstance(forbid, bool) or not isinstance(forbid, (int, float)) or not 1.0 <= forbid <= 64.0:
