@@ -17,7 +17,10 @@ little budget for t the search would otherwise stop at once).  Capped counts com
 while they are cheap, and, once the balls get crowded, one t-nearest-
 neighbour query whose t distances per point give c_r(x) for every remaining
 radius -- so the work is at most O(n t log n), never quadratic.  Radii are
-evaluated lazily: the ones after the crossing are never computed.
+evaluated lazily: the ones after the crossing are never computed.  Above 16
+dimensions, where KD-trees degrade to brute force, the counts are taken in a
+public 16-dimensional JL image (distances kept up to a small factor; any
+public map leaves the sensitivity at 2).
 
 **GoodCenter.**  (1) A public JL map to d' = ceil(ln n) dimensions when
 that is smaller than d.  (2) Randomly shifted grids of boxes of side
@@ -62,6 +65,7 @@ RADIUS_RATIO = math.sqrt(2.0)
 RADIUS_RANGE = 2.0**-12  # the smallest radius, relative to the unit box's diameter
 FAILURE_PROBABILITY = 0.05  # beta in the sparse-vector slack
 KNN_SWITCH = 1.0  # ball counts until their total passes n t (then one t-NN query is cheaper)
+RADIUS_DIM = 16  # above this dimension GoodRadius counts neighbours in a JL image of this dimension
 REFINE_RADIUS = 2.0  # the second average is over the ball of radius 2r about the first estimate
 BOX_SIDE = 5.0  # GoodCenter's boxes have side BOX_SIDE * r: big enough to catch a ball, small enough to be sparse
 
@@ -221,7 +225,10 @@ def locate(
     """(center, radius, found) of one private 1-cluster on unit-box ``points``; costs ``plan.spends()``."""
     d = points.shape[1]
     radii = radius_grid(d)
-    r = good_radius(points, t, plan.part("radius"), noise, radii)
+    # KD-trees degrade to brute force in high dimension: count neighbours in a public JL image instead
+    # (distances kept up to a small factor; L has sensitivity 2 under any public map).
+    counted = points if d <= RADIUS_DIM else points @ (rng.standard_normal((d, RADIUS_DIM)) / math.sqrt(RADIUS_DIM))
+    r = good_radius(counted, t, plan.part("radius"), noise, radii)
     if r is not None:
         center = good_center(points, r, t, plan, noise, rng)
         if center is not None:
