@@ -195,3 +195,25 @@ def test_fit_runs_every_registered_algorithm(tmp_path):
         out = run("fit", "--algorithm", algorithm, "--seed", "0", "--output", str(tmp_path / f"{algorithm}.csv"))
         assert out.exit_code == 0, out.output
         assert (tmp_path / f"{algorithm}.csv").exists()
+
+
+def test_bench_utility_at_a_single_epsilon_scores_by_nicv(tmp_path):
+    out = run(
+        "bench",
+        "utility",
+        "--datasets",
+        "iris",
+        "--methods",
+        "fastlloyd,glloyd,kmeans++",
+        "--epsilons",
+        "1.0",
+        "--runs",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert out.exit_code == 0, out.output
+    report = (tmp_path / "utility.md").read_text()
+    assert "| NICV | vs best other |" in report

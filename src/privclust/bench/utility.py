@@ -212,7 +212,11 @@ def summarise(rows: list[dict], epsilons) -> dict:
             aucs = []
             for s in seeds:
                 by_eps = {r["epsilon"]: r["nicv"] for r in sel if r["seed"] == s}
-                if all(e in by_eps for e in eps_sorted):
+                if not all(e in by_eps for e in eps_sorted):
+                    continue
+                if len(eps_sorted) == 1:  # no area under one point: the score is the NICV itself
+                    aucs.append(by_eps[eps_sorted[0]])
+                else:
                     aucs.append(metrics.auc_over_epsilon(eps_sorted, [by_eps[e] for e in eps_sorted]))
             out[name][method] = {"nicv": per_eps, "auc": mean_ci(aucs)}
     return out
@@ -245,14 +249,15 @@ def write_utility_report(
     for name, methods in summary.items():
         lines.append(f"## {name}")
         lines.append("")
-        header = "| method | " + " | ".join(f"eps={e:g}" for e in eps_sorted) + " | AUC | vs best other |"
+        score = "AUC" if len(eps_sorted) > 1 else "NICV"
+        header = "| method | " + " | ".join(f"eps={e:g}" for e in eps_sorted) + f" | {score} | vs best other |"
         lines += [header, "|" + "---|" * (len(eps_sorted) + 3)]
         private = [m for m in methods if m not in NON_PRIVATE_METHODS]
         for method, res in methods.items():
             cells = [f"{m:.4f} ± {(hi - m):.4f}" for (m, lo, hi) in (res["nicv"][e] for e in eps_sorted)]
             auc = res["auc"][0]
             others = [methods[o]["auc"][0] for o in private if o != method]
-            rel = f"{auc / min(others):.3f}" if method in private and others else "-"
+            rel = f"{auc / min(others):.3f}" if method in private and others and min(others) > 0 else "-"
             lines.append(f"| {method} | " + " | ".join(cells) + f" | {auc:.4f} | {rel} |")
         lines.append("")
         curves = {
