@@ -170,3 +170,13 @@ def test_no_warning_in_normal_use(blobs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         KMeans(3, bounds=(-1, 1), random_state=0).fit(blobs[0])
+
+
+def test_transform_survives_coordinates_near_the_float_limit():
+    big = 1e200
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-big, big, (200, 2))
+    model = KMeans(2, bounds=(-big, big), random_state=0).fit(X)
+    distances = model.transform(X)
+    assert np.all(np.isfinite(distances))
+    assert np.array_equal(np.argmin(distances, axis=1), model.predict(X))

@@ -124,3 +124,11 @@ def test_sample_size_follows_the_theorems_by_hand():
     assert 0 < suggest_rate(10**9, k=k, diameter=M, eta=eta, theta=theta) < 1e-3
     with pytest.raises(ValueError):
         sample_size(k, M, eta, theta, "means")  # general metric needs n
+
+
+def test_a_declared_row_count_is_scaled_to_the_sample():
+    from privclust import KMeans, Subsampled
+
+    X = np.random.default_rng(0).uniform(-1, 1, (20_000, 2))
+    model = Subsampled(KMeans(2, bounds=(-1, 1), public_n=20_000, random_state=0), rate=0.05, random_state=1).fit(X)
+    assert model.estimator_.public_n == 1_000

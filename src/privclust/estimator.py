@@ -221,9 +221,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def transform(self, X) -> np.ndarray:
         """Euclidean distances from each row to each released center."""
         X = self._check_X(X)
-        c = self.cluster_centers_
-        sq = (X * X).sum(1)[:, None] - 2.0 * X @ c.T + (c * c).sum(1)[None, :]
-        return np.sqrt(np.maximum(sq, 0.0))
+        # As in _assign: divide by a public scale where squared coordinates would overflow a double.
+        scale = self.domain_.extent
+        scale = 1.0 if 1e-150 < scale < 1e150 else scale
+        x, c = X / scale, self.cluster_centers_ / scale
+        sq = (x * x).sum(1)[:, None] - 2.0 * x @ c.T + (c * c).sum(1)[None, :]
+        return np.sqrt(np.maximum(sq, 0.0)) * scale
 
     def score(self, X, y=None) -> float:
         """Minus the k-means cost of ``X`` under the released centers (scikit-learn convention)."""

@@ -149,6 +149,9 @@ class Subsampled(ClusterMixin, BaseEstimator):
         rows = np.sort(rng.choice(n, size=size, replace=False))
         sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
         base = clone(self.estimator).set_params(accountant=None)
+        if getattr(base, "public_n", None) is not None:
+            # A declared row count describes the full data; the base sees about rate times as many rows.
+            base.set_params(public_n=max(1, int(round(self.rate * base.public_n))))
         if base.random_state is None and self.random_state is not None:
             base.set_params(random_state=int(rng.integers(2**31)))
         base.fit(sample, **fit_params)
