@@ -155,3 +155,19 @@ def test_the_robust_mean_example_runs(capsys):
     runpy.run_path(str(Path(__file__).parents[1] / "examples" / "robust_mean.py"), run_name="__main__")
     line = capsys.readouterr().out.splitlines()[0]
     assert abs(float(line.split(":")[1].split()[0]) - 3.0) < 0.3
+
+
+def test_sample_and_aggregate_absorbs_failures_of_f():
+    data = np.random.default_rng(0).normal(2.0, 0.1, (20_000, 1))
+    calls = []
+
+    def fragile(part):
+        calls.append(len(part))
+        if len(calls) % 7 == 0:
+            raise RuntimeError("this subset breaks f")
+        return np.median(part, axis=0)
+
+    result = sample_and_aggregate(fragile, data, 2_000, output_bounds=(-5, 5), random_state=0)
+    assert result.found and abs(result.center[0] - 2.0) < 0.3
+    with pytest.raises(ValueError, match="failed on every subset"):
+        sample_and_aggregate(lambda part: 1 / 0, data, 10, output_bounds=(-5, 5))

@@ -117,7 +117,9 @@ def sample_and_aggregate(
     inside ``output_bounds`` (public, as for ``bounds``) -- are then a data set
     in which one row of ``X`` is one point, and :func:`one_cluster` on them
     with ``t`` (default: half the parts) is (epsilon, delta)-DP for ``X``.
-    ``f`` itself need not be private or even deterministic.  The result's
+    ``f`` itself need not be private or even deterministic; a subset on which it
+    raises or returns NaN contributes the zero vector instead (an exception
+    would reveal which subset failed).  The result's
     ``center`` is the private answer; ``radius`` says how tightly most
     subsets agreed.
     """
@@ -130,13 +132,21 @@ def sample_and_aggregate(
         raise ValueError(f"sample_and_aggregate needs at least n_subsets={n_subsets} rows, got {X.shape[:1]}")
     rng = Randomness(random_state).geometry()
     part_of = rng.integers(0, n_subsets, size=X.shape[0])
-    outputs = []
+    outputs: list[np.ndarray | None] = []
     for part in range(n_subsets):
-        value = np.atleast_1d(np.asarray(f(X[part_of == part]), dtype=np.float64)).ravel()
-        if outputs and value.shape != outputs[0].shape:
-            raise ValueError(f"f returned vectors of different lengths ({outputs[0].size} and {value.size})")
+        try:
+            value = np.atleast_1d(np.asarray(f(X[part_of == part]), dtype=np.float64)).ravel()
+        except Exception:  # noqa: BLE001 -- which subset made f fail is private: it becomes a fixed point
+            value = None
         outputs.append(value)
-    outputs = np.nan_to_num(np.array(outputs), nan=0.0, posinf=0.0, neginf=0.0)  # f's failures become fixed points
+    lengths = {v.size for v in outputs if v is not None}
+    if not lengths:
+        raise ValueError("f failed on every subset; check it on public or synthetic data first")
+    if len(lengths) > 1:
+        raise ValueError(f"f returned vectors of different lengths ({sorted(lengths)})")
+    width = lengths.pop()
+    outputs = np.array([np.zeros(width) if v is None else v for v in outputs])
+    outputs = np.nan_to_num(outputs, nan=0.0, posinf=0.0, neginf=0.0)  # f's failures become fixed points
     return one_cluster(
         outputs,
         t,
