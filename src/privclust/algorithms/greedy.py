@@ -356,7 +356,7 @@ def _argmax_child(cm: np.ndarray, values: np.ndarray):
     return int(np.argmax(values)) if values.size and values.max() > 0 else None
 
 
-def _exponential_rules(eps_draw: float, noise: NoiseSource, rng: np.random.Generator):
+def _exponential_rules(eps_draw: float, noise: NoiseSource):
     def head(greedy: _Greedy):
         top = greedy.tables[0].level.radius
         scores, where, log_empty = [], [], []
@@ -371,10 +371,11 @@ def _exponential_rules(eps_draw: float, noise: NoiseSource, rng: np.random.Gener
         pick = sample_exponential(np.concatenate(scores), eps_draw, 1.0, noise, log_implicit)
         if pick is not None:
             return where[pick]
-        # an empty ball was drawn: its level in proportion to the level's empty balls, then uniformly
-        weights = np.exp(log_empty - finite.max())  # exp(-inf) = 0 for levels with none
-        i = int(rng.choice(len(weights), p=weights / weights.sum()))
-        return i, _uniform_empty(greedy, i, rng)
+        # An empty ball was drawn: its level in proportion to the level's empty balls (a Gumbel-max
+        # draw on their logs, OpenDP's in secure mode), then a uniform one of them.
+        levels_with = np.flatnonzero(np.isfinite(log_empty))
+        i = int(levels_with[noise.gumbel_argmax(log_empty[levels_with], 1.0)])
+        return i, _uniform_empty(greedy, i, noise)
 
     def child(cm: np.ndarray, values: np.ndarray):
         if values.size == 0:
@@ -400,13 +401,13 @@ def _log_available_empty(greedy: _Greedy, i: int) -> float:
     return -math.inf if fraction >= 1.0 else total + math.log1p(-fraction)
 
 
-def _uniform_empty(greedy: _Greedy, i: int, rng: np.random.Generator) -> np.ndarray:
+def _uniform_empty(greedy: _Greedy, i: int, noise: NoiseSource) -> np.ndarray:
     """A uniform available ball of level i with value 0 (rejection; the selection already happened)."""
     table = greedy.tables[i]
     level = table.level
     taken = set(np.union1d(table.ids[table.values > 0], _forbidden_ids(greedy, i)).tolist())
     while True:
-        m = rng.integers(level.low, level.high + 1)
+        m = level.low + np.array([noise.uniform_index(int(r)) for r in level.radix], dtype=np.int64)
         if int(level.encode(m[None])[0]) not in taken:
             return m
 
@@ -425,7 +426,7 @@ def run_greedy(ctx: FitContext, plan_: GreedyPlan, project, rng: np.random.Gener
         tables = released_values(oracle, levels, project, plan_)
         return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, _argmax_head, _argmax_child, fallback)
 
-    head, child = _exponential_rules(plan_.eps_draw, oracle.noise, rng)
+    head, child = _exponential_rules(plan_.eps_draw, oracle.noise)
 
     def mechanism(access):
         tables = exact_values(access, levels, project, plan_.z)
