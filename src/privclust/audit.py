@@ -165,7 +165,7 @@ def _implicit_exponential():
     def sampler(scores) -> Sampler:
         def run(seed: int) -> float:
             pick = sample_exponential(np.array(scores), eps, 1.0, _seeded(seed), log_n_implicit=2.0)
-            return -1.0 if pick is None else float(pick)
+            return 1.0 if pick == 0 else 0.0  # was the candidate the extra point helps chosen?
 
         return run
 
