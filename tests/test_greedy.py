@@ -27,10 +27,10 @@ def test_each_point_is_in_at_most_one_ball_per_sublattice_and_the_sublattices_fi
         }
         found = set()
         for residue in level.sublattices():
-            ids, value = level.ball_of(p[None], residue, 2)
-            if ids[0] >= 0:
-                found.add(int(ids[0]))
-                c = level.centers(level.decode(ids))[0]
+            m, inside, value = level.nearest_in(p[None], residue, 2)
+            if inside[0]:
+                found.add(int(level.encode(m)[0]))
+                c = level.centers(m)[0]
                 assert value[0] == pytest.approx((1 - np.linalg.norm(p - c) / level.radius) ** 2)
         assert found == expected
 

@@ -76,11 +76,6 @@ class Level:
         value = np.where(inside, np.maximum(1.0 - dist / self.radius, 0.0) ** z, 0.0)
         return m, inside, value
 
-    def ball_of(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ball id or -1, ((r - dist) / r)^z) of each point in the sub-lattice ``residue``."""
-        m, inside, value = self.nearest_in(points, residue, z)
-        return np.where(inside, self.encode(np.clip(m, self.low, self.high)), -1), value
-
     def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first j, count per axis) of the sub-lattice's balls m = residue + 3 j inside the index box."""
         first = -((residue - self.low) // STRIDE)  # ceil((low - residue) / 3)
