@@ -177,3 +177,19 @@ def test_mechanisms_needing_exact_rows_are_refused_by_other_privacy_models():
     oracle = SumsOnly(2, PrivacyAccountant(), SeededNoise(np.random.SeedSequence(0)))
     with pytest.raises(NotImplementedError, match="central model"):
         oracle.run_mechanism([], lambda rows: None)
+
+
+def test_covers_too_big_for_memory_are_refused_before_the_cover_reads_rows():
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    X = np.random.default_rng(0).uniform(-1, 1, (1_000, 3))
+    model = KMeans(
+        2,
+        bounds=(-1, 1),
+        algorithm="maxcover",
+        public_n=10**9,
+        accountant=ledger,
+        algorithm_params={"projection_dim": 12},
+    )
+    with pytest.raises(ValueError, match="GiB"):
+        model.fit(X)
+    assert ledger.spends == []

@@ -66,6 +66,7 @@ SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
 DEFAULT_SPLIT = {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25}
 MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
 MAX_CANDIDATES = 200_000
+MAX_COVER_BYTES = 4 * 2**30  # refuse covers whose per-level keys would not fit in a few GiB
 OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd")
 
 
@@ -271,6 +272,13 @@ def maxcover(ctx: FitContext) -> FitResult:
         raise ValueError(
             f"{len(sides)} grid levels x {per_level} candidates is over {MAX_CANDIDATES} candidates; "
             "raise growth or lower candidates_per_level"
+        )
+    cover_bytes = n * 2**dim * (8 * dim + 40)  # the (point, corner) keys of one level and their bookkeeping
+    if cover_bytes > MAX_COVER_BYTES:
+        raise ValueError(
+            f"the cover of about {n:,.0f} rows in {dim} projected dimensions needs ~{cover_bytes / 2**30:.0f} GiB "
+            f"(each row covers 2^{dim} grid corners); pass a smaller projection_dim, or fit maxcover on a "
+            "subsample with privclust.Subsampled (which also amplifies the privacy)"
         )
     rng = ctx.randomness.geometry()
     project = BallProjection.draw(d, dim, rng)
