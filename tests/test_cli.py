@@ -217,3 +217,11 @@ def test_bench_utility_at_a_single_epsilon_scores_by_nicv(tmp_path):
     assert out.exit_code == 0, out.output
     report = (tmp_path / "utility.md").read_text()
     assert "| NICV | vs best other |" in report
+
+
+def test_bench_elbow_small(tmp_path):
+    out = run("bench", "elbow", "--runs", "2", "--k-max", "20", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "elbow.json").read_text())
+    assert len(rows) == 2 and all(1 <= r["elbow"] <= 20 for r in rows)
+    assert "reference k = 15" in (tmp_path / "elbow.md").read_text()

@@ -306,6 +306,26 @@ def greedy(
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
+@bench_app.command("elbow")
+def elbow(
+    dataset: str = typer.Option("s1", help="A bundled data set with a reference k."),
+    k_max: int = typer.Option(30, help="Largest k of each curve."),
+    runs: int = typer.Option(20, help="Curves (each with new noise)."),
+    epsilon: float = typer.Option(1.0, help="Budget of each curve (delta = 1/(n ln n))."),
+    out: Path = typer.Option(Path("bench-results/elbow"), help="Output folder."),
+) -> None:
+    """How often the private elbow curve finds the data set's k (seed 000)."""
+    from .. import datasets as ds_module
+    from ..bench import elbow as bench
+
+    if dataset not in ds_module.DATASETS:
+        raise typer.BadParameter(f"unknown data set {dataset!r}; bundled: {', '.join(ds_module.DATASETS)}")
+    with _progress() as progress:
+        task = progress.add_task("elbow curves", total=runs)
+        rows = bench.run(dataset, k_max, runs, epsilon, on_done=lambda _: progress.advance(task))
+    console.print(bench.write_report(rows, out, machine_description()).read_text())
+
+
 @bench_app.command("subsample")
 def subsample(
     n: int = typer.Option(10_000_000, help="Rows."),
