@@ -7,7 +7,16 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_data", "check_n_clusters", "check_epsilon", "check_delta", "positive_finite"]
+__all__ = [
+    "check_data",
+    "check_n_clusters",
+    "check_epsilon",
+    "check_delta",
+    "positive_finite",
+    "check_int",
+    "check_number",
+    "check_shares",
+]
 
 
 def positive_finite(name: str, value) -> float:
@@ -15,6 +24,55 @@ def positive_finite(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def check_int(name: str, value, low: int = 1, high: int | None = None, hint: str = "") -> int:
+    """``value`` as an int in [low, high], or a ValueError naming ``name`` and the range."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bound}{hint}, got {value!r}")
+    return int(value)
+
+
+def check_number(
+    name: str, value, low: float, high: float, *, open_low: bool = False, open_high: bool = False, hint: str = ""
+) -> float:
+    """``value`` as a float in the interval from ``low`` to ``high`` (each end open or closed)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
+    if not ok:
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise ValueError(f"{name}{hint} must be a number in {interval}, got {value!r}")
+    return float(value)
+
+
+def check_shares(what: str, given: dict, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """A budget split: positive shares for every ``required`` part, non-negative ``optional`` ones, sum 1."""
+    if not isinstance(given, dict):
+        raise TypeError(f"{what} must be a dict with keys from {required + optional}, got {type(given).__name__}")
+    unknown = set(given) - set(required) - set(optional)
+    if unknown:
+        raise ValueError(f"{what} has unknown parts {sorted(unknown)}; use {required + optional}")
+    missing = set(required) - set(given)
+    if missing:
+        raise ValueError(
+            f"{what} needs exactly the parts {list(required)} (optional: {list(optional)}); missing {sorted(missing)}"
+        )
+    shares = {part: given.get(part, 0.0) for part in required + optional}
+    for part, share in shares.items():
+        if isinstance(share, bool) or not isinstance(share, numbers.Real) or not math.isfinite(share) or share < 0:
+            raise ValueError(f"{what}[{part!r}] must be a non-negative number, got {share!r}")
+        if part in required and share == 0:
+            raise ValueError(f"{what}[{part!r}] must be positive: that step always runs")
+    total = sum(shares.values())
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"{what} shares must sum to 1, got {total:.6g} from {given}")
+    return {part: float(share) for part, share in shares.items()}
 
 
 def check_data(X, what: str = "X") -> np.ndarray:

@@ -9,13 +9,12 @@ their privacy argument are in ``privclust.algorithms.onecluster``.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ._validation import check_data, check_delta, check_epsilon
+from ._validation import check_data, check_delta, check_epsilon, check_int
 from .algorithms.onecluster import locate, make_plan
 from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
@@ -50,12 +49,6 @@ class OneCluster:
         return ~self.contains(X)
 
 
-def _check_count(name: str, value, at_least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < at_least:
-        raise ValueError(f"{name} must be an integer >= {at_least}, got {value!r}")
-    return int(value)
-
-
 def one_cluster(
     X,
     t: int,
@@ -76,7 +69,7 @@ def one_cluster(
     (keys radius, shift, box, axes, average, refine; see the algorithm's docs).
     """
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
-    t = _check_count("t", t)
+    t = check_int("t", t)
     plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts)
     X = check_data(X)
     domain = make_domain(bounds, X.shape[1], data=X)
@@ -123,8 +116,8 @@ def sample_and_aggregate(
     ``center`` is the private answer; ``radius`` says how tightly most
     subsets agreed.
     """
-    n_subsets = _check_count("n_subsets", n_subsets, at_least=2)
-    t = n_subsets // 2 if t is None else _check_count("t", t)
+    n_subsets = check_int("n_subsets", n_subsets, 2)
+    t = n_subsets // 2 if t is None else check_int("t", t)
     if t > n_subsets:
         raise ValueError(f"t={t} exceeds the number of subsets {n_subsets}")
     X = np.asarray(X)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_int, check_number
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection
 from ..privacy.budget import Spend
@@ -101,13 +102,8 @@ class GreedyPlan:
     selection_spend: Spend | None
 
 
-def _int_option(value, name: str, default: int, low: int = 1, high: int | None = None) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high and value > high):
-        bound = f"between {low} and {high}" if high else f">= {low}"
-        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
-    return int(value)
+def _int_option(value, name: str, default: int, low: int, high: int) -> int:
+    return default if value is None else check_int(name, value, low, high)
 
 
 def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
@@ -122,9 +118,7 @@ def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
     levels = _int_option(o["levels"], "levels", 8, 2, 30)
     boost = _int_option(o["boost"], "boost", 4, 1, 10) if n_clusters is None else 1
     restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
-    forbid = 4.0 if o["forbid"] is None else o["forbid"]
-    if isinstance(forbid, bool) or not isinstance(forbid, (int, float)) or not 1.0 <= forbid <= 64.0:
-        raise ValueError(f"forbid must be a number in [1, 64], got {forbid!r}")
+    forbid = 4.0 if o["forbid"] is None else check_number("forbid", o["forbid"], 1.0, 64.0)
     selection = o["selection"] or "histogram"
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
@@ -136,18 +130,16 @@ def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
         dim = min(4, max(2, math.ceil(math.log2(max(k, 2)))))
     if dim is not None and dim >= d:
         dim = None
-    share = 0.6 if o["selection_share"] is None else o["selection_share"]
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
-        raise ValueError(f"selection_share must lie in (0, 1), got {share!r}")
+    share = 0.6
+    if o["selection_share"] is not None:
+        share = check_number("selection_share", o["selection_share"], 0.0, 1.0, open_low=True, open_high=True)
     if ctx.budget.delta <= 0:
         raise ValueError("the greedy needs delta > 0 (Gaussian releases)")
 
     eps, delta = ctx.budget.epsilon / restarts, ctx.budget.delta / restarts
     centers = boost * k
     work_dim = dim or d
-    growth = 1.0 if o["level_growth"] is None else o["level_growth"]
-    if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.0 <= growth <= 16.0:
-        raise ValueError(f"level_growth must be a number in [1, 16], got {growth!r}")
+    growth = 1.0 if o["level_growth"] is None else check_number("level_growth", o["level_growth"], 1.0, 16.0)
     if selection == "histogram":
         top = 1.0 if dim else math.sqrt(d)
         dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim) <= DENSE_BALLS for i in range(levels))

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_int, check_number, check_shares
 from ..geometry.grid import dense_ids
 from ..geometry.projection import BallProjection, default_projection_dim
 from ..privacy.budget import Spend
@@ -103,45 +104,26 @@ class MaxCoverPlan:
         return out
 
 
-def _check_split(split) -> dict[str, float]:
-    if split is None:
-        return dict(DEFAULT_SPLIT)
-    if not isinstance(split, dict):
-        raise TypeError(f"budget_split must be a dict with keys from {SPLIT_PARTS}, got {type(split).__name__}")
-    unknown = set(split) - set(SPLIT_PARTS)
-    if unknown:
-        raise ValueError(f"budget_split has unknown parts {sorted(unknown)}; use {SPLIT_PARTS}")
-    out = {part: float(split.get(part, 0.0)) for part in SPLIT_PARTS}
-    if any(not math.isfinite(v) or v < 0 for v in out.values()):
-        raise ValueError(f"budget_split shares must be non-negative numbers, got {split}")
-    for part in ("cover", "proxy", "average"):
-        if out[part] <= 0:
-            raise ValueError(f"budget_split[{part!r}] must be positive: that step always runs")
-    if abs(sum(out.values()) - 1.0) > 1e-9:
-        raise ValueError(f"budget_split shares must sum to 1, got {sum(out.values()):.6g} from {split}")
-    return out
-
-
 def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
     options = algorithm_params(ctx, "maxcover", OPTIONS)
-    split = _check_split(options["budget_split"])
-    growth = float(options["growth"] if options["growth"] is not None else 2.0)
-    if not 1.0 < growth <= 16.0:
-        raise ValueError(f"growth (the ratio between consecutive grid sides) must lie in (1, 16], got {growth}")
+    given = options["budget_split"]
+    split = dict(DEFAULT_SPLIT) if given is None else check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
+    growth = 2.0 if options["growth"] is None else options["growth"]
+    growth = check_number(
+        "growth", growth, 1.0, 16.0, open_low=True, hint=" (the ratio between consecutive grid sides)"
+    )
     dim = options["projection_dim"]
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1):
-        raise ValueError(f"projection_dim must be a positive integer (d' >= 1), got {dim!r}")
+    if dim is not None:
+        dim = check_int("projection_dim", dim, 1, hint=" (the projected dimension d' >= 1)")
     if dim is not None and dim > MAX_PROJECTION_DIM:
         raise ValueError(
             f"projection_dim={dim} would give each point 2^{dim} grid corners to cover; "
             f"use at most {MAX_PROJECTION_DIM} (the seed uses log(n)/2)"
         )
     per_level = options["candidates_per_level"]
-    if per_level is not None and (
-        isinstance(per_level, bool) or not isinstance(per_level, (int, np.integer)) or per_level < 1
-    ):
-        raise ValueError(f"candidates_per_level must be a positive integer, got {per_level!r}")
+    if per_level is not None:
+        per_level = check_int("candidates_per_level", per_level)
     final = options["final_lloyd"] if options["final_lloyd"] is not None else True
     if split["lloyd"] > 0 and not final:
         raise ValueError("budget_split gives the final Lloyd round a share but final_lloyd is False")

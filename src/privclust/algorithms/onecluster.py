@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .._validation import check_int, check_shares, positive_finite
 from ..geometry.grid import cell_ids
 from ..privacy.budget import Spend
 from ..privacy.mechanisms import NoisyAverage, first_above_threshold, stable_argmax
@@ -101,18 +102,12 @@ class OneClusterPlan:
 def make_plan(epsilon: float, delta: float, split: dict | None = None, shifts: int = 30) -> OneClusterPlan:
     if delta <= 0:
         raise ValueError("1-cluster needs delta > 0 (its stability histograms and NoisyAVG are (epsilon, delta)-DP)")
-    shares = dict(DEFAULT_SPLIT) if split is None else dict(split)
-    if set(shares) != set(DEFAULT_SPLIT):
-        raise ValueError(
-            f"the 1-cluster budget split needs exactly the parts {sorted(DEFAULT_SPLIT)}, got {sorted(shares)}"
-        )
-    if any(not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for v in shares.values()):
-        raise ValueError(f"every 1-cluster budget share must be positive, got {shares}")
-    if abs(sum(shares.values()) - 1.0) > 1e-9:
-        raise ValueError(f"the 1-cluster budget shares must sum to 1, got {sum(shares.values()):.6g}")
-    if isinstance(shifts, bool) or not isinstance(shifts, int) or shifts < 1:
-        raise ValueError(f"shifts must be a positive integer, got {shifts!r}")
-    return OneClusterPlan(float(epsilon), float(delta), shares, shifts)
+    shares = (
+        dict(DEFAULT_SPLIT)
+        if split is None
+        else check_shares("the 1-cluster budget split", split, tuple(DEFAULT_SPLIT))
+    )
+    return OneClusterPlan(float(epsilon), float(delta), shares, check_int("shifts", shifts))
 
 
 def radius_grid(d: int) -> np.ndarray:
@@ -255,13 +250,9 @@ def onecluster(ctx: FitContext) -> FitResult:
     eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
     rest = eps - (eps_count or 0.0)
     plan = make_plan(rest / k, delta / k, options["budget_split"], options["shifts"] or 30)
-    t_given = options["t"]
-    if t_given is not None and (isinstance(t_given, bool) or not isinstance(t_given, (int, np.integer)) or t_given < 1):
-        raise ValueError(f"t must be a positive integer, got {t_given!r}")
+    t_given = None if options["t"] is None else check_int("t", options["t"])
     rounds = [s for i in range(k) for s in plan.spends(f"1-cluster round {i + 1}")]
-    factor = 2.0 if options["cover_factor"] is None else options["cover_factor"]
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (math.isfinite(factor) and factor > 0):
-        raise ValueError(f"cover_factor must be a positive number, got {factor!r}")
+    factor = 2.0 if options["cover_factor"] is None else positive_finite("cover_factor", options["cover_factor"])
     ctx.oracle.accountant.check(rounds + ([Spend("rows", epsilon=eps_count)] if eps_count else []))
     n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
     t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))
