@@ -129,3 +129,9 @@ def test_cli_on_a_folder_and_unknown_suffix(tmp_path):
             target.write_text("1,2\n")
         out = CliRunner().invoke(app, ["fit", str(target), "--k", "1", "--bounds", "0,5"])
         assert out.exit_code == 2 and "error:" in out.output
+
+
+def test_centers_at_the_edge_of_a_box_near_the_float_limit_stay_finite():
+    # Found by hypothesis: a center folded onto the upper wall of a box 9.9e307 wide overflowed.
+    model = KMeans(4, bounds=(0.0, 9.94576128575763e307), random_state=0).fit(np.zeros((4, 1)))
+    assert np.all(np.isfinite(model.cluster_centers_))

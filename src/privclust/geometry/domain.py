@@ -63,7 +63,7 @@ class BoxDomain(Domain):
 
     def from_unit(self, points):
         points = np.clip(points, -1.0, 1.0)
-        return self.lower + (points + 1.0) * (self.upper - self.lower) / 2.0
+        return self.lower + (points + 1.0) * ((self.upper - self.lower) / 2.0)  # halve first: width * 2 may overflow
 
     @property
     def length_scale(self) -> float:
