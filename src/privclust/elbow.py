@@ -36,19 +36,10 @@ class ElbowCurve:
     privacy_spent: PrivacyReport
 
     def plot(self, path) -> None:
-        from .plotting import _pyplot
+        from .plotting import plot_cost_curves
 
-        plt = _pyplot()
-        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
-        ax.plot(self.ks, self.costs, marker="o", markersize=3)
-        ax.axvline(self.elbow, color="red", linestyle="--", label=f"elbow: k = {self.elbow}")
-        ax.set_xlabel("k")
-        ax.set_ylabel("noisy cost (unit box)")
-        ax.set_title(f"private elbow curve, epsilon = {self.privacy_spent.epsilon:.3g}")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        title = f"private elbow curve, epsilon = {self.privacy_spent.epsilon:.3g}"
+        plot_cost_curves(path, [self.costs], self.elbow, f"elbow: k = {self.elbow}", title)
 
 
 def elbow_curve(

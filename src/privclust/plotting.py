@@ -1,4 +1,4 @@
-"""Pictures: cluster scatter plots and NICV-versus-epsilon curves."""
+"""Pictures: cluster scatter plots, NICV-versus-epsilon curves, elbow curves and benchmark histograms."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_clusters", "plot_curves", "plot_panels", "plot_heatmaps"]
+__all__ = ["plot_clusters", "plot_curves", "plot_panels", "plot_heatmaps", "plot_cost_curves", "plot_histograms"]
 
 
 def _pyplot():
@@ -122,6 +122,43 @@ def plot_heatmaps(path: str | Path, grids: dict[str, np.ndarray], row_labels, co
             dark = "reduction" not in title and high > low and (value - low) / (high - low) > 0.5
             ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
         fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_cost_curves(path: str | Path, curves: list, mark: int, mark_label: str, title: str | None = None) -> None:
+    """Cost against k = 1, 2, ... for one or more curves (log scale), with a vertical line at k = ``mark``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
+    for costs in curves:
+        ax.plot(
+            range(1, len(costs) + 1),
+            costs,
+            marker="o" if len(curves) == 1 else None,
+            markersize=3,
+            alpha=1.0 if len(curves) == 1 else 0.4,
+        )
+    ax.axvline(mark, color="red", linestyle="--", label=mark_label)
+    ax.set_yscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel("estimated cost (unit box)")
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_histograms(path: str | Path, panels: list[tuple[np.ndarray, float, str]]) -> None:
+    """One histogram per (values, threshold marked in red, x label)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3), dpi=100, squeeze=False)
+    for ax, (values, threshold, label) in zip(axes.flat, panels):
+        ax.hist(values, bins=20)
+        ax.axvline(threshold, color="red", linestyle="--")
+        ax.set_xlabel(label)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -45,7 +45,7 @@ def run(name: str, k_max: int, runs: int, epsilon: float, on_done=None) -> list[
 
 
 def write_report(rows: list[dict], out_dir: Path, machine: str, tolerance: int = 2) -> Path:
-    from ..plotting import _pyplot
+    from ..plotting import plot_cost_curves
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "elbow.json").write_text(json.dumps(rows, indent=1))
@@ -61,19 +61,8 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, tolerance: int =
         f"Elbow within {k} +- {tolerance}: **{hits} of {len(rows)}** runs; found k: {sorted(found.tolist())}; "
         f"median seconds per curve {np.median([r['seconds'] for r in rows]):.2f}.",
     ]
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
-    for r in rows:
-        ax.plot(range(1, len(r["costs"]) + 1), r["costs"], alpha=0.4)
-    ax.axvline(k, color="red", linestyle="--", label=f"reference k = {k}")
-    ax.set_yscale("log")
-    ax.set_xlabel("k")
-    ax.set_ylabel("estimated cost (unit box)")
-    ax.legend()
-    fig.tight_layout()
     png = out_dir / "elbow.png"
-    fig.savefig(png)
-    plt.close(fig)
+    plot_cost_curves(png, [r["costs"] for r in rows], k, f"reference k = {k}")
     lines += ["", f"![elbow curves]({png.name})"]
     report = out_dir / "elbow.md"
     report.write_text("\n".join(lines) + "\n")

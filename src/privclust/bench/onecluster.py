@@ -57,7 +57,7 @@ def run(runs: int, n: int, d: int, t: int, radius: float, epsilon: float, on_don
 
 
 def write_report(rows: list[dict], setup: dict, out_dir: Path, machine: str) -> Path:
-    from ..plotting import _pyplot
+    from ..plotting import plot_histograms
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "onecluster.json").write_text(json.dumps({"setup": setup, "runs": rows}, indent=1))
@@ -76,18 +76,10 @@ def write_report(rows: list[dict], setup: dict, out_dir: Path, machine: str) -> 
         f"| {rate:.0%} | {np.median(ratios):.2f}, {ratios.max():.2f} | {inside.min():,}, {int(np.median(inside)):,} | "
         f"{np.median([r['center_error'] for r in rows]):.4f} | {np.median([r['seconds'] for r in rows]):.2f} |",
     ]
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3), dpi=100)
-    axes[0].hist(ratios, bins=20)
-    axes[0].axvline(4.0, color="red", linestyle="--")
-    axes[0].set_xlabel("released radius / planted radius")
-    axes[1].hist(inside / setup["t"], bins=20)
-    axes[1].axvline(0.5, color="red", linestyle="--")
-    axes[1].set_xlabel("points inside / t")
-    fig.tight_layout()
     png = out_dir / "onecluster.png"
-    fig.savefig(png)
-    plt.close(fig)
+    plot_histograms(
+        png, [(ratios, 4.0, "released radius / planted radius"), (inside / setup["t"], 0.5, "points inside / t")]
+    )
     lines += ["", f"![planted runs]({png.name})"]
     report = out_dir / "onecluster.md"
     report.write_text("\n".join(lines) + "\n")
