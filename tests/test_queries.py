@@ -133,3 +133,46 @@ def test_exponential_mechanism_accounts_and_validates():
         exponential_mechanism([1.0, 2.0], 0.7, 1.0, noise, acc, "pick again")
     with pytest.raises(ValueError):
         exponential_mechanism([np.nan], 0.1, 1.0, noise, acc, "bad")
+
+
+def test_sparse_release_threshold_is_calibrated_and_keeps_a_lone_row_with_probability_delta():
+    from scipy.stats import norm
+
+    from privclust.privacy.budget import PrivacyAccountant
+    from privclust.privacy.mechanisms import GaussianMechanism
+    from privclust.privacy.noise import SeededNoise
+    from privclust.queries.base import BucketSumQuery, ValueBlock, sparse_threshold
+    from privclust.queries.central import CentralOracle
+
+    mechanism = GaussianMechanism(sensitivity=1.0, std=2.0)
+    delta = 0.2
+    tau = sparse_threshold(mechanism, delta)
+    assert norm.sf((tau - 1.0) / 2.0) == pytest.approx(delta)  # a one-row bucket clears it w.p. delta
+
+    rows = np.vstack([np.zeros((1, 1)), np.ones((200, 1))])  # bucket 0: one row; bucket 1: 200 rows
+    query = BucketSumQuery(
+        "lone",
+        2,
+        (ValueBlock("value", 1, mechanism),),
+        lambda chunk: ((chunk[:, 0] > 0.5).astype(np.intp), np.ones((len(chunk), 1))),
+    )
+    kept_lone = 0
+    for seed in range(2000):
+        oracle = CentralOracle(rows, PrivacyAccountant(), SeededNoise(np.random.SeedSequence(seed)))
+        ids, out = oracle.release_sparse(query, delta)
+        assert 1 in ids  # the heavy bucket always survives
+        kept_lone += 0 in ids
+    assert abs(kept_lone / 2000 - delta) < 0.03
+    assert oracle.accountant.spends[-1].delta == delta
+
+
+def test_stable_argmax_suppresses_a_single_count_at_the_promised_rate():
+    from privclust.privacy.mechanisms import stable_argmax
+    from privclust.privacy.noise import SeededNoise
+
+    eps, delta = 1.0, 0.4
+    noise = SeededNoise(np.random.SeedSequence(0))
+    released = sum(stable_argmax(np.array([1.0]), eps, delta, noise) is not None for _ in range(4000))
+    # P[1 + Lap(2/eps) >= 1 + 2 ln(2/delta)/eps] = exp(-ln(2/delta)) / 2 = delta / 4
+    assert abs(released / 4000 - delta / 4) < 0.02
+    assert stable_argmax(np.array([3.0, 500.0]), eps, delta, noise) == 1
