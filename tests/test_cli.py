@@ -225,3 +225,10 @@ def test_bench_elbow_small(tmp_path):
     rows = json.loads((tmp_path / "elbow.json").read_text())
     assert len(rows) == 2 and all(1 <= r["elbow"] <= 20 for r in rows)
     assert "reference k = 15" in (tmp_path / "elbow.md").read_text()
+
+
+def test_bench_aggregate_small(tmp_path):
+    out = run("bench", "aggregate", "--runs", "2", "--n", "20000", "--n-subsets", "2000", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    report = json.loads((tmp_path / "aggregate.json").read_text())
+    assert len(report["runs"]) == 2 and (tmp_path / "aggregate.md").exists()

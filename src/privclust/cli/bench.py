@@ -326,6 +326,24 @@ def elbow(
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
+@bench_app.command("aggregate")
+def aggregate(
+    runs: int = typer.Option(20, help="Runs (each with new data and noise)."),
+    n: int = typer.Option(100_000, help="Rows."),
+    n_subsets: int = typer.Option(4_000, help="Disjoint random parts."),
+    epsilon: float = typer.Option(1.0, help="Budget of each run (delta = 1e-6)."),
+    out: Path = typer.Option(Path("bench-results/aggregate"), help="Output folder."),
+) -> None:
+    """Sample-and-aggregate as a private robust mean, against the plain mean and median (seed 001)."""
+    from ..bench import aggregate as bench
+
+    with _progress() as progress:
+        task = progress.add_task("sample and aggregate", total=runs)
+        rows = bench.run(runs, n, n_subsets, epsilon, on_done=lambda _: progress.advance(task))
+    setup = {"n": n, "n_subsets": n_subsets, "epsilon": epsilon}
+    console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
+
+
 @bench_app.command("subsample")
 def subsample(
     n: int = typer.Option(10_000_000, help="Rows."),
