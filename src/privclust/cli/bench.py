@@ -40,13 +40,18 @@ def _methods(text: Optional[str], default: list[str]) -> list[str]:
     return chosen
 
 
+def _with_progress(label: str, total: int, run):
+    """``run(on_done)`` under a progress bar that advances each time it calls ``on_done``."""
+    with _progress() as progress:
+        task = progress.add_task(label, total=total)
+        return run(lambda _: progress.advance(task))
+
+
 def _run_jobs(jobs, workers: int, label: str):
     """Run utility-style jobs with a progress bar; say which peers were missing."""
     from ..bench.utility import run_utility
 
-    with _progress() as progress:
-        task = progress.add_task(label, total=len(jobs))
-        result = run_utility(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    result = _with_progress(label, len(jobs), lambda on_done: run_utility(jobs, workers=workers, on_done=on_done))
     for why in result.missing.values():
         console.print(f"[yellow]peer missing:[/] {why}")
     return result
@@ -196,9 +201,7 @@ def audit(
     if unknown:
         raise typer.BadParameter(f"unknown audits {unknown}; available: {', '.join([*AUDITS, *BROKEN])}")
     total = len([n for n in {**AUDITS, **BROKEN} if not names or n in names])
-    with _progress() as progress:
-        task = progress.add_task("audits", total=total)
-        results = audit_all(runs, names, on_done=lambda _: progress.advance(task))
+    results = _with_progress("audits", total, lambda on_done: audit_all(runs, names, on_done=on_done))
     table = Table(title=f"privacy audit ({runs} draws per side, 95% confidence)")
     for column in ("mechanism", "claimed epsilon", "delta", "empirical lower bound", "verdict"):
         table.add_column(column)
@@ -231,9 +234,9 @@ def federated(
     """Per-iteration time and bytes of federated FastLloyd in the seed's Table 3 settings."""
     from ..bench.federated import TABLE3, run_federated, write_federated_report
 
-    with _progress() as progress:
-        task = progress.add_task("federated runs", total=len(TABLE3) + 2)
-        rows = run_federated(on_done=lambda _: progress.advance(task), repeats=repeats)
+    rows = _with_progress(
+        "federated runs", len(TABLE3) + 2, lambda on_done: run_federated(on_done=on_done, repeats=repeats)
+    )
     report = write_federated_report(rows, out, machine_description())
     console.print(report.read_text())
 
@@ -260,9 +263,9 @@ def maxcover(
     if unknown:
         raise typer.BadParameter(f"unknown methods {sorted(unknown)}; available: {', '.join(bench.METHODS)}")
     jobs = bench.plan(names, chosen, _split(ks, int), runs, mnist_path)
-    with _progress() as progress:
-        task = progress.add_task("cost vs k", total=len(jobs))
-        rows, missing = bench.run(jobs, workers=workers, on_done=lambda _: progress.advance(task))
+    rows, missing = _with_progress(
+        "cost vs k", len(jobs), lambda on_done: bench.run(jobs, workers=workers, on_done=on_done)
+    )
     for why in missing.values():
         console.print(f"[yellow]peer missing:[/] {why}")
     report = bench.write_report(rows, out, machine_description(), missing)
@@ -282,9 +285,9 @@ def onecluster(
     """Planted-cluster benchmark for one_cluster (seed 001): success = >= t/2 points inside, radius <= 4x."""
     from ..bench import onecluster as bench
 
-    with _progress() as progress:
-        task = progress.add_task("planted 1-cluster", total=runs)
-        rows = bench.run(runs, n, d, t, radius, epsilon, on_done=lambda _: progress.advance(task))
+    rows = _with_progress(
+        "planted 1-cluster", runs, lambda on_done: bench.run(runs, n, d, t, radius, epsilon, on_done=on_done)
+    )
     setup = {"n": n, "d": d, "t": t, "radius": radius, "epsilon": epsilon}
     console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
 
@@ -300,9 +303,7 @@ def greedy(
 
     names = _split(datasets)
     total = len(names) * sum(len(v) for v in bench.SWEEP.values())
-    with _progress() as progress:
-        task = progress.add_task("greedy settings", total=total)
-        rows = bench.run(names, runs, on_done=lambda _: progress.advance(task))
+    rows = _with_progress("greedy settings", total, lambda on_done: bench.run(names, runs, on_done=on_done))
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
@@ -320,9 +321,9 @@ def elbow(
 
     if dataset not in ds_module.DATASETS:
         raise typer.BadParameter(f"unknown data set {dataset!r}; bundled: {', '.join(ds_module.DATASETS)}")
-    with _progress() as progress:
-        task = progress.add_task("elbow curves", total=runs)
-        rows = bench.run(dataset, k_max, runs, epsilon, on_done=lambda _: progress.advance(task))
+    rows = _with_progress(
+        "elbow curves", runs, lambda on_done: bench.run(dataset, k_max, runs, epsilon, on_done=on_done)
+    )
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
@@ -337,9 +338,9 @@ def aggregate(
     """Sample-and-aggregate as a private robust mean, against the plain mean and median (seed 001)."""
     from ..bench import aggregate as bench
 
-    with _progress() as progress:
-        task = progress.add_task("sample and aggregate", total=runs)
-        rows = bench.run(runs, n, n_subsets, epsilon, on_done=lambda _: progress.advance(task))
+    rows = _with_progress(
+        "sample and aggregate", runs, lambda on_done: bench.run(runs, n, n_subsets, epsilon, on_done=on_done)
+    )
     setup = {"n": n, "n_subsets": n_subsets, "epsilon": epsilon}
     console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
 
