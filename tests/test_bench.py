@@ -130,3 +130,18 @@ def test_subsample_bench_command(tmp_path):
     result = json.loads((tmp_path / "subsample.json").read_text())
     assert set(result["rows"]) == {"all rows", "Subsampled rate 0.1"}
     assert result["rows"]["Subsampled rate 0.1"]["epsilon"] < result["rows"]["all rows"]["epsilon"]
+
+
+def test_maxcover_report_marks_the_ablation_and_lists_the_cover_thresholds(tmp_path):
+    from privclust.bench.maxcover import write_report
+
+    rows = [
+        {"dataset": "mixture64", "method": m, "k": k, "seed": 0, "cost": c, "seconds": 1.0}
+        for m, c in (("maxcover", 7.0), ("cover-exact", 0.5), ("cover-private", 5.0))
+        for k in (16, 64)
+    ]
+    levels = [{"side": 0.5, "log_grid": 9.0, "points_needed": 1055.0, "eps_draw": 0.017}]
+    report = write_report(rows, tmp_path, "test machine", {}, {"mixture64": levels}).read_text()
+    assert "NOT private" in report and "| 0.5 | 9.0 | 1,055 |" in report
+    saved = json.loads((tmp_path / "maxcover.json").read_text())
+    assert len(saved["runs"]) == 6 and saved["thresholds"]["mixture64"][0]["points_needed"] == 1055.0

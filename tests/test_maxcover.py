@@ -164,6 +164,15 @@ def test_bad_parameters_are_refused_before_any_data_is_read(params, message):
     assert ledger.spends == []
 
 
+@pytest.mark.parametrize("params", [{"candidates_per_level": 10**6}, {"growth": 1.00001}])
+def test_candidate_limits_are_checked_before_a_private_row_count(params):
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    X = np.random.default_rng(0).uniform(-1, 1, (500, 3))
+    with pytest.raises(ValueError, match="candidates"):
+        KMeans(3, bounds=(-1, 1), algorithm="maxcover", algorithm_params=params, accountant=ledger).fit(X)
+    assert ledger.spends == []  # not even the row count
+
+
 def test_maxcover_refuses_pure_dp_budgets():
     with pytest.raises(ValueError, match="delta > 0"):
         KMeans(2, delta=0.0, bounds=(-1, 1), algorithm="maxcover").fit(np.zeros((10, 2)))
@@ -193,3 +202,25 @@ def test_covers_too_big_for_memory_are_refused_before_the_cover_reads_rows():
     with pytest.raises(ValueError, match="GiB"):
         model.fit(X)
     assert ledger.spends == []
+
+
+def test_level_grid_size_counts_the_grid_points_that_can_meet_the_ball():
+    from privclust.algorithms.maxcover import level_grid_size
+
+    side, dim = 0.3, 2
+    shift = side / 2.0
+    # independent count: integers i with the cover [g - side, g + side] of g = shift + side * i meeting [-1, 1]
+    per_axis = sum(1 for i in range(-20, 21) if shift + side * i + side >= -1.0 and shift + side * i - side <= 1.0)
+    assert math.isclose(level_grid_size(side, dim), dim * math.log(per_axis))
+
+
+def test_ablation_partition_with_exact_cover_recovers_separated_clusters():
+    from privclust.bench.maxcover import maxcover_partition
+
+    rng = np.random.default_rng(4)
+    truth = np.array([[-0.6] * 6, [0.6] * 6, [-0.6] * 3 + [0.6] * 3, [0.6] * 3 + [-0.6] * 3])
+    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.02, (4000, 6)), -1, 1)
+    exact = maxcover_partition(X, (-1.0, 1.0), 4, 0, private_cover=False)
+    within = float(((X - truth[np.argmin(((X[:, None] - truth) ** 2).sum(-1), axis=1)]) ** 2).sum(1).mean())
+    cost = float(((X[:, None] - exact) ** 2).sum(-1).min(1).mean())
+    assert cost < 1.5 * within  # exact means of a partition that separates the four clusters

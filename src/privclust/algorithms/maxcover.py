@@ -61,7 +61,7 @@ from ..queries.voronoi import count_values, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register, weighted_kmeans
 from .lloyd import fastlloyd_eta, radius_step, run_lloyd
 
-__all__ = ["MaxCoverPlan", "greedy_grid_cover", "maxcover"]
+__all__ = ["MaxCoverPlan", "greedy_grid_cover", "grid_sides", "level_grid_size", "maxcover"]
 
 SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
 DEFAULT_SPLIT = {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25}
@@ -149,8 +149,19 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
         candidates_per_level=None if per_level is None else int(per_level),
         projection_dim=None if dim is None else int(dim),
     )
+    # The levels grow with log n; whatever n is, there is at least the levels of n = 1, so a
+    # request over the limit even then is refused here, before the row count reads any data.
+    _check_candidates(len(grid_sides(1.0, growth)), per_level or ctx.n_clusters)
     ctx.oracle.accountant.check(result.spends())
     return result
+
+
+def _check_candidates(levels: int, per_level: int) -> None:
+    if levels * per_level > MAX_CANDIDATES:
+        raise ValueError(
+            f"{levels} grid levels x {per_level} candidates is over {MAX_CANDIDATES} candidates; "
+            "raise growth or lower candidates_per_level"
+        )
 
 
 def grid_sides(n_estimate: float, growth: float) -> list[float]:
@@ -181,9 +192,7 @@ def greedy_grid_cover(
     chosen = []
     for level, side in enumerate(sides):
         shift = rng.uniform(0.0, side, size=dim)  # public random offset of this level's grid
-        low = np.floor((-1.0 - shift) / side).astype(np.int64)  # grid index range that can cover the ball
-        high = np.floor((1.0 - shift) / side).astype(np.int64) + 1
-        radix = high - low + 1
+        low, radix = _grid_range(side, shift)
         log_grid = float(np.log(radix.astype(np.float64)).sum())
         rows = np.flatnonzero(alive)
         if rows.size == 0:  # everything is covered: every draw is uniform over the grid
@@ -220,6 +229,19 @@ def greedy_grid_cover(
     return np.array(chosen)
 
 
+def _grid_range(side: float, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest grid index per axis and the number of indices whose cover can meet the unit ball."""
+    low = np.floor((-1.0 - shift) / side).astype(np.int64)
+    high = np.floor((1.0 - shift) / side).astype(np.int64) + 1
+    return low, high - low + 1
+
+
+def level_grid_size(side: float, dim: int) -> float:
+    """ln |G_i|: the log of the number of grid points at side ``side`` in ``dim`` dimensions (mid shift)."""
+    radix = _grid_range(side, np.full(dim, side / 2.0))[1]
+    return float(np.log(radix.astype(np.float64)).sum())
+
+
 def _log_rest(log_total: float, listed: int) -> float | None:
     """log(total - listed) for a total given by its log; None when nothing is left."""
     if listed == 0:
@@ -250,11 +272,7 @@ def maxcover(ctx: FitContext) -> FitResult:
     dim = spec.projection_dim or min(default_projection_dim(n), MAX_PROJECTION_DIM)
     sides = grid_sides(n, spec.growth)
     per_level = spec.candidates_per_level or k
-    if len(sides) * per_level > MAX_CANDIDATES:
-        raise ValueError(
-            f"{len(sides)} grid levels x {per_level} candidates is over {MAX_CANDIDATES} candidates; "
-            "raise growth or lower candidates_per_level"
-        )
+    _check_candidates(len(sides), per_level)
     cover_bytes = n * 2**dim * (8 * dim + 40)  # the (point, corner) keys of one level and their bookkeeping
     if cover_bytes > MAX_COVER_BYTES:
         raise ValueError(

@@ -9,6 +9,18 @@ non-private Lloyd (scikit-learn, k-means++).  epsilon = 1, delta = n^-1.5,
 the row count public, seeded noise; cost = mean squared distance to the
 nearest center.  Each run also records its wall time and peak resident
 memory growth.
+
+**The ablation** (``--ablation``) asks which of maxcover's private steps limits
+its cost.  Two *non-private diagnostics* rebuild maxcover's partition with the
+same public geometry (JL projection, grid levels) and exact cluster means:
+``cover-exact`` picks each cover point by exact argmax (what the seed's
+published code does: its sampled index is overwritten by the argmax), and
+``cover-private`` draws it by the implicit exponential mechanism at the
+eps_E that private maxcover uses.  Private maxcover minus ``cover-private`` is
+what NoisyAVG and the final round cost; ``cover-private`` minus
+``cover-exact`` is what the private cover costs.  The report also lists, per
+grid level, how many points a grid point must cover before the exponential
+mechanism prefers it to the empty rest of the grid (2 ln|G_i| / eps_E).
 """
 
 from __future__ import annotations
@@ -25,7 +37,12 @@ from pathlib import Path
 import numpy as np
 
 from .. import metrics
+from ..algorithms.base import weighted_kmeans
+from ..algorithms.maxcover import greedy_grid_cover, grid_sides, level_grid_size
 from ..estimator import KMeans
+from ..geometry.domain import make_domain
+from ..geometry.projection import BallProjection
+from ..privacy.noise import SeededNoise
 from . import peers
 from .stats import mean_ci
 
@@ -33,6 +50,8 @@ __all__ = ["gaussian_mixture", "CostJob", "plan", "run", "write_report", "DEFAUL
 
 DEFAULT_KS = (2, 4, 8, 16, 32, 64)
 METHODS = ("maxcover", "fastlloyd", "diffprivlib", "lloyd")
+ABLATION = ("cover-exact", "cover-private")  # non-private diagnostics of maxcover's partition
+EXACT_SELECTION = 1e6  # an eps_E at which the exponential mechanism is an argmax
 
 
 def gaussian_mixture(n: int = 50_000, d: int = 100, components: int = 64, spread: float = 0.05, seed: int = 0):
@@ -88,7 +107,9 @@ def run_job(job: CostJob) -> dict:
     n = X.shape[0]
     before = _peak_rss_bytes()
     start = time.perf_counter()
-    if job.method == "lloyd":
+    if job.method in ABLATION:
+        centers, spent = maxcover_partition(X, (lo, hi), job.k, job.seed, job.method == "cover-private"), None
+    elif job.method == "lloyd":
         from sklearn.cluster import KMeans as SkKMeans
 
         centers = SkKMeans(job.k, n_init=1, max_iter=10, random_state=job.seed).fit(X).cluster_centers_
@@ -113,6 +134,48 @@ def run_job(job: CostJob) -> dict:
         "peak_rss_growth_bytes": max(0, _peak_rss_bytes() - before),
         "privacy_spent": spent,
     }
+
+
+def _private_maxcover(X: np.ndarray, bounds, k: int, seed: int) -> KMeans:
+    n = X.shape[0]
+    return KMeans(
+        k, epsilon=1.0, delta=n**-1.5, bounds=bounds, algorithm="maxcover", random_state=seed, public_n=n
+    ).fit(X)
+
+
+def maxcover_partition(X: np.ndarray, bounds, k: int, seed: int, private_cover: bool) -> np.ndarray:
+    """A NON-PRIVATE diagnostic: maxcover's partition, each part replaced by its exact mean.
+
+    The projection dimension, the grid levels and eps_E are those of private
+    maxcover at epsilon = 1 (read from a private fit's ``fit_info_``); the
+    cover is drawn at eps_E (``private_cover``) or by exact argmax, the proxy
+    counts are exact, and each projected Voronoi cell's mean is exact.
+    """
+    info = _private_maxcover(X, bounds, k, seed).fit_info_
+    rng = np.random.default_rng(seed)
+    unit = make_domain(bounds, X.shape[1]).to_unit(X.copy())
+    project = BallProjection.draw(X.shape[1], info["projection_dim"], rng)
+    points = project(unit)
+    sides = grid_sides(X.shape[0], 2.0)
+    eps = info["eps_draw"] if private_cover else EXACT_SELECTION
+    noise = SeededNoise(np.random.SeedSequence(seed))
+    candidates = greedy_grid_cover(points, sides, k, eps, noise, rng)
+    counts = np.bincount(metrics.assign(points, candidates)[0], minlength=candidates.shape[0])
+    labels = metrics.assign(points, weighted_kmeans(candidates, counts.astype(np.float64), k, rng))[0]
+    return np.array([X[labels == j].mean(axis=0) for j in np.unique(labels)])
+
+
+def cover_thresholds(dataset: str, k: int, mnist_path: str | None = None) -> list[dict]:
+    """Per grid level of private maxcover (seed 0): |G_i| and the points a grid point must cover
+    to outweigh the whole empty grid in the exponential mechanism, 2 ln|G_i| / eps_E."""
+    X, bounds = load(dataset, mnist_path)
+    info = _private_maxcover(X, bounds, k, 0).fit_info_
+    dim, eps = info["projection_dim"], info["eps_draw"]
+    rows = []
+    for side in grid_sides(X.shape[0], 2.0):
+        log_size = level_grid_size(side, dim)
+        rows.append({"side": side, "log_grid": log_size, "points_needed": 2.0 * log_size / eps, "eps_draw": eps})
+    return rows
 
 
 def _peer_rows(jobs: list[CostJob]) -> list[dict]:
@@ -159,11 +222,15 @@ def run(jobs: list[CostJob], workers: int = 1, on_done=None) -> tuple[list[dict]
     return rows, missing
 
 
-def write_report(rows: list[dict], out_dir: Path, machine: str, missing: dict[str, str]) -> Path:
+def write_report(
+    rows: list[dict], out_dir: Path, machine: str, missing: dict[str, str], thresholds: dict | None = None
+) -> Path:
     from ..plotting import plot_panels
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "maxcover.json").write_text(json.dumps(rows, indent=1, default=float))
+    (out_dir / "maxcover.json").write_text(
+        json.dumps({"runs": rows, "thresholds": thresholds}, indent=1, default=float)
+    )
     lines = [f"# Cost versus k at epsilon = 1, delta = n^-1.5 (seed 004, Figure 1; {machine})", ""]
     panels = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
@@ -192,6 +259,14 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, missing: dict[st
                 "",
             ]
         panels[name] = curves
+        if any(m in ABLATION for m in methods):
+            lines += [
+                "cover-exact and cover-private are NOT private: maxcover's partition with exact cluster means, "
+                "the cover drawn by exact argmax or by the exponential mechanism at maxcover's eps_E.",
+                "",
+            ]
+        if thresholds and name in thresholds:
+            lines += _threshold_table(thresholds[name])
     lines += [f"Missing peer: {why}" for why in missing.values()]
     png = out_dir / "maxcover_cost_vs_k.png"
     plot_panels(png, panels, "k", "cost per point", columns=max(1, len(panels)))
@@ -199,3 +274,16 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, missing: dict[st
     report = out_dir / "maxcover.md"
     report.write_text("\n".join(lines) + "\n")
     return report
+
+
+def _threshold_table(levels: list[dict]) -> list[str]:
+    eps = levels[0]["eps_draw"]
+    lines = [
+        f"Cover levels (eps_E = {eps:.4g} per draw): a grid point is preferred to the empty rest of the grid "
+        "only once it covers about 2 ln|G_i| / eps_E points.",
+        "",
+        "| grid side | ln abs(G_i) | points needed |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['side']:.3g} | {r['log_grid']:.1f} | {r['points_needed']:,.0f} |" for r in levels]
+    return lines + [""]

@@ -249,6 +249,9 @@ def maxcover(
     runs: int = typer.Option(5, help="Runs (seeds) per point; the seed uses 5."),
     mnist: Optional[Path] = typer.Option(None, help="mnist_train60k.npz (default: ../shared/datasets)."),
     workers: int = typer.Option(1, help="Processes for privclust's jobs (1 keeps timings clean)."),
+    ablation: bool = typer.Option(
+        False, help="Add the non-private diagnostics cover-exact and cover-private, and the cover's thresholds."
+    ),
     out: Path = typer.Option(Path("bench-results/maxcover"), help="Output folder."),
 ) -> None:
     """k-means cost vs k at epsilon = 1 on the 64-Gaussian mixture and MNIST 60k (seed 004, Figure 1)."""
@@ -258,17 +261,21 @@ def maxcover(
     mnist_path = bench.find_mnist(mnist)
     if "mnist60k" in names and mnist_path is None:
         raise typer.BadParameter("MNIST 60k not found: pass --mnist PATH/mnist_train60k.npz or drop it from --datasets")
-    chosen = _split(methods)
-    unknown = set(chosen) - set(bench.METHODS)
+    chosen = _split(methods) + (list(bench.ABLATION) if ablation else [])
+    unknown = set(chosen) - set(bench.METHODS) - set(bench.ABLATION)
     if unknown:
-        raise typer.BadParameter(f"unknown methods {sorted(unknown)}; available: {', '.join(bench.METHODS)}")
-    jobs = bench.plan(names, chosen, _split(ks, int), runs, mnist_path)
+        available = ", ".join(bench.METHODS + bench.ABLATION)
+        raise typer.BadParameter(f"unknown methods {sorted(unknown)}; available: {available}")
+    k_list = _split(ks, int)
+    jobs = bench.plan(names, list(dict.fromkeys(chosen)), k_list, runs, mnist_path)
     rows, missing = _with_progress(
         "cost vs k", len(jobs), lambda on_done: bench.run(jobs, workers=workers, on_done=on_done)
     )
     for why in missing.values():
         console.print(f"[yellow]peer missing:[/] {why}")
-    report = bench.write_report(rows, out, machine_description(), missing)
+    path = str(mnist_path) if mnist_path else None
+    thresholds = {name: bench.cover_thresholds(name, max(k_list), path) for name in names} if ablation else None
+    report = bench.write_report(rows, out, machine_description(), missing, thresholds)
     console.print(report.read_text())
 
 
