@@ -16,6 +16,7 @@ from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
 from .queries.central import CentralOracle
+from .queries.spark import is_spark_frame
 
 __all__ = ["KMeans"]
 
@@ -145,14 +146,53 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta))
 
     def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
-        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration."""
+        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
+
+        ``X`` is an array-like, or a PySpark DataFrame of numeric feature
+        columns: then the executors compute the exact aggregates and the driver
+        adds the noise (``queries.spark``), and ``labels_`` / ``inertia_`` are
+        not computed (use :meth:`predict` on the rows you need).
+        """
         budget = self._check_params()
-        X = check_data(X)
-        check_n_clusters(self.n_clusters, X.shape[0])
-        domain = make_domain(self.bounds, X.shape[1], data=X)
         accountant = PrivacyAccountant(budget, parent=self.accountant)
         randomness = Randomness(self.random_state)
-        oracle = CentralOracle(X, accountant, randomness.noise, transform=domain.to_unit)
+        spark = is_spark_frame(X)
+        if spark:
+            from .queries.spark import SparkOracle, spark_features
+
+            if isinstance(self.bounds, str):
+                raise ValueError("bounds='data' is not supported for Spark input: declare public bounds")
+            n_features = spark_features(X)
+            check_n_clusters(self.n_clusters)
+            domain = make_domain(self.bounds, n_features)
+            oracle = SparkOracle(X, accountant, randomness.noise, transform=domain.to_unit)
+        else:
+            X = check_data(X)
+            check_n_clusters(self.n_clusters, X.shape[0])
+            n_features = X.shape[1]
+            domain = make_domain(self.bounds, n_features, data=X)
+            oracle = CentralOracle(X, accountant, randomness.noise, transform=domain.to_unit)
+        try:
+            result = self._run(oracle, budget, randomness, callback)
+        finally:
+            if spark:
+                oracle.close()
+
+        self.cluster_centers_ = domain.from_unit(result.centers)
+        self.n_iter_ = result.n_iter
+        self.n_features_in_ = n_features
+        self.domain_ = domain
+        self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
+        self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
+        if "radii" in result.info:  # ball-finding algorithms also say where their balls end
+            self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
+        if not spark:  # for the data holder, on the training rows (not private)
+            self.labels_, self.inertia_ = self._assign(X)
+            if "radii" in result.info:
+                self.outliers_ = self.outlier_mask(X)
+        return self
+
+    def _run(self, oracle, budget, randomness, callback):
         ctx = FitContext(
             oracle=oracle,
             n_clusters=int(self.n_clusters),
@@ -169,19 +209,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             },
             callback=callback,
         )
-        result = ALGORITHMS[self.algorithm](ctx)
-
-        self.cluster_centers_ = domain.from_unit(result.centers)
-        self.n_iter_ = result.n_iter
-        self.n_features_in_ = X.shape[1]
-        self.domain_ = domain
-        self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
-        self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
-        self.labels_, self.inertia_ = self._assign(X)
-        if "radii" in result.info:  # ball-finding algorithms also say where their balls end
-            self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
-            self.outliers_ = self.outlier_mask(X)
-        return self
+        return ALGORITHMS[self.algorithm](ctx)
 
     def outlier_mask(self, X) -> np.ndarray:
         """Rows outside every found ball (``algorithm="onecluster"`` only; post-processing)."""

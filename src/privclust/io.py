@@ -53,6 +53,27 @@ def read_points(path: str | Path) -> np.ndarray:
     return check_data(frame, what=str(path))
 
 
+def read_spark_frame(path: str | Path, session):
+    """A Spark DataFrame of the numeric feature columns of a Parquet file or folder, or a CSV file or folder.
+
+    CSV: as :func:`read_points`, a first line of numbers is data, not a header.  Folders are what Spark
+    itself writes (one part file per task), so a job's output can be clustered where it lies.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or folder: {path}")
+    name = "".join(path.suffixes[-2:]).lower()
+    parts = [p.name.lower() for p in path.iterdir()] if path.is_dir() else [name]
+    if any(p.endswith((".parquet", ".pq")) for p in parts) or name.endswith((".parquet", ".pq")):
+        return session.read.parquet(str(path))
+    if any(p.endswith((".csv", ".csv.gz", ".txt")) for p in parts):
+        frame = session.read.csv(str(path), header=True, inferSchema=True)
+        if _looks_numeric(frame.columns):
+            frame = session.read.csv(str(path), header=False, inferSchema=True)
+        return frame
+    raise ValueError(f"{path}: the Spark engine reads Parquet or CSV files (or folders of them)")
+
+
 def write_points(path: str | Path, points: np.ndarray, header: list[str] | None = None) -> None:
     """Write rows as CSV (or .npy by suffix)."""
     path = Path(path)

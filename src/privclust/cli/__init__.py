@@ -56,6 +56,20 @@ def _parse_bounds(bounds: Optional[str], radius: Optional[float]):
     return tuple(parts)
 
 
+PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
+
+
+def _load_spark(data: Optional[str], master: str):
+    """(Spark DataFrame, None, None, description): a file or folder read by Spark."""
+    from ..io import read_spark_frame
+    from ..queries.spark import spark_session
+
+    if data is None or (data.lower() in datasets.DATASETS and not Path(data).exists()):
+        raise ValueError("--engine spark reads a Parquet or CSV file (or a folder of them), not a bundled data set")
+    frame = read_spark_frame(data, spark_session(master))
+    return frame, None, None, f"{data} (Spark, master {master}, {len(frame.columns)} features)"
+
+
 def _load(data: Optional[str]):
     """(X, default k, default bounds, description)."""
     from ..io import read_points
@@ -89,10 +103,17 @@ def fit(
     plot: Optional[Path] = typer.Option(None, help="Draw the clusters to this PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     steps: bool = typer.Option(False, "--steps", help="List every privacy spend."),
+    engine: str = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark)."),
+    spark_master: str = typer.Option("local[*]", help="The Spark master URL for --engine spark."),
 ) -> None:
     """Cluster a table privately and report what it cost."""
+    if engine not in ("local", "spark"):
+        fail(f"--engine must be local or spark, got {engine!r}")
+    on_spark = engine == "spark"
+    if on_spark and labels is not None:
+        fail("--labels writes every row's label on this machine; with --engine spark, predict where the rows are")
     try:
-        X, default_k, default_bounds, described = _load(data)
+        X, default_k, default_bounds, described = _load_spark(data, spark_master) if on_spark else _load(data)
         chosen_bounds = _parse_bounds(bounds, radius)
         if chosen_bounds is None:
             chosen_bounds = default_bounds
@@ -122,7 +143,8 @@ def fit(
             transient=True,
             disable=as_json,
         ) as progress:
-            task = progress.add_task(f"{algorithm} on {X.shape[0]:,} rows", total=None)
+            rows = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
+            task = progress.add_task(f"{algorithm} on {rows}", total=None)
 
             def callback(done: int, planned: int) -> None:
                 progress.update(task, completed=done, total=planned)
@@ -137,7 +159,9 @@ def fit(
     if labels is not None:
         write_points(labels, model.labels_, header=["label"])
     domain = model.domain_
-    unit_nicv = nicv(domain.to_unit(np.array(X, dtype=float)), domain.to_unit(model.cluster_centers_.copy()))
+    # NICV and the plot are for the data holder, on their own rows; on Spark, on a sample of them.
+    rows = np.array(X.limit(PLOT_SAMPLE).collect(), dtype=float) if on_spark else np.asarray(X, dtype=float)
+    unit_nicv = nicv(domain.to_unit(rows.copy()), domain.to_unit(model.cluster_centers_.copy()))
     spent = model.privacy_spent_
     summary = {
         "data": described,
@@ -153,9 +177,7 @@ def fit(
     if plot is not None:
         from ..plotting import plot_clusters
 
-        plot_clusters(
-            plot, np.asarray(X), model.labels_, model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}"
-        )
+        plot_clusters(plot, rows, model.predict(rows), model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}")
         summary["plot_file"] = str(plot)
     if as_json:
         summary["steps"] = spent.as_dict()["steps"]
@@ -170,8 +192,9 @@ def fit(
     console.print(f"data: {described}")
     console.print(table)
     console.print(
-        "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data: "
-        "for you, not for publication."
+        "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data"
+        + (f" (its first {PLOT_SAMPLE:,} rows on Spark)" if on_spark else "")
+        + ": for you, not for publication."
     )
     if steps:
         st = Table(title="privacy spends", show_header=True)

@@ -13,11 +13,18 @@ norm cached; memory-mapped input is transformed chunk by chunk on every
 query instead, so arrays larger than memory work.  Chunks are processed on
 every core.  Voronoi-cell queries and row counts take exact shortcuts
 (``queries.voronoi``).
+
+:class:`CuratorOracle` is the trusted curator apart from where the rows
+live: it releases, noises and charges; a subclass says only how to compute
+exact sums over its rows.  :class:`CentralOracle` holds them in memory (or a
+memory map); ``queries.spark.SparkOracle`` keeps them in a Spark cluster.
+The same exact sums get the same noise, so the privacy argument is the
+engine's business nowhere.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 from scipy import sparse
@@ -28,7 +35,9 @@ from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, ExactAccess, clip_blocks, sparse_spends, sparse_threshold
 from .voronoi import VoronoiCells
 
-__all__ = ["CentralOracle", "bucket_sums", "chunk_rows_for"]
+__all__ = ["CentralOracle", "CuratorOracle", "bucket_sums", "chunk_rows_for", "chunk_sums", "merge_sparse"]
+
+T = TypeVar("T")
 
 DENSE_INDICATOR_CELLS = 2**20  # above this, per-bucket sums use a sparse indicator
 CHUNK_BYTES = 4 * 2**20  # rows are processed ~4 MiB at a time: cache-friendly, enough for BLAS
@@ -60,7 +69,84 @@ class _Chunk:
         self.sq_norms = np.einsum("ij,ij->i", rows, rows)
 
 
-class CentralOracle(AggregateOracle):
+def chunk_sums(query: BucketSumQuery, rows: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """Exact clipped per-bucket sums of one chunk of unit-box rows (``sq_norms``: their squared norms)."""
+    cells = query.structure
+    if isinstance(cells, VoronoiCells):
+        sum_block, count_block = query.blocks
+        return cells.clipped_sums(rows, sq_norms, sum_block.mechanism, count_block.mechanism)
+    buckets, values = query.contribution(rows)
+    # Contribution functions return fresh arrays, so clipping in place is safe.
+    values = clip_blocks(np.asarray(values, dtype=np.float64), query)
+    return bucket_sums(np.asarray(buckets, dtype=np.intp), values, query.n_buckets)
+
+
+def chunk_sparse_part(query: BucketSumQuery, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket ids, sums) of one chunk's non-empty buckets."""
+    buckets, values = query.contribution(rows)
+    values = clip_blocks(np.asarray(values, dtype=np.float64), query)
+    keep = np.asarray(buckets) >= 0
+    return merge_sparse([(np.asarray(buckets, dtype=np.int64)[keep], values[keep])], query.width)
+
+
+def merge_sparse(parts, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (ids, values) parts by id: the sorted distinct ids and their summed values."""
+    parts = list(parts)
+    ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    values = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, width))
+    unique, inverse = np.unique(ids, return_inverse=True)
+    sums = np.stack([np.bincount(inverse, weights=values[:, j], minlength=unique.size) for j in range(width)], 1)
+    return unique, sums.reshape(unique.size, width)
+
+
+class CuratorOracle(AggregateOracle):
+    """The central model's release logic over exact sums that a subclass computes where its rows live."""
+
+    def exact_sums(self, query: BucketSumQuery) -> np.ndarray:
+        """The exact (noiseless) clipped sums; callers must noise them before release."""
+        raise NotImplementedError
+
+    def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
+        """(ids of the non-empty buckets, their exact clipped sums); callers must noise them before release."""
+        raise NotImplementedError
+
+    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` of every chunk of unit-box rows, concatenated: exact access, for ``run_mechanism`` only."""
+        raise NotImplementedError
+
+    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
+        spends = query.spends()
+        self.accountant.check(spends)
+        total = self.exact_sums(query)
+        out = {}
+        for (block, cols), spend in zip(query.block_slices(), spends):
+            out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
+            self.accountant.spend(spend)
+        return out
+
+    def release_sparse(self, query: BucketSumQuery, delta: float):
+        spends = sparse_spends(query, delta)
+        first = query.blocks[0].mechanism
+        threshold = sparse_threshold(first, delta)
+        self.accountant.check(spends)
+        ids, total = self.exact_sparse_sums(query)
+        out = {}
+        for block, cols in query.block_slices():
+            out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
+        for spend in spends:
+            self.accountant.spend(spend)
+        keep = out[query.blocks[0].name][:, 0] >= threshold
+        return ids[keep], {name: values[keep] for name, values in out.items()}
+
+    def run_mechanism(self, spends: list[Spend], mechanism):
+        self.accountant.check(spends)
+        out = mechanism(_CuratorAccess(self))
+        for spend in spends:
+            self.accountant.spend(spend)
+        return out
+
+
+class CentralOracle(CuratorOracle):
     """Answers queries over an in-memory array or a memory map."""
 
     def __init__(
@@ -85,97 +171,33 @@ class CentralOracle(AggregateOracle):
     def _prepare(self, rows: slice) -> _Chunk:
         return _Chunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
 
-    def _chunks(self):
+    def _map(self, fn: Callable[[_Chunk], T]) -> list[T]:
         if self._prepared is not None:
-            return self._prepared
-        return (self._prepare(s) for s in self._slices)
-
-    def _chunk_sums(self, query: BucketSumQuery, chunk: _Chunk) -> np.ndarray:
-        cells = query.structure
-        if isinstance(cells, VoronoiCells):
-            sum_block, count_block = query.blocks
-            return cells.clipped_sums(chunk.rows, chunk.sq_norms, sum_block.mechanism, count_block.mechanism)
-        buckets, values = query.contribution(chunk.rows)
-        # Contribution functions return fresh arrays, so clipping in place is safe.
-        values = clip_blocks(np.asarray(values, dtype=np.float64), query)
-        return bucket_sums(np.asarray(buckets, dtype=np.intp), values, query.n_buckets)
+            return map_chunks(fn, self._prepared)
+        return [fn(self._prepare(s)) for s in self._slices]  # memory map: one chunk in memory at a time
 
     def exact_sums(self, query: BucketSumQuery) -> np.ndarray:
-        """The exact (noiseless) clipped sums; callers must noise them before release."""
         if query.structure is ROW_COUNT:
             return np.array([[float(self._n_rows)]])
-        if self._prepared is not None:
-            return sum(map_chunks(lambda c: self._chunk_sums(query, c), self._prepared))
         total = np.zeros((query.n_buckets, query.width))
-        for chunk in self._chunks():
-            total += self._chunk_sums(query, chunk)
+        for part in self._map(lambda c: chunk_sums(query, c.rows, c.sq_norms)):
+            total += part
         return total
 
-    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
-        spends = query.spends()
-        self.accountant.check(spends)
-        total = self.exact_sums(query)
-        out = {}
-        for (block, cols), spend in zip(query.block_slices(), spends):
-            out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
-            self.accountant.spend(spend)
-        return out
-
     def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
-        """(ids of the non-empty buckets, their exact clipped sums); callers must noise them before release."""
+        return merge_sparse(self._map(lambda c: chunk_sparse_part(query, c.rows)), query.width)
 
-        def chunk_part(chunk: _Chunk):
-            buckets, values = query.contribution(chunk.rows)
-            values = clip_blocks(np.asarray(values, dtype=np.float64), query)
-            keep = np.asarray(buckets) >= 0
-            return np.asarray(buckets, dtype=np.int64)[keep], values[keep]
-
-        parts = (
-            map_chunks(chunk_part, self._prepared)
-            if self._prepared is not None
-            else [chunk_part(c) for c in self._chunks()]
-        )
-        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-        values = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, query.width))
-        unique, inverse = np.unique(ids, return_inverse=True)
-        sums = np.stack(
-            [np.bincount(inverse, weights=values[:, j], minlength=unique.size) for j in range(query.width)], 1
-        )
-        return unique, sums.reshape(unique.size, query.width)
-
-    def release_sparse(self, query: BucketSumQuery, delta: float):
-        spends = sparse_spends(query, delta)
-        first = query.blocks[0].mechanism
-        threshold = sparse_threshold(first, delta)
-        self.accountant.check(spends)
-        ids, total = self.exact_sparse_sums(query)
-        out = {}
-        for block, cols in query.block_slices():
-            out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
-        for spend in spends:
-            self.accountant.spend(spend)
-        keep = out[query.blocks[0].name][:, 0] >= threshold
-        return ids[keep], {name: values[keep] for name, values in out.items()}
-
-    def run_mechanism(self, spends: list[Spend], mechanism):
-        self.accountant.check(spends)
-        out = mechanism(_CentralAccess(self))
-        for spend in spends:
-            self.accountant.spend(spend)
-        return out
+    def map_rows(self, fn):
+        parts = self._map(lambda chunk: fn(chunk.rows))
+        return np.concatenate(parts) if parts else np.empty((0,))
 
 
-class _CentralAccess(ExactAccess):
-    def __init__(self, oracle: CentralOracle):
+class _CuratorAccess(ExactAccess):
+    def __init__(self, oracle: CuratorOracle):
         self._oracle = oracle
 
     def map_rows(self, fn):
-        oracle = self._oracle
-        if oracle._prepared is not None:
-            parts = map_chunks(lambda chunk: fn(chunk.rows), oracle._prepared)
-        else:
-            parts = [fn(chunk.rows) for chunk in oracle._chunks()]
-        return np.concatenate(parts) if parts else np.empty((0,))
+        return self._oracle.map_rows(fn)
 
     def sums(self, query):
         return self._oracle.exact_sums(query)

@@ -1,0 +1,167 @@
+"""The central model on a Spark cluster: the same trusted curator, its rows kept by the executors.
+
+A Spark DataFrame of numeric columns (one feature each) is cut, per
+partition, into numpy chunks of about 4 MiB; the executors map every chunk
+through the public ``transform`` (clip to the declared bounds, normalise) and
+cache it.  For each query the driver ships the query itself (pickled: its
+public geometry and clipping bounds) to the executors, which return *exact*
+per-bucket sums of their chunks; the driver adds them and noises the total
+with :class:`~privclust.queries.central.CuratorOracle`'s release code, the
+code the in-memory oracle uses.
+
+Privacy: what crosses from executors to the driver are exact aggregates
+inside the trusted curator (Spark is the curator's machinery, as RAM is for
+the in-memory oracle); only noised totals leave the oracle, each charged to
+the accountant before any executor runs.  So every algorithm keeps its
+guarantee unchanged, and a seeded fit gives the in-memory fit's centers up
+to the rounding of a different summation order.
+
+``map_rows`` (exact access for the central-only mechanisms: maxcover's
+cover, 1-cluster, the greedy's exponential variant) collects the mapped rows
+to the driver, so those algorithms need their mapped rows (e.g. maxcover's
+d'-dimensional projection) to fit in the driver's memory.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+from ..privacy.budget import PrivacyAccountant
+from ..privacy.noise import NoiseSource
+from .base import ROW_COUNT, BucketSumQuery
+from .central import CuratorOracle, _Chunk, chunk_rows_for, chunk_sparse_part, chunk_sums, merge_sparse
+
+__all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session"]
+
+NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+
+
+def is_spark_frame(X) -> bool:
+    """True for a PySpark DataFrame (classic or Spark Connect), without importing pyspark."""
+    return any(cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame" for cls in type(X).__mro__)
+
+
+def spark_features(frame) -> int:
+    """The number of features of ``frame``; refuses non-numeric columns (column types are public schema)."""
+    dtypes = frame.dtypes
+    if not dtypes:
+        raise ValueError("the Spark DataFrame has no columns")
+    bad = [name for name, kind in dtypes if not kind.startswith(NUMERIC_TYPES)]
+    if bad:
+        raise ValueError(
+            f"the Spark DataFrame has non-numeric columns {bad}: select or cast the feature columns first, "
+            "e.g. df.select([F.col(c).cast('double') for c in features])"
+        )
+    return len(dtypes)
+
+
+def spark_session(master: str = "local[*]"):
+    """A Spark session for ``master``.  Executors unpickle privclust's queries, so they must run a Python
+    with privclust installed: unless ``PYSPARK_PYTHON`` says otherwise, they run this process's Python
+    (right for ``local[...]``; on a cluster, install privclust on the workers and set ``PYSPARK_PYTHON``)."""
+    import os
+    import sys
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    # The rows travel as numpy chunks, never through pandas: PySpark's pandas-version notice does not apply.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName("privclust")
+    session = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+class _SparkChunk(_Chunk):
+    __slots__ = ("finite",)
+
+    def __init__(self, raw: np.ndarray, transform):
+        self.finite = bool(np.all(np.isfinite(raw)))
+        super().__init__(transform(raw) if self.finite else raw)
+
+
+def _partition_chunks(rows, transform, chunk_rows: int):
+    batch = []
+    for row in rows:
+        batch.append(row)  # a Row is a tuple; numpy turns None (a missing value) into nan
+        if len(batch) == chunk_rows:
+            yield _SparkChunk(np.array(batch, dtype=np.float64), transform)
+            batch = []
+    if batch:
+        yield _SparkChunk(np.array(batch, dtype=np.float64), transform)
+
+
+def _add_sums(query: BucketSumQuery, total: np.ndarray, chunk: _SparkChunk) -> np.ndarray:
+    total += chunk_sums(query, chunk.rows, chunk.sq_norms)
+    return total
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a += b
+    return a
+
+
+def _sparse_partition(query: BucketSumQuery, chunks):
+    yield merge_sparse((chunk_sparse_part(query, c.rows) for c in chunks), query.width)
+
+
+class SparkOracle(CuratorOracle):
+    """Answers queries over a Spark DataFrame's rows, aggregated by the executors (central model)."""
+
+    def __init__(
+        self,
+        frame,
+        accountant: PrivacyAccountant,
+        noise: NoiseSource,
+        transform: Callable[[np.ndarray], np.ndarray] | None = None,
+        chunk_rows: int | None = None,
+    ):
+        from pyspark import StorageLevel
+
+        n_features = spark_features(frame)
+        super().__init__(n_features, accountant, noise)
+        make = partial(
+            _partition_chunks,
+            transform=transform or _identity,
+            chunk_rows=int(chunk_rows or chunk_rows_for(n_features)),
+        )
+        try:
+            rdd = frame.rdd
+        except Exception as exc:  # Spark Connect sessions have no RDD API
+            raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
+        self._rdd = rdd.mapPartitions(make).persist(StorageLevel.MEMORY_AND_DISK)
+        # One pass that also fills the cache.  Refusing missing values is what the in-memory
+        # path does too (check_data); the refusal releases nothing else and spends nothing.
+        if not self._rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
+            self.close()
+            raise ValueError(
+                "the Spark DataFrame has missing or non-finite values: drop or impute them first "
+                "(e.g. df.na.drop()); privclust does not guess values for private rows"
+            )
+
+    def close(self) -> None:
+        """Drop the cached chunks from the executors."""
+        self._rdd.unpersist()
+
+    def exact_sums(self, query: BucketSumQuery) -> np.ndarray:
+        if query.structure is ROW_COUNT:
+            return np.array([[float(self._rdd.map(lambda chunk: chunk.rows.shape[0]).sum())]])
+        zero = np.zeros((query.n_buckets, query.width))
+        return self._rdd.treeAggregate(zero, partial(_add_sums, query), _add)
+
+    def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
+        parts = self._rdd.mapPartitions(partial(_sparse_partition, query)).collect()
+        return merge_sparse(parts, query.width)
+
+    def map_rows(self, fn):
+        parts = [p for p in self._rdd.map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
+        return np.concatenate(parts) if parts else np.empty((0,))
+
+
+def _identity(rows: np.ndarray) -> np.ndarray:
+    return rows

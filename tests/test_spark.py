@@ -1,0 +1,140 @@
+"""The Spark engine: the executors' exact sums equal the in-memory oracle's, and a fit is the same fit."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from privclust import KMeans
+from privclust.privacy import PrivacyAccountant
+from privclust.privacy.budget import Budget
+from privclust.privacy.mechanisms import NonPrivate
+from privclust.privacy.noise import SeededNoise
+from privclust.queries import CentralOracle, count_query
+from privclust.queries.base import BucketSumQuery, ValueBlock, voronoi_query
+from privclust.queries.spark import SparkOracle, is_spark_frame
+from privclust.queries.voronoi import VoronoiCells
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    # Executors import privclust: they must run this environment's Python, not whatever python3 is first on PATH.
+    previous = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("privclust-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    if previous is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = previous
+
+
+def _frame(spark, X, partitions=3):
+    return spark.createDataFrame(
+        [tuple(map(float, row)) for row in X], [f"x{j}" for j in range(X.shape[1])]
+    ).repartition(partitions)
+
+
+def _oracles(spark, X, chunk_rows=50):
+    ledger = PrivacyAccountant()
+    noise = SeededNoise(np.random.SeedSequence(0))
+    clip = lambda rows: np.clip(rows, -1.0, 1.0)  # noqa: E731
+    return (
+        CentralOracle(X, ledger, noise, transform=clip, chunk_rows=chunk_rows),
+        SparkOracle(_frame(spark, X), PrivacyAccountant(), noise, transform=clip, chunk_rows=chunk_rows),
+    )
+
+
+def test_spark_sums_equal_the_in_memory_sums(spark):
+    X = np.random.default_rng(0).uniform(-1.2, 1.2, (700, 3))
+    central, distributed = _oracles(spark, X)
+    cells = VoronoiCells(np.array([[0.5, 0.5, 0.0], [-0.5, -0.5, 0.0]]), radius=0.8, relative=True)
+    voronoi = voronoi_query("step", cells, NonPrivate(), NonPrivate())
+    assert np.allclose(central.exact_sums(voronoi), distributed.exact_sums(voronoi))
+    assert distributed.exact_sums(count_query(NonPrivate()))[0, 0] == 700
+
+    def grid(rows):
+        return np.floor((rows[:, 0] + 1.0) * 4).astype(np.int64) * 1000, np.hstack([rows, np.ones((len(rows), 1))])
+
+    sparse = BucketSumQuery("cells", 10_000, (ValueBlock("sums", 4, NonPrivate()),), grid)
+    ids_a, sums_a = central.exact_sparse_sums(sparse)
+    ids_b, sums_b = distributed.exact_sparse_sums(sparse)
+    assert np.array_equal(ids_a, ids_b) and np.allclose(sums_a, sums_b)
+    mapped_a, mapped_b = central.map_rows(lambda r: r[:, 0] * 2), distributed.map_rows(lambda r: r[:, 0] * 2)
+    assert np.allclose(np.sort(mapped_a), np.sort(mapped_b))  # the same rows, in partition order
+    distributed.close()
+
+
+@pytest.mark.parametrize(
+    "algorithm, options",
+    [("fastlloyd", None), ("greedy", {"levels": 4}), ("maxcover", None)],  # few levels: one Spark job per query
+)
+def test_a_seeded_fit_on_spark_is_the_in_memory_fit(spark, algorithm, options):
+    rng = np.random.default_rng(1)
+    truth = np.array([[-0.6, -0.6], [0.6, 0.6], [-0.6, 0.6]])
+    X = np.clip(truth[rng.integers(0, 3, 3000)] + rng.normal(0, 0.05, (3000, 2)), -1, 1)
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=7, public_n=3000)
+    params["algorithm_params"] = options
+    local = KMeans(3, **params).fit(X)
+    distributed = KMeans(3, **params).fit(_frame(spark, X))
+    order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+    assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+    assert distributed.privacy_spent_.epsilon == pytest.approx(local.privacy_spent_.epsilon)
+    assert not hasattr(distributed, "labels_")  # training-row labels are not gathered from the cluster
+
+
+def test_spark_input_is_checked_before_anything_is_spent(spark):
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    text = spark.createDataFrame([(1.0, "a"), (2.0, "b")], ["x", "label"])
+    with pytest.raises(ValueError, match="non-numeric columns"):
+        KMeans(2, bounds=(0, 3), accountant=ledger).fit(text)
+    missing = spark.createDataFrame([(1.0, 2.0), (None, 1.0), (0.5, 0.5)], "x double, y double")
+    with pytest.raises(ValueError, match="missing or non-finite"):
+        KMeans(2, bounds=(0, 3), accountant=ledger).fit(missing)
+    with pytest.raises(ValueError, match="declare public bounds"):
+        KMeans(2, bounds="data").fit(_frame(spark, np.zeros((4, 2))))
+    assert ledger.spends == []
+
+
+def test_only_spark_frames_take_the_spark_path(spark):
+    assert is_spark_frame(_frame(spark, np.zeros((2, 2))))
+    assert not is_spark_frame(np.zeros((2, 2)))
+
+
+def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    rng = np.random.default_rng(2)
+    truth = np.array([[-0.6, -0.6], [0.6, 0.6], [-0.6, 0.6]])
+    X = np.clip(truth[rng.integers(0, 3, 2000)] + rng.normal(0, 0.05, (2000, 2)), -1, 1)
+    np.savetxt(tmp_path / "rows.csv", X, delimiter=",", header="a,b", comments="")
+    common = ["--bounds=-1,1", "-k", "3", "--seed", "5", "--public-n", "2000", "--json"]
+    local = CliRunner().invoke(app, ["fit", str(tmp_path / "rows.csv"), "-o", str(tmp_path / "local.csv"), *common])
+    on_spark = CliRunner().invoke(
+        app,
+        ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "-o", str(tmp_path / "spark.csv"), *common],
+    )
+    assert local.exit_code == 0 and on_spark.exit_code == 0, on_spark.output
+    a, b = (
+        np.loadtxt(tmp_path / "local.csv", delimiter=",", skiprows=1),
+        np.loadtxt(tmp_path / "spark.csv", delimiter=",", skiprows=1),
+    )
+    assert np.allclose(a, b, atol=1e-6)
+    assert json.loads(on_spark.output)["epsilon_spent"] == pytest.approx(1.0)
+    refused = CliRunner().invoke(app, ["fit", "--engine", "spark", "--labels", str(tmp_path / "l.csv")])
+    assert refused.exit_code == 2 and "--labels" in refused.output
