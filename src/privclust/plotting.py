@@ -92,14 +92,18 @@ def plot_panels(path: str | Path, panels: dict[str, dict[str, tuple]], xlabel: s
     """One small-multiples figure: a panel of curves per entry of ``panels``, one shared legend."""
     plt = _pyplot()
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), dpi=100, squeeze=False)
+    width = max(3.2 * columns, 6.0)  # room for the legend under a single panel
+    handles_per_row = max(2, int(width // 1.4))
+    fig, axes = plt.subplots(rows, columns, figsize=(width, 2.8 * rows + 0.4), dpi=100, squeeze=False)
     for ax, (title, curves) in zip(axes.flat, panels.items()):
         _draw_curves(ax, curves, title, xlabel, ylabel, logy=logy)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    ncol = min(len(labels), handles_per_row)
+    legend_rows = -(-len(labels) // ncol)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=9)
+    fig.tight_layout(rect=(0, 0.3 * legend_rows / fig.get_figheight(), 1, 1))
     fig.savefig(path)
     plt.close(fig)
 
