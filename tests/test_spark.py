@@ -46,13 +46,13 @@ def _frame(spark, X, partitions=3):
     ).repartition(partitions)
 
 
-def _oracles(spark, X, chunk_rows=50):
+def _oracles(spark, X):
     ledger = PrivacyAccountant()
     noise = SeededNoise(np.random.SeedSequence(0))
     clip = lambda rows: np.clip(rows, -1.0, 1.0)  # noqa: E731
     return (
-        CentralOracle(X, ledger, noise, transform=clip, chunk_rows=chunk_rows),
-        SparkOracle(_frame(spark, X), PrivacyAccountant(), noise, transform=clip, chunk_rows=chunk_rows),
+        CentralOracle(X, ledger, noise, transform=clip, chunk_rows=50),
+        SparkOracle(_frame(spark, X, partitions=6), PrivacyAccountant(), noise, transform=clip),
     )
 
 

@@ -279,6 +279,28 @@ def maxcover(
     console.print(report.read_text())
 
 
+@bench_app.command("spark")
+def spark(
+    n: str = typer.Option("100000,1000000", help="Comma-separated row counts."),
+    d: int = typer.Option(10, help="Dimension."),
+    k: int = typer.Option(10, help="Clusters."),
+    algorithm: str = typer.Option("fastlloyd", help="The algorithm to fit on both engines."),
+    repeats: int = typer.Option(3, help="Seeded fits per engine and n."),
+    master: str = typer.Option("local[*]", help="Spark master URL."),
+    out: Path = typer.Option(Path("bench-results/spark"), help="Output folder (the Parquet inputs go here too)."),
+) -> None:
+    """The same seeded fit in memory and on Spark: seconds per fit as n grows, and the centers' difference."""
+    from ..bench import spark as bench
+
+    sizes = _split(n, int)
+    rows = _with_progress(
+        f"{algorithm} in memory and on Spark",
+        len(sizes),
+        lambda on_done: bench.run(sizes, d, k, algorithm, repeats, master, out / "data", on_done=on_done),
+    )
+    console.print(bench.write_report(rows, out, machine_description()).read_text())
+
+
 @bench_app.command("onecluster")
 def onecluster(
     runs: int = typer.Option(50, help="Runs (each with new data and noise)."),

@@ -1,9 +1,11 @@
 """The central model on a Spark cluster: the same trusted curator, its rows kept by the executors.
 
-A Spark DataFrame of numeric columns (one feature each) is cut, per
-partition, into numpy chunks of about 4 MiB; the executors map every chunk
-through the public ``transform`` (clip to the declared bounds, normalise) and
-cache it.  For each query the driver ships the query itself (pickled: its
+A Spark DataFrame of numeric columns (one feature each) crosses from the JVM
+to the Python workers as Arrow record batches (``mapInArrow``; Spark's
+``spark.sql.execution.arrow.maxRecordsPerBatch`` rows each, 10,000 by
+default), never as one Python object per row; each batch becomes a numpy
+chunk, which the executors map through the public ``transform`` (clip to the
+declared bounds, normalise) and cache.  For each query the driver ships the query itself (pickled: its
 public geometry and clipping bounds) to the executors, which return *exact*
 per-bucket sums of their chunks; the driver adds them and noises the total
 with :class:`~privclust.queries.central.CuratorOracle`'s release code, the
@@ -32,7 +34,7 @@ import numpy as np
 from ..privacy.budget import PrivacyAccountant
 from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, BucketSumQuery
-from .central import CuratorOracle, _Chunk, chunk_rows_for, chunk_sparse_part, chunk_sums, merge_sparse
+from .central import CuratorOracle, _Chunk, chunk_sparse_part, chunk_sums, merge_sparse
 
 __all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session"]
 
@@ -85,15 +87,23 @@ class _SparkChunk(_Chunk):
         super().__init__(transform(raw) if self.finite else raw)
 
 
-def _partition_chunks(rows, transform, chunk_rows: int):
-    batch = []
-    for row in rows:
-        batch.append(row)  # a Row is a tuple; numpy turns None (a missing value) into nan
-        if len(batch) == chunk_rows:
-            yield _SparkChunk(np.array(batch, dtype=np.float64), transform)
-            batch = []
-    if batch:
-        yield _SparkChunk(np.array(batch, dtype=np.float64), transform)
+def _packed_batches(batches):
+    """Arrow record batches of rows -> one packed float64 block per batch (nulls become nan).
+
+    Rows cross from the JVM as Arrow columns, never as one Python object per row."""
+    import pyarrow as pa
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        columns = [np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64) for column in batch.columns]
+        block = np.ascontiguousarray(np.column_stack(columns))
+        yield pa.RecordBatch.from_pydict({"rows": [block.shape[0]], "block": [block.tobytes()]})
+
+
+def _unpack(packed, n_features: int, transform) -> _SparkChunk:
+    raw = np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
+    return _SparkChunk(raw, transform)
 
 
 def _add_sums(query: BucketSumQuery, total: np.ndarray, chunk: _SparkChunk) -> np.ndarray:
@@ -119,22 +129,19 @@ class SparkOracle(CuratorOracle):
         accountant: PrivacyAccountant,
         noise: NoiseSource,
         transform: Callable[[np.ndarray], np.ndarray] | None = None,
-        chunk_rows: int | None = None,
     ):
         from pyspark import StorageLevel
 
         n_features = spark_features(frame)
         super().__init__(n_features, accountant, noise)
-        make = partial(
-            _partition_chunks,
-            transform=transform or _identity,
-            chunk_rows=int(chunk_rows or chunk_rows_for(n_features)),
-        )
+        transform = transform or _identity
         try:
-            rdd = frame.rdd
+            packed = frame.mapInArrow(_packed_batches, "rows long, block binary")
+            rdd = packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
-        self._rdd = rdd.mapPartitions(make).persist(StorageLevel.MEMORY_AND_DISK)
+        self._rdd = rdd.map(partial(_unpack, n_features=n_features, transform=transform))
+        self._rdd = self._rdd.persist(StorageLevel.MEMORY_AND_DISK)
         # One pass that also fills the cache.  Refusing missing values is what the in-memory
         # path does too (check_data); the refusal releases nothing else and spends nothing.
         if not self._rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
