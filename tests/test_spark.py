@@ -108,8 +108,10 @@ def test_spark_input_is_checked_before_anything_is_spent(spark):
 
 
 def test_only_spark_frames_take_the_spark_path(spark):
-    assert is_spark_frame(_frame(spark, np.zeros((2, 2))))
-    assert not is_spark_frame(np.zeros((2, 2)))
+    frame = _frame(spark, np.zeros((2, 2)))
+    assert is_spark_frame(frame) and not is_spark_frame(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="only KMeans.fit takes"):
+        KMeans(2, bounds=(-1, 1)).fit(np.zeros((2, 2))).predict(frame)
 
 
 def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):

@@ -77,6 +77,11 @@ def check_shares(what: str, given: dict, required: tuple[str, ...], optional: tu
 
 def check_data(X, what: str = "X") -> np.ndarray:
     """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
+    if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
+        raise ValueError(
+            f"{what} is a Spark object, which only KMeans.fit takes (its rows stay in Spark); "
+            "for this function, bring the rows into memory first (e.g. a numpy array)"
+        )
     columns = getattr(X, "columns", None)
     if columns is not None and hasattr(X, "dtypes"):
         from pandas.api.types import is_numeric_dtype

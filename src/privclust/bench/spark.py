@@ -30,12 +30,14 @@ def _timed_fit(data, n: int, k: int, algorithm: str, seed: int) -> tuple[float, 
     return time.perf_counter() - start, model.cluster_centers_
 
 
-def run(ns, d: int, k: int, algorithm: str, repeats: int, master: str, workdir: Path, on_done=None) -> list[dict]:
+def run(
+    ns, d: int, k: int, algorithm: str, repeats: int, master: str, workdir: Path, memory: str = "4g", on_done=None
+) -> list[dict]:
     import pandas as pd
 
     from ..queries.spark import spark_session
 
-    session = spark_session(master)
+    session = spark_session(master, driver_memory=memory)
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in ns:

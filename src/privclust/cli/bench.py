@@ -287,6 +287,7 @@ def spark(
     algorithm: str = typer.Option("fastlloyd", help="The algorithm to fit on both engines."),
     repeats: int = typer.Option(3, help="Seeded fits per engine and n."),
     master: str = typer.Option("local[*]", help="Spark master URL."),
+    driver_memory: str = typer.Option("4g", help="Spark driver memory (local mode: it also caches the rows)."),
     out: Path = typer.Option(Path("bench-results/spark"), help="Output folder (the Parquet inputs go here too)."),
 ) -> None:
     """The same seeded fit in memory and on Spark: seconds per fit as n grows, and the centers' difference."""
@@ -296,7 +297,7 @@ def spark(
     rows = _with_progress(
         f"{algorithm} in memory and on Spark",
         len(sizes),
-        lambda on_done: bench.run(sizes, d, k, algorithm, repeats, master, out / "data", on_done=on_done),
+        lambda on_done: bench.run(sizes, d, k, algorithm, repeats, master, out / "data", driver_memory, on_done),
     )
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 

@@ -60,10 +60,13 @@ def spark_features(frame) -> int:
     return len(dtypes)
 
 
-def spark_session(master: str = "local[*]"):
+def spark_session(master: str = "local[*]", driver_memory: str = "4g"):
     """A Spark session for ``master``.  Executors unpickle privclust's queries, so they must run a Python
     with privclust installed: unless ``PYSPARK_PYTHON`` says otherwise, they run this process's Python
-    (right for ``local[...]``; on a cluster, install privclust on the workers and set ``PYSPARK_PYTHON``)."""
+    (right for ``local[...]``; on a cluster, install privclust on the workers and set ``PYSPARK_PYTHON``).
+
+    ``driver_memory`` applies when this call starts the JVM; in ``local[...]`` mode the driver also
+    runs the executors and caches the rows, so Spark's default of 1g holds only a few million rows."""
     import os
     import sys
     import warnings
@@ -73,7 +76,7 @@ def spark_session(master: str = "local[*]"):
     # The rows travel as numpy chunks, never through pandas: PySpark's pandas-version notice does not apply.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName("privclust")
+    builder = SparkSession.builder.master(master).appName("privclust").config("spark.driver.memory", driver_memory)
     session = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
