@@ -13,25 +13,20 @@ from privclust.privacy.mechanisms import NonPrivate
 from privclust.privacy.noise import SeededNoise
 from privclust.queries import CentralOracle, count_query
 from privclust.queries.base import BucketSumQuery, ValueBlock, voronoi_query
-from privclust.queries.spark import SparkOracle, is_spark_frame
+from privclust.queries.spark import SparkOracle, is_spark_frame, spark_session
 from privclust.queries.voronoi import VoronoiCells
+
+# createDataFrame in these tests goes through PySpark's pandas checks; privclust's own path does not.
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
     # Executors import privclust: they must run this environment's Python, not whatever python3 is first on PATH.
     previous = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("privclust-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session("local[2]", driver_memory="1g")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session
     session.stop()
     if previous is None:

@@ -26,6 +26,7 @@ d'-dimensional projection) to fit in the driver's memory.
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Callable
 
@@ -69,12 +70,9 @@ def spark_session(master: str = "local[*]", driver_memory: str = "4g"):
     runs the executors and caches the rows, so Spark's default of 1g holds only a few million rows."""
     import os
     import sys
-    import warnings
 
     from pyspark.sql import SparkSession
 
-    # The rows travel as numpy chunks, never through pandas: PySpark's pandas-version notice does not apply.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName("privclust").config("spark.driver.memory", driver_memory)
     session = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate()
@@ -139,7 +137,11 @@ class SparkOracle(CuratorOracle):
         super().__init__(n_features, accountant, noise)
         transform = transform or _identity
         try:
-            packed = frame.mapInArrow(_packed_batches, "rows long, block binary")
+            with warnings.catch_warnings():
+                # The rows travel as Arrow batches into numpy, never through pandas: PySpark's notice
+                # about its support of pandas >= 3 does not concern this path.
+                warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+                packed = frame.mapInArrow(_packed_batches, "rows long, block binary")
             rdd = packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
