@@ -135,3 +135,15 @@ def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):
     assert json.loads(on_spark.output)["epsilon_spent"] == pytest.approx(1.0)
     refused = CliRunner().invoke(app, ["fit", "--engine", "spark", "--labels", str(tmp_path / "l.csv")])
     assert refused.exit_code == 2 and "--labels" in refused.output
+
+
+def test_subsampled_fits_a_poisson_sample_that_stays_in_spark(spark):
+    from privclust import Subsampled
+
+    rng = np.random.default_rng(3)
+    truth = np.array([[-0.6, -0.6], [0.6, 0.6], [-0.6, 0.6]])
+    X = np.clip(truth[rng.integers(0, 3, 6000)] + rng.normal(0, 0.05, (6000, 2)), -1, 1)
+    base = KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), public_n=6000, random_state=0)
+    model = Subsampled(base, rate=0.5, random_state=1).fit(_frame(spark, X))
+    assert model.privacy_spent_.epsilon < base.epsilon  # amplified (Theorem 1)
+    assert np.linalg.norm(model.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.15

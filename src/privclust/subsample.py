@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from ._validation import check_data
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
+from .queries.spark import is_spark_frame
 
 __all__ = ["amplified", "group_privacy", "sample_size", "suggest_rate", "Subsampled"]
 
@@ -139,15 +140,20 @@ class Subsampled(ClusterMixin, BaseEstimator):
         planned = amplified(eps, delta, self.rate)
         if self.accountant is not None:
             self.accountant.check([Spend("subsampled fit", epsilon=planned[0], delta=planned[1])])
-        if isinstance(X, (list, tuple)):
-            X = np.asarray(X)
-        n = len(X)
         rng = np.random.default_rng(self.random_state)
-        size = int(rng.binomial(n, self.rate))
-        if size == 0:
-            raise ValueError(f"the sample is empty (n={n}, rate={self.rate}): raise the rate")
-        rows = np.sort(rng.choice(n, size=size, replace=False))
-        sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
+        if is_spark_frame(X):
+            # Spark's sample() keeps each row independently with probability rate: Poisson
+            # subsampling, as Theorem 1 needs; the rows stay in Spark.
+            sample = X.sample(withReplacement=False, fraction=float(self.rate), seed=int(rng.integers(2**62)))
+        else:
+            if isinstance(X, (list, tuple)):
+                X = np.asarray(X)
+            n = len(X)
+            size = int(rng.binomial(n, self.rate))
+            if size == 0:
+                raise ValueError(f"the sample is empty (n={n}, rate={self.rate}): raise the rate")
+            rows = np.sort(rng.choice(n, size=size, replace=False))
+            sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
         base = clone(self.estimator).set_params(accountant=None)
         if getattr(base, "public_n", None) is not None:
             # A declared row count describes the full data; the base sees about rate times as many rows.
