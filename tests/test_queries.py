@@ -176,3 +176,42 @@ def test_stable_argmax_suppresses_a_single_count_at_the_promised_rate():
     # P[1 + Lap(2/eps) >= 1 + 2 ln(2/delta)/eps] = exp(-ln(2/delta)) / 2 = delta / 4
     assert abs(released / 4000 - delta / 4) < 0.02
     assert stable_argmax(np.array([3.0, 500.0]), eps, delta, noise) == 1
+
+
+def _mixed_requests():
+    def cells(rows):
+        return np.floor((rows[:, 0] + 1.0) * 3).astype(np.int64), np.hstack([rows, np.ones((len(rows), 1))])
+
+    gauss = GaussianMechanism.for_mu(1.0, 1.0)
+    dense = BucketSumQuery("dense", 6, (ValueBlock("v", 3, gauss),), cells)
+    sparse = BucketSumQuery("sparse", 6, (ValueBlock("v", 3, gauss),), cells)
+    return [(dense, None), (sparse, 1e-6), (dense, None)]
+
+
+@pytest.mark.parametrize("memory_mapped", [False, True])
+def test_release_many_answers_as_the_calls_one_by_one(tmp_path, memory_mapped):
+    X = np.random.default_rng(0).uniform(-1, 1, (3000, 2))
+    if memory_mapped:
+        np.save(tmp_path / "x.npy", X)
+        X = np.load(tmp_path / "x.npy", mmap_mode="r")
+    together = oracle(X, chunk_rows=256)
+    one_by_one = oracle(X, chunk_rows=256)
+    batched = together.release_many(_mixed_requests())
+    single = [one_by_one.release(q) if d is None else one_by_one.release_sparse(q, d) for q, d in _mixed_requests()]
+    assert np.array_equal(batched[0]["v"], single[0]["v"]) and np.array_equal(batched[2]["v"], single[2]["v"])
+    assert np.array_equal(batched[1][0], single[1][0]) and np.allclose(batched[1][1]["v"], single[1][1]["v"])
+    assert [s.label for s in together.accountant.spends] == [s.label for s in one_by_one.accountant.spends]
+
+
+def test_release_many_is_refused_whole_before_any_row_is_read():
+    class Exploding(np.ndarray):
+        def __getitem__(self, item):
+            raise AssertionError("data was read")
+
+    X = np.zeros((50, 2))
+    o = oracle(X, budget=Budget(1.0, 1e-6))
+    o._prepared = None
+    o._data = X.view(Exploding)
+    with pytest.raises(BudgetExceededError):
+        o.release_many(_mixed_requests())  # three Gaussian releases at mu = 1 are over (1, 1e-6)
+    assert o.accountant.spends == []

@@ -16,8 +16,9 @@ Two ways to choose, both private:
 
 * ``selection="histogram"`` (any privacy model): per level and per
   sub-lattice one sparse Gaussian release of the balls' values through the
-  oracle (``release_sparse``); the greedy is then post-processing of the
-  released histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
+  oracle (``release_sparse``), all asked at once (``release_many``: one pass
+  over the rows); the greedy is then post-processing of the released
+  histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
   1 (GDP-composed) plus the partition-selection delta.
 * ``selection="exponential"`` (central model): every choice is an
   exponential-mechanism draw on the exact values, the head over every
@@ -249,21 +250,24 @@ def _merge(level: Level, parts: list[tuple[np.ndarray, np.ndarray]]) -> LevelVal
 def released_values(oracle: AggregateOracle, levels: list[Level], project, plan_: GreedyPlan) -> list[LevelValues]:
     """The histogram selection's releases: per level and sub-lattice one Gaussian release, of every ball
     (small levels) or of the non-empty balls above the partition-selection threshold."""
-    tables = []
+    # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
+    # oracle at once: one pass over the rows instead of one per sub-lattice.
+    requests, owners = [], []
     for level in levels:
         mechanism = GaussianMechanism.for_mu(plan_.mu_release[level.index], 1.0)
         dense = plan_.dense[level.index]
-        parts = []
         for residue in level.sublattices():
             query = _level_query(f"greedy level {level.index}", level, residue, project, plan_.z, mechanism, dense)
-            if dense:
-                values = oracle.release(query)["value"][:, 0]
-                parts.append((level.encode(level.sublattice_balls(residue)), values))
-            else:
-                ids, out = oracle.release_sparse(query, plan_.delta_release)
-                parts.append((ids, out["value"][:, 0]))
-        tables.append(_merge(level, parts))
-    return tables
+            requests.append((query, None if dense else plan_.delta_release))
+            owners.append((level, residue, dense))
+    parts = {level.index: [] for level in levels}
+    for (level, residue, dense), answer in zip(owners, oracle.release_many(requests)):
+        if dense:
+            parts[level.index].append((level.encode(level.sublattice_balls(residue)), answer["value"][:, 0]))
+        else:
+            ids, out = answer
+            parts[level.index].append((ids, out["value"][:, 0]))
+    return [_merge(level, parts[level.index]) for level in levels]
 
 
 def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:

@@ -180,6 +180,18 @@ class AggregateOracle(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} has no sparse release")
 
+    def release_many(self, requests: list[tuple[BucketSumQuery, float | None]]) -> list:
+        """Several releases fixed in advance: ``(query, None)`` is :meth:`release`, ``(query, delta)``
+        is :meth:`release_sparse`; the answers come in order.
+
+        The answers, their noise and their spends are those of the calls one by one (none of the
+        queries depends on another's answer, so nothing adaptive is lost); an oracle may compute
+        the exact sums of all of them in one pass over its rows.  Every spend is checked before
+        any row is read.
+        """
+        self.accountant.check([s for query, delta in requests for s in request_spends(query, delta)])
+        return [self.release(q) if delta is None else self.release_sparse(q, delta) for q, delta in requests]
+
     def run_mechanism(self, spends: list[Spend], mechanism: Callable[["ExactAccess"], T]) -> T:
         """Run a mechanism that needs exact access to the rows (central model only).
 
@@ -202,6 +214,10 @@ def sparse_threshold(mechanism, delta: float) -> float:
     if not 0 < delta < 1:
         raise ValueError(f"the sparse release's delta must lie in (0, 1), got {delta!r}")
     return float(mechanism.sensitivity + mechanism.std * norm.isf(delta))
+
+
+def request_spends(query: BucketSumQuery, delta: float | None) -> list[Spend]:
+    return query.spends() if delta is None else sparse_spends(query, delta)
 
 
 def sparse_spends(query: BucketSumQuery, delta: float) -> list[Spend]:

@@ -29,10 +29,19 @@ from typing import Callable, TypeVar
 import numpy as np
 from scipy import sparse
 
-from .._parallel import map_chunks
+from .._parallel import map_chunks, n_workers
 from ..privacy.budget import PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
-from .base import ROW_COUNT, AggregateOracle, BucketSumQuery, ExactAccess, clip_blocks, sparse_spends, sparse_threshold
+from .base import (
+    ROW_COUNT,
+    AggregateOracle,
+    BucketSumQuery,
+    ExactAccess,
+    clip_blocks,
+    request_spends,
+    sparse_spends,
+    sparse_threshold,
+)
 from .voronoi import VoronoiCells
 
 __all__ = ["CentralOracle", "CuratorOracle", "bucket_sums", "chunk_rows_for", "chunk_sums", "merge_sparse"]
@@ -114,28 +123,41 @@ class CuratorOracle(AggregateOracle):
         """``fn`` of every chunk of unit-box rows, concatenated: exact access, for ``run_mechanism`` only."""
         raise NotImplementedError
 
+    def exact_many(self, requests: list[tuple[BucketSumQuery, float | None]]) -> list:
+        """Exact answers of several queries (dense totals, or (ids, sums) where a delta is given);
+        an engine overrides this to compute them all in one pass over its rows."""
+        return [self.exact_sums(q) if delta is None else self.exact_sparse_sums(q) for q, delta in requests]
+
     def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
-        spends = query.spends()
-        self.accountant.check(spends)
-        total = self.exact_sums(query)
+        self.accountant.check(query.spends())
+        return self._noised(query, self.exact_sums(query))
+
+    def release_sparse(self, query: BucketSumQuery, delta: float):
+        self.accountant.check(sparse_spends(query, delta))
+        return self._noised_sparse(query, delta, *self.exact_sparse_sums(query))
+
+    def release_many(self, requests: list[tuple[BucketSumQuery, float | None]]) -> list:
+        self.accountant.check([s for q, delta in requests for s in request_spends(q, delta)])
+        exact = self.exact_many(requests)
+        return [
+            self._noised(q, answer) if delta is None else self._noised_sparse(q, delta, *answer)
+            for (q, delta), answer in zip(requests, exact)
+        ]
+
+    def _noised(self, query: BucketSumQuery, total: np.ndarray) -> dict[str, np.ndarray]:
         out = {}
-        for (block, cols), spend in zip(query.block_slices(), spends):
+        for (block, cols), spend in zip(query.block_slices(), query.spends()):
             out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
             self.accountant.spend(spend)
         return out
 
-    def release_sparse(self, query: BucketSumQuery, delta: float):
-        spends = sparse_spends(query, delta)
-        first = query.blocks[0].mechanism
-        threshold = sparse_threshold(first, delta)
-        self.accountant.check(spends)
-        ids, total = self.exact_sparse_sums(query)
+    def _noised_sparse(self, query: BucketSumQuery, delta: float, ids: np.ndarray, total: np.ndarray):
         out = {}
         for block, cols in query.block_slices():
             out[block.name] = block.mechanism.apply(total[:, cols], self.noise)
-        for spend in spends:
+        for spend in sparse_spends(query, delta):
             self.accountant.spend(spend)
-        keep = out[query.blocks[0].name][:, 0] >= threshold
+        keep = out[query.blocks[0].name][:, 0] >= sparse_threshold(query.blocks[0].mechanism, delta)
         return ids[keep], {name: values[keep] for name, values in out.items()}
 
     def run_mechanism(self, spends: list[Spend], mechanism):
@@ -187,9 +209,63 @@ class CentralOracle(CuratorOracle):
     def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
         return merge_sparse(self._map(lambda c: chunk_sparse_part(query, c.rows)), query.width)
 
+    def exact_many(self, requests):
+        if any(q.structure is ROW_COUNT for q, _ in requests):
+            return super().exact_many(requests)
+        answers = _Answers(requests)
+        if self._prepared is not None:
+            chunks, read = self._prepared, _as_is
+        else:  # memory map: one chunk read per worker at a time
+            chunks, read = self._slices, self._prepare
+        group = max(1, n_workers())  # chunks in flight: memory stays a few partial answers, whatever n is
+        for start in range(0, len(chunks), group):
+            for parts in map_chunks(lambda c: answers.of_chunk(read(c)), chunks[start : start + group]):
+                answers.add(parts)
+        return answers.result()
+
     def map_rows(self, fn):
         parts = self._map(lambda chunk: fn(chunk.rows))
         return np.concatenate(parts) if parts else np.empty((0,))
+
+
+def _as_is(chunk: _Chunk) -> _Chunk:
+    return chunk
+
+
+class _Answers:
+    """Running exact answers of several requests, fed one chunk at a time (see ``exact_many``)."""
+
+    def __init__(self, requests):
+        self.requests = requests
+        self.totals = [np.zeros((q.n_buckets, q.width)) if d is None else [] for q, d in requests]
+
+    def of_chunk(self, chunk: _Chunk) -> list:
+        return [
+            chunk_sums(q, chunk.rows, chunk.sq_norms) if d is None else chunk_sparse_part(q, chunk.rows)
+            for q, d in self.requests
+        ]
+
+    def add(self, parts: list) -> "_Answers":
+        for i, ((q, d), part) in enumerate(zip(self.requests, parts)):
+            if d is None:
+                self.totals[i] += part
+            else:  # merged as it goes, so a sparse answer never holds more than its distinct ids
+                self.totals[i] = [merge_sparse(self.totals[i] + [part], q.width)]
+        return self
+
+    def merge(self, other: "_Answers") -> "_Answers":
+        for i, (q, d) in enumerate(self.requests):
+            if d is None:
+                self.totals[i] += other.totals[i]
+            else:
+                self.totals[i] = [merge_sparse(self.totals[i] + other.totals[i], q.width)]
+        return self
+
+    def result(self) -> list:
+        return [
+            t if d is None else (t[0] if t else merge_sparse([], q.width))
+            for (q, d), t in zip(self.requests, self.totals)
+        ]
 
 
 class _CuratorAccess(ExactAccess):

@@ -35,7 +35,7 @@ import numpy as np
 from ..privacy.budget import PrivacyAccountant
 from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, BucketSumQuery
-from .central import CuratorOracle, _Chunk, chunk_sparse_part, chunk_sums, merge_sparse
+from .central import CuratorOracle, _Answers, _Chunk, chunk_sparse_part, chunk_sums, merge_sparse
 
 __all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session"]
 
@@ -117,6 +117,14 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a
 
 
+def _add_chunk(answers: _Answers, chunk: _SparkChunk) -> _Answers:
+    return answers.add(answers.of_chunk(chunk))
+
+
+def _merge_answers(a: _Answers, b: _Answers) -> _Answers:
+    return a.merge(b)
+
+
 def _sparse_partition(query: BucketSumQuery, chunks):
     yield merge_sparse((chunk_sparse_part(query, c.rows) for c in chunks), query.width)
 
@@ -169,6 +177,12 @@ class SparkOracle(CuratorOracle):
     def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
         parts = self._rdd.mapPartitions(partial(_sparse_partition, query)).collect()
         return merge_sparse(parts, query.width)
+
+    def exact_many(self, requests):
+        if any(q.structure is ROW_COUNT for q, _ in requests):
+            return super().exact_many(requests)
+        answers = self._rdd.treeAggregate(_Answers(requests), _add_chunk, _merge_answers)
+        return answers.result()
 
     def map_rows(self, fn):
         parts = [p for p in self._rdd.map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
