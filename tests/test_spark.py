@@ -147,3 +147,19 @@ def test_subsampled_fits_a_poisson_sample_that_stays_in_spark(spark):
     model = Subsampled(base, rate=0.5, random_state=1).fit(_frame(spark, X))
     assert model.privacy_spent_.epsilon < base.epsilon  # amplified (Theorem 1)
     assert np.linalg.norm(model.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.15
+
+
+def test_the_elbow_curve_and_one_cluster_run_on_spark_as_in_memory(spark):
+    from privclust import one_cluster
+    from privclust.elbow import elbow_curve
+
+    rng = np.random.default_rng(5)
+    truth = np.array([[-0.6, -0.6], [0.6, 0.6], [-0.6, 0.6], [0.6, -0.6]])
+    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.04, (4000, 2)), -1, 1)
+    frame = _frame(spark, X)
+    options = {"levels": 4}
+    local = elbow_curve(X, 6, bounds=(-1, 1), random_state=3, algorithm_params=options)
+    distributed = elbow_curve(frame, 6, bounds=(-1, 1), random_state=3, algorithm_params=options)
+    assert np.allclose(local.costs, distributed.costs) and local.elbow == distributed.elbow
+    ball = one_cluster(frame, 900, epsilon=2.0, delta=1e-6, bounds=(-1, 1), random_state=4)
+    assert ball.found and np.linalg.norm(truth - ball.center, axis=1).min() < 0.1

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
+from ._validation import check_delta, check_epsilon, check_n_clusters
 from .algorithms.base import FitContext
 from .algorithms.greedy import find_elbow, lift, plan, projection_for, run_greedy, solution_cost
 from .algorithms.lloyd import fastlloyd_eta
-from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.noise import Randomness
-from .queries.central import CentralOracle
+from .queries.curator import central_oracle
 
 __all__ = ["ElbowCurve", "elbow_curve"]
 
@@ -58,19 +57,17 @@ def elbow_curve(
     """The noisy k-means cost of the greedy's solution for every k = 1 .. k_max, and the elbow."""
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
     check_n_clusters(k_max)
-    X = check_data(X)
-    check_n_clusters(k_max, X.shape[0])
-    domain = make_domain(bounds, X.shape[1], data=X)
     ledger = PrivacyAccountant(budget, parent=accountant)
     randomness = Randomness(random_state)
-    oracle = CentralOracle(X, ledger, randomness.noise, transform=domain.to_unit)
-    ctx = FitContext(oracle, int(k_max), budget, randomness, options={"params": algorithm_params})
-    spec = plan(ctx, int(k_max))
-    if spec.restarts != 1:
-        raise ValueError("the elbow curve uses one greedy run; drop 'restarts'")
-    rng = randomness.geometry()
-    project = projection_for(spec, X.shape[1], rng)
-    centers = run_greedy(ctx, spec, project, rng)
-    lifted = lift(oracle, project, centers, spec, X.shape[1], fastlloyd_eta(X.shape[1], int(k_max)))
+    with central_oracle(X, bounds, ledger, randomness.noise, int(k_max)) as curated:
+        oracle, d = curated.oracle, curated.n_features
+        ctx = FitContext(oracle, int(k_max), budget, randomness, options={"params": algorithm_params})
+        spec = plan(ctx, int(k_max))
+        if spec.restarts != 1:
+            raise ValueError("the elbow curve uses one greedy run; drop 'restarts'")
+        rng = randomness.geometry()
+        project = projection_for(spec, d, rng)
+        centers = run_greedy(ctx, spec, project, rng)
+        lifted = lift(oracle, project, centers, spec, d, fastlloyd_eta(d, int(k_max)))
     costs = np.array([solution_cost(lifted, k, rng)[1] for k in range(1, int(k_max) + 1)])
     return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), ledger.report(budget.delta))

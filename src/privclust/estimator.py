@@ -11,12 +11,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
 from .algorithms import ALGORITHMS, FitContext
-from .geometry.domain import make_domain
 from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
-from .queries.central import CentralOracle
-from .queries.spark import is_spark_frame
+from .queries.curator import central_oracle
 
 __all__ = ["KMeans"]
 
@@ -156,40 +154,22 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         budget = self._check_params()
         accountant = PrivacyAccountant(budget, parent=self.accountant)
         randomness = Randomness(self.random_state)
-        spark = is_spark_frame(X)
-        if spark:
-            from .queries.spark import SparkOracle, spark_features
-
-            if isinstance(self.bounds, str):
-                raise ValueError("bounds='data' is not supported for Spark input: declare public bounds")
-            n_features = spark_features(X)
-            check_n_clusters(self.n_clusters)
-            domain = make_domain(self.bounds, n_features)
-            oracle = SparkOracle(X, accountant, randomness.noise, transform=domain.to_unit)
-        else:
-            X = check_data(X)
-            check_n_clusters(self.n_clusters, X.shape[0])
-            n_features = X.shape[1]
-            domain = make_domain(self.bounds, n_features, data=X)
-            oracle = CentralOracle(X, accountant, randomness.noise, transform=domain.to_unit)
-        try:
-            result = self._run(oracle, budget, randomness, callback)
-        finally:
-            if spark:
-                oracle.close()
+        with central_oracle(X, self.bounds, accountant, randomness.noise, self.n_clusters) as curated:
+            result = self._run(curated.oracle, budget, randomness, callback)
+        domain, rows = curated.domain, curated.rows
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter
-        self.n_features_in_ = n_features
+        self.n_features_in_ = curated.n_features
         self.domain_ = domain
         self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
             self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
-        if not spark:  # for the data holder, on the training rows (not private)
-            self.labels_, self.inertia_ = self._assign(X)
+        if rows is not None:  # for the data holder, on the training rows in this process (not private)
+            self.labels_, self.inertia_ = self._assign(rows)
             if "radii" in result.info:
-                self.outliers_ = self.outlier_mask(X)
+                self.outliers_ = self.outlier_mask(rows)
         return self
 
     def _run(self, oracle, budget, randomness, callback):

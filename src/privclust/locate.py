@@ -14,12 +14,11 @@ from typing import Callable
 
 import numpy as np
 
-from ._validation import check_data, check_delta, check_epsilon, check_int
+from ._validation import check_delta, check_epsilon, check_int
 from .algorithms.onecluster import locate, make_plan
-from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.noise import Randomness
-from .queries.central import CentralOracle
+from .queries.curator import central_oracle
 
 __all__ = ["OneCluster", "one_cluster", "sample_and_aggregate"]
 
@@ -71,16 +70,17 @@ def one_cluster(
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
     t = check_int("t", t)
     plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts)
-    X = check_data(X)
-    domain = make_domain(bounds, X.shape[1], data=X)
     ledger = PrivacyAccountant(budget, parent=accountant)
     randomness = Randomness(random_state)
-    oracle = CentralOracle(X, ledger, randomness.noise, transform=domain.to_unit)
-    rng = randomness.geometry()
-    center, radius, found = oracle.run_mechanism(
-        plan.spends(),
-        lambda rows: locate(rows.map_rows(lambda chunk: np.array(chunk, dtype=np.float64)), t, plan, oracle.noise, rng),
-    )
+    with central_oracle(X, bounds, ledger, randomness.noise) as curated:
+        oracle, domain = curated.oracle, curated.domain
+        rng = randomness.geometry()
+        center, radius, found = oracle.run_mechanism(
+            plan.spends(),
+            lambda rows: locate(
+                rows.map_rows(lambda chunk: np.array(chunk, dtype=np.float64)), t, plan, oracle.noise, rng
+            ),
+        )
     return OneCluster(
         center=domain.from_unit(center[None, :])[0],
         radius=radius * domain.length_scale,

@@ -221,17 +221,22 @@ def elbow(
     seed: Optional[int] = typer.Option(None, help="Seed for reproducible experiments (not for real releases)."),
     plot: Path = typer.Option(Path("elbow.png"), help="Where to save the curve."),
     as_json: bool = typer.Option(False, "--json", help="Print the curve as JSON."),
+    engine: str = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark)."),
+    spark_master: str = typer.Option("local[*]", help="The Spark master URL for --engine spark."),
 ) -> None:
     """The private elbow curve: one greedy run gives a noisy cost for every k <= k-max (seed 000)."""
     from ..elbow import elbow_curve
 
+    if engine not in ("local", "spark"):
+        fail(f"--engine must be local or spark, got {engine!r}")
     try:
-        X, _, default_bounds, described = _load(data)
+        X, _, default_bounds, described = _load_spark(data, spark_master) if engine == "spark" else _load(data)
         chosen = _parse_bounds(bounds, radius)
         chosen = default_bounds if chosen is None else chosen
         if chosen is None:
             fail("this file needs public bounds: --bounds LOWER,UPPER or --radius R")
-        with err_console.status(f"greedy with k = {k_max} on {X.shape[0]:,} rows"):
+        rows = "a Spark DataFrame" if engine == "spark" else f"{X.shape[0]:,} rows"
+        with err_console.status(f"greedy with k = {k_max} on {rows}"):
             curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed)
     except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
         fail(str(exc))
