@@ -184,6 +184,41 @@ def test_federated_centers_follow_the_central_distribution(certs, data):
     assert stats.ks_2samp(federated, central).pvalue > 1e-4
 
 
+def test_a_silent_connection_delays_nobody(certs, data):
+    X, parts = data
+    # A handshake that never starts would hold a one-at-a-time server for its whole timeout (300 s here).
+    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), 3, ssl_context=tls(certs, "server", True), timeout=300)
+    out, errors = {}, {}
+
+    def serve():
+        try:
+            out["server"] = server.serve()
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            errors["server"] = exc
+
+    def party(i):
+        try:
+            out[i] = join(parts[i], server.address, i, 3, ssl_context=tls(certs, f"party-{i}"), timeout=60)
+        except Exception as exc:  # noqa: BLE001
+            errors[i] = exc
+
+    serving = threading.Thread(target=serve)
+    serving.start()
+    silent = socket.create_connection(server.address)  # first in the queue, and never says a word
+    parties = [threading.Thread(target=party, args=(i,)) for i in range(3)]
+    for t in parties:
+        t.start()
+    for t in [serving, *parties]:
+        t.join(60)  # a hang guard, far above the run's own seconds
+    try:
+        assert not serving.is_alive() and not errors, errors
+        assert out["server"].rounds == out[0].rounds
+        silent.settimeout(10)
+        assert silent.recv(1) == b""  # the server closed the half-open connection when the run started
+    finally:
+        silent.close()
+
+
 def test_server_sees_only_uniform_values_whatever_the_data(certs, data):
     X, parts = data
     seen = []

@@ -22,10 +22,13 @@ extra sqrt(w) costs a relative 2^-q-scale increase in noise, not in privacy.
 from __future__ import annotations
 
 import math
+import queue
 import secrets
 import socket
 import ssl
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -88,6 +91,40 @@ class ServerReport:
     seconds: float = 0.0
 
 
+ACCEPT_POLL = 0.1  # seconds between looks at finished handshakes while waiting for connections
+MAX_HANDSHAKES = 64  # handshakes in flight at once
+
+
+class _Handshake:
+    """One incoming connection while its TLS handshake and HELLO are read (in a thread of its own)."""
+
+    def __init__(self, raw: socket.socket):
+        self.raw = raw
+        self.sock = None  # the channel once wrapped (a TLS socket takes over raw's descriptor)
+        self.hello, self.received, self.error = None, 0, None
+        self._lock, self._closed = threading.Lock(), False
+
+    def wrap(self, context: ssl.SSLContext | None) -> socket.socket:
+        with self._lock:  # never wrap a socket that close() has already shut
+            if self._closed:
+                raise OSError("the run started without this connection")
+            self.sock = (
+                context.wrap_socket(self.raw, server_side=True, do_handshake_on_connect=False) if context else self.raw
+            )
+            return self.sock
+
+    def close(self) -> None:
+        """Shut the connection: a thread blocked reading it wakes up, and the peer sees it closed."""
+        with self._lock:
+            self._closed = True
+            target = self.sock or self.raw
+            try:
+                target.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            target.close()
+
+
 class _Party:
     def __init__(self, sock: socket.socket, index: int):
         self.sock, self.index = sock, index
@@ -133,31 +170,74 @@ class FederatedServer:
     # -- connection set-up ---------------------------------------------------------------
 
     def _accept(self) -> list[_Party]:
+        """Wait for every party.  Each connection's TLS handshake and HELLO run in a thread of their own,
+        so a silent or slow client delays nobody else; the run starts as soon as all parties have
+        joined, and connections still half-open then are closed.  ``timeout`` bounds the wait since
+        the last connection or join."""
         connected: dict[int, _Party] = {}
-        while len(connected) < self.parties:
-            try:
-                raw, _ = self._listener.accept()
-            except socket.timeout:
-                raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time") from None
-            raw.settimeout(self._timeout)
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = None
-            try:
-                sock = self._ssl.wrap_socket(raw, server_side=True) if self._ssl else raw
-                _, hello, _, n = receive(sock, self._max_bytes, expect=Kind.HELLO)
-                index = self._check_hello(sock, hello, connected)
-            except (ProtocolError, ssl.SSLError, OSError) as exc:
-                # A stranger or a misconfigured client is turned away; the run goes on waiting.
-                if sock is not None:  # only over an established (TLS) channel
-                    send_abort(sock, f"rejected: {exc}")
-                (sock or raw).close()
-                if isinstance(exc, ProtocolError) and "wrong number of parties" in str(exc):
-                    raise
-                continue
-            party = _Party(sock, index)
-            party.received += n
-            connected[index] = party
+        arrived: queue.Queue = queue.Queue()
+        pending: list[_Handshake] = []
+        self._listener.settimeout(ACCEPT_POLL)
+        last_progress = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=MAX_HANDSHAKES, thread_name_prefix="privclust-handshake")
+        try:
+            while len(connected) < self.parties:
+                try:
+                    raw, _ = self._listener.accept()
+                    pending.append(_Handshake(raw))
+                    pool.submit(self._handshake, pending[-1], arrived)
+                    last_progress = time.monotonic()
+                except socket.timeout:
+                    pass
+                while not arrived.empty():
+                    done = arrived.get()
+                    pending.remove(done)
+                    if self._join(done, connected):
+                        last_progress = time.monotonic()
+                if len(connected) < self.parties and time.monotonic() - last_progress > self._timeout:
+                    raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time")
+        except BaseException as exc:
+            for party in connected.values():
+                send_abort(party.sock, str(exc))
+                party.sock.close()
+            raise
+        finally:
+            for handshake in pending:  # still running: closing the socket ends its thread
+                handshake.close()
+            pool.shutdown(wait=False)
         return [connected[i] for i in range(self.parties)]
+
+    def _handshake(self, handshake: "_Handshake", arrived: queue.Queue) -> None:
+        try:
+            handshake.raw.settimeout(self._timeout)
+            handshake.raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = handshake.wrap(self._ssl)
+            if self._ssl is not None:
+                sock.do_handshake()
+            _, handshake.hello, _, handshake.received = receive(sock, self._max_bytes, expect=Kind.HELLO)
+        except (ProtocolError, ssl.SSLError, OSError, ValueError) as exc:
+            handshake.error = exc
+        arrived.put(handshake)
+
+    def _join(self, handshake: "_Handshake", connected: dict) -> bool:
+        """Admit a handshaken client (True) or turn it away (False); the run goes on waiting."""
+        error = handshake.error
+        if error is None:
+            try:
+                index = self._check_hello(handshake.sock, handshake.hello, connected)
+            except ProtocolError as exc:
+                error = exc
+        if error is not None:
+            if handshake.sock is not None:  # an established channel: say why
+                send_abort(handshake.sock, f"rejected: {error}")
+            handshake.close()
+            if isinstance(error, ProtocolError) and "wrong number of parties" in str(error):
+                raise error
+            return False
+        party = _Party(handshake.sock, index)
+        party.received += handshake.received
+        connected[index] = party
+        return True
 
     def _check_hello(self, sock, hello: dict, connected: dict) -> int:
         if hello.get("version") != PROTOCOL_VERSION:
