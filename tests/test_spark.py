@@ -107,6 +107,8 @@ def test_only_spark_frames_take_the_spark_path(spark):
     assert is_spark_frame(frame) and not is_spark_frame(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="only KMeans.fit takes"):
         KMeans(2, bounds=(-1, 1)).fit(np.zeros((2, 2))).predict(frame)
+    with pytest.raises(ValueError, match="call fit, then predict"):
+        KMeans(2, bounds=(-1, 1)).fit_predict(frame)
 
 
 def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):

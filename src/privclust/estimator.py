@@ -15,6 +15,7 @@ from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
 from .queries.curator import central_oracle
+from .queries.spark import is_spark_frame
 
 __all__ = ["KMeans"]
 
@@ -224,6 +225,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self._assign(self._check_X(X))[0]
 
     def fit_predict(self, X, y=None, **kwargs) -> np.ndarray:
+        if is_spark_frame(X):
+            raise ValueError(
+                "fit_predict returns a label for every row, which a Spark DataFrame's rows would have to be "
+                "gathered for: call fit, then predict on the rows you need"
+            )
         return self.fit(X, **kwargs).labels_
 
     def transform(self, X) -> np.ndarray:
