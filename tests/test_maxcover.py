@@ -34,6 +34,19 @@ def test_sample_exponential_draws_the_exponential_mechanism_distribution(noise):
     assert stats.chisquare(observed, expected).pvalue > 1e-4
 
 
+def test_grouped_candidates_draw_as_sample_exponential_does():
+    from privclust.privacy.mechanisms import ExponentialCandidates
+
+    scores = np.array([0.0, 3.0, 3.0, 1.0, 5.0])
+    candidates = ExponentialCandidates(scores, 1.0, 1.0, math.log(4.0))
+    a, b = SeededNoise(np.random.SeedSequence(8)), SeededNoise(np.random.SeedSequence(8))
+    repeated = [candidates.draw(a) for _ in range(3000)]
+    one_by_one = [sample_exponential(scores, 1.0, 1.0, b, math.log(4.0)) for _ in range(3000)]
+    assert repeated == one_by_one  # the same noise calls, in the same order
+    observed = np.bincount([len(scores) if o is None else o for o in repeated], minlength=len(scores) + 1)
+    assert stats.chisquare(observed, _em_probabilities(scores, 1.0, math.log(4.0)) * 3000).pvalue > 1e-4
+
+
 def test_sample_exponential_without_implicit_part_never_returns_none():
     noise = SeededNoise(np.random.SeedSequence(0))
     assert all(sample_exponential(np.array([1.0, 2.0]), 1.0, 1.0, noise) is not None for _ in range(200))

@@ -54,7 +54,7 @@ from ..geometry.grid import dense_ids
 from ..geometry.projection import BallProjection, default_projection_dim
 from ..privacy.budget import Spend
 from ..privacy.gdp import gdp_mu
-from ..privacy.mechanisms import LaplaceMechanism, NoisyAverage, NonPrivate, sample_exponential
+from ..privacy.mechanisms import ExponentialCandidates, LaplaceMechanism, NoisyAverage, NonPrivate
 from ..privacy.noise import NoiseSource
 from ..queries.base import ValueBlock
 from ..queries.voronoi import count_values, projected_cells_query
@@ -197,7 +197,7 @@ def greedy_grid_cover(
         rows = np.flatnonzero(alive)
         if rows.size == 0:  # everything is covered: every draw is uniform over the grid
             for _ in range(picks_per_level):
-                chosen.append(shift + side * (_uniform_uncovering(radix, np.empty((0, dim)), noise) + low))
+                chosen.append(shift + side * (_uniform_uncovering(radix, np.empty((0, dim), np.int64), noise) + low))
             continue
         cells = np.floor((points[rows] - shift) / side).astype(np.int64) - low
         cover_index = (cells[:, None, :] + corners[None, :, :]).reshape(-1, dim)
@@ -209,12 +209,17 @@ def greedy_grid_cover(
         order = np.argsort(key_of.ravel(), kind="stable")
         starts = np.searchsorted(key_of.ravel()[order], np.arange(n_keys + 1))
         local_alive = np.ones(rows.size, dtype=bool)
+        draws = None  # the scores change only when a pick covers points: group them once per change
         for _ in range(picks_per_level):
-            listed = np.flatnonzero(counts > 0)
-            log_implicit = _log_rest(log_grid, listed.size)
-            pick = sample_exponential(counts[listed].astype(np.float64), eps_draw, 1.0, noise, log_implicit)
+            if draws is None:
+                listed = np.flatnonzero(counts > 0)
+                draws = ExponentialCandidates(counts[listed], eps_draw, 1.0, _log_rest(log_grid, listed.size))
+                taken = None
+            pick = draws.draw(noise)
             if pick is None:
-                index = _uniform_uncovering(radix, key_index[listed], noise)
+                if taken is None:
+                    taken = key_index[listed]
+                index = _uniform_uncovering(radix, taken, noise)
             else:
                 key = listed[pick]
                 index = key_index[key]
@@ -222,6 +227,7 @@ def greedy_grid_cover(
                 members = members[local_alive[members]]
                 local_alive[members] = False
                 np.subtract.at(counts, key_of[members].ravel(), 1)
+                draws = None
             chosen.append(shift + side * (index + low))
         alive[rows[~local_alive]] = False
         if callback is not None:
@@ -250,11 +256,12 @@ def _log_rest(log_total: float, listed: int) -> float | None:
     return None if fraction >= 1.0 else log_total + math.log1p(-fraction)
 
 
-def _uniform_uncovering(radix: np.ndarray, listed: np.ndarray, noise: NoiseSource) -> np.ndarray:
-    """A uniform grid index among those covering nothing (rejection from the whole grid)."""
+def _uniform_uncovering(radix: np.ndarray, taken: np.ndarray, noise: NoiseSource) -> np.ndarray:
+    """A uniform grid index among those covering nothing (rejection from the whole grid; ``taken``: the
+    indices that cover something)."""
     while True:
         index = np.array([noise.uniform_index(int(r)) for r in radix], dtype=np.int64)
-        same_first = listed[listed[:, 0] == index[0]] if listed.size else listed
+        same_first = taken[taken[:, 0] == index[0]] if taken.size else taken
         if same_first.size == 0 or not np.any(np.all(same_first == index, axis=1)):
             return index
 

@@ -28,6 +28,7 @@ __all__ = [
     "noisy_average",
     "NoisyAverage",
     "sample_exponential",
+    "ExponentialCandidates",
     "first_above_threshold",
     "stable_argmax",
 ]
@@ -295,22 +296,43 @@ def sample_exponential(
     uniform member.  Scores here are counts, with few distinct values, so a
     draw costs one pass over the scores whatever the universe's size.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or not np.all(np.isfinite(scores)):
-        raise ValueError("scores must be a finite 1-D array")
-    epsilon = positive_finite("epsilon", epsilon)
-    sensitivity = positive_finite("sensitivity", sensitivity)
-    values, sizes = _score_groups(scores)
-    log_weights = epsilon * values / (2.0 * sensitivity) + np.log(sizes)
-    if log_n_implicit is not None and log_n_implicit > -math.inf:
-        log_weights = np.append(log_weights, float(log_n_implicit))
-    if log_weights.size == 0:
-        raise ValueError("the exponential mechanism needs at least one candidate")
-    group = noise.gumbel_argmax(log_weights, 1.0)
-    if group == values.size:
-        return None
-    members = np.flatnonzero(scores == values[group])
-    return int(members[noise.uniform_index(members.size)])
+    return ExponentialCandidates(scores, epsilon, sensitivity, log_n_implicit).draw(noise)
+
+
+class ExponentialCandidates:
+    """Scores fixed for several draws of :func:`sample_exponential`: grouped once, drawn many times.
+
+    Each :meth:`draw` is one exponential-mechanism draw, unaccounted, exactly as
+    :func:`sample_exponential` with the same arguments (the same noise calls in
+    the same order); the grouping by score and each group's members are
+    computed once instead of per draw.
+    """
+
+    def __init__(self, scores, epsilon: float, sensitivity: float, log_n_implicit: float | None = None):
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 1 or not np.all(np.isfinite(scores)):
+            raise ValueError("scores must be a finite 1-D array")
+        epsilon = positive_finite("epsilon", epsilon)
+        sensitivity = positive_finite("sensitivity", sensitivity)
+        self._scores = scores
+        self._values, sizes = _score_groups(scores)
+        log_weights = epsilon * self._values / (2.0 * sensitivity) + np.log(sizes)
+        if log_n_implicit is not None and log_n_implicit > -math.inf:
+            log_weights = np.append(log_weights, float(log_n_implicit))
+        if log_weights.size == 0:
+            raise ValueError("the exponential mechanism needs at least one candidate")
+        self._log_weights = log_weights
+        self._members: dict[int, np.ndarray] = {}
+
+    def draw(self, noise: NoiseSource) -> int | None:
+        """A candidate's index, or ``None`` for one of the implicit candidates (the caller picks it uniformly)."""
+        group = noise.gumbel_argmax(self._log_weights, 1.0)
+        if group == self._values.size:
+            return None
+        if group not in self._members:
+            self._members[group] = np.flatnonzero(self._scores == self._values[group])
+        members = self._members[group]
+        return int(members[noise.uniform_index(members.size)])
 
 
 def _score_groups(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
