@@ -70,7 +70,7 @@ def bucket_sums(buckets: np.ndarray, values: np.ndarray, n_buckets: int) -> np.n
     return np.asarray(indicator @ values)
 
 
-class _Chunk:
+class RowChunk:
     __slots__ = ("rows", "sq_norms")
 
     def __init__(self, rows: np.ndarray):
@@ -190,10 +190,10 @@ class CentralOracle(CuratorOracle):
         if not isinstance(data, np.memmap):
             self._prepared = map_chunks(self._prepare, self._slices)
 
-    def _prepare(self, rows: slice) -> _Chunk:
-        return _Chunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
+    def _prepare(self, rows: slice) -> RowChunk:
+        return RowChunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
 
-    def _map(self, fn: Callable[[_Chunk], T]) -> list[T]:
+    def _map(self, fn: Callable[[RowChunk], T]) -> list[T]:
         if self._prepared is not None:
             return map_chunks(fn, self._prepared)
         return [fn(self._prepare(s)) for s in self._slices]  # memory map: one chunk in memory at a time
@@ -212,7 +212,7 @@ class CentralOracle(CuratorOracle):
     def exact_many(self, requests):
         if any(q.structure is ROW_COUNT for q, _ in requests):
             return super().exact_many(requests)
-        answers = _Answers(requests)
+        answers = RunningAnswers(requests)
         if self._prepared is not None:
             chunks, read = self._prepared, _as_is
         else:  # memory map: one chunk read per worker at a time
@@ -228,24 +228,24 @@ class CentralOracle(CuratorOracle):
         return np.concatenate(parts) if parts else np.empty((0,))
 
 
-def _as_is(chunk: _Chunk) -> _Chunk:
+def _as_is(chunk: RowChunk) -> RowChunk:
     return chunk
 
 
-class _Answers:
+class RunningAnswers:
     """Running exact answers of several requests, fed one chunk at a time (see ``exact_many``)."""
 
     def __init__(self, requests):
         self.requests = requests
         self.totals = [np.zeros((q.n_buckets, q.width)) if d is None else [] for q, d in requests]
 
-    def of_chunk(self, chunk: _Chunk) -> list:
+    def of_chunk(self, chunk: RowChunk) -> list:
         return [
             chunk_sums(q, chunk.rows, chunk.sq_norms) if d is None else chunk_sparse_part(q, chunk.rows)
             for q, d in self.requests
         ]
 
-    def add(self, parts: list) -> "_Answers":
+    def add(self, parts: list) -> "RunningAnswers":
         for i, ((q, d), part) in enumerate(zip(self.requests, parts)):
             if d is None:
                 self.totals[i] += part
@@ -253,7 +253,7 @@ class _Answers:
                 self.totals[i] = [merge_sparse(self.totals[i] + [part], q.width)]
         return self
 
-    def merge(self, other: "_Answers") -> "_Answers":
+    def merge(self, other: "RunningAnswers") -> "RunningAnswers":
         for i, (q, d) in enumerate(self.requests):
             if d is None:
                 self.totals[i] += other.totals[i]

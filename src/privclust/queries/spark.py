@@ -35,7 +35,7 @@ import numpy as np
 from ..privacy.budget import PrivacyAccountant
 from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, BucketSumQuery
-from .central import CuratorOracle, _Answers, _Chunk, chunk_sparse_part, chunk_sums, merge_sparse
+from .central import CuratorOracle, RowChunk, RunningAnswers, chunk_sparse_part, chunk_sums, merge_sparse
 
 __all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session"]
 
@@ -80,7 +80,7 @@ def spark_session(master: str = "local[*]", driver_memory: str = "4g"):
     return session
 
 
-class _SparkChunk(_Chunk):
+class _SparkChunk(RowChunk):
     __slots__ = ("finite",)
 
     def __init__(self, raw: np.ndarray, transform):
@@ -117,11 +117,11 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a
 
 
-def _add_chunk(answers: _Answers, chunk: _SparkChunk) -> _Answers:
+def _add_chunk(answers: RunningAnswers, chunk: _SparkChunk) -> RunningAnswers:
     return answers.add(answers.of_chunk(chunk))
 
 
-def _merge_answers(a: _Answers, b: _Answers) -> _Answers:
+def _merge_answers(a: RunningAnswers, b: RunningAnswers) -> RunningAnswers:
     return a.merge(b)
 
 
@@ -181,7 +181,7 @@ class SparkOracle(CuratorOracle):
     def exact_many(self, requests):
         if any(q.structure is ROW_COUNT for q, _ in requests):
             return super().exact_many(requests)
-        answers = self._rdd.treeAggregate(_Answers(requests), _add_chunk, _merge_answers)
+        answers = self._rdd.treeAggregate(RunningAnswers(requests), _add_chunk, _merge_answers)
         return answers.result()
 
     def map_rows(self, fn):
