@@ -165,3 +165,13 @@ def test_the_elbow_curve_and_one_cluster_run_on_spark_as_in_memory(spark):
     assert np.allclose(local.costs, distributed.costs) and local.elbow == distributed.elbow
     ball = one_cluster(frame, 900, epsilon=2.0, delta=1e-6, bounds=(-1, 1), random_state=4)
     assert ball.found and np.linalg.norm(truth - ball.center, axis=1).min() < 0.1
+
+
+def test_bench_spark_reports_both_engines_and_their_agreement(spark, tmp_path):
+    from privclust.bench import spark as bench
+
+    rows = bench.run([2000], 3, 2, "fastlloyd", 1, "local[2]", tmp_path / "data")
+    assert {r["engine"] for r in rows} == {"memory", "spark"}
+    assert all(r["max_center_gap"] < 1e-9 for r in rows)  # the same seeded fit on both engines
+    report = bench.write_report(rows, tmp_path, "test machine").read_text()
+    assert "| 2,000 |" in report and (tmp_path / "spark_seconds.png").exists()
