@@ -105,8 +105,8 @@ def test_spark_input_is_checked_before_anything_is_spent(spark):
 def test_only_spark_frames_take_the_spark_path(spark):
     frame = _frame(spark, np.zeros((2, 2)))
     assert is_spark_frame(frame) and not is_spark_frame(np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="only KMeans.fit takes"):
-        KMeans(2, bounds=(-1, 1)).fit(np.zeros((2, 2))).predict(frame)
+    with pytest.raises(ValueError, match="only KMeans.fit and KMeans.predict take"):
+        KMeans(2, bounds=(-1, 1)).fit(np.zeros((2, 2))).transform(frame)
     with pytest.raises(ValueError, match="call fit, then predict"):
         KMeans(2, bounds=(-1, 1)).fit_predict(frame)
 
@@ -175,3 +175,16 @@ def test_bench_spark_reports_both_engines_and_their_agreement(spark, tmp_path):
     assert all(r["max_center_gap"] < 1e-9 for r in rows)  # the same seeded fit on both engines
     report = bench.write_report(rows, tmp_path, "test machine").read_text()
     assert "| 2,000 |" in report and (tmp_path / "spark_seconds.png").exists()
+
+
+def test_predict_labels_a_spark_frame_where_its_rows_are(spark):
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, (1500, 3))
+    model = KMeans(4, bounds=(-1, 1), random_state=0).fit(X)
+    frame = _frame(spark, X, partitions=4)
+    labelled = model.predict(frame)
+    rows = np.array(labelled.collect(), dtype=float)  # the features and the new column, in some order
+    assert labelled.columns[-1] == "cluster"
+    assert np.array_equal(rows[:, -1].astype(int), model.predict(rows[:, :-1]))
+    with pytest.raises(ValueError, match="already has a column"):
+        model.predict(frame.withColumnRenamed("x2", "cluster"))  # a feature named like the new column

@@ -79,7 +79,7 @@ def check_data(X, what: str = "X") -> np.ndarray:
     """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
     if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
         raise ValueError(
-            f"{what} is a Spark object, which only KMeans.fit takes (its rows stay in Spark); "
+            f"{what} is a Spark object, which only KMeans.fit and KMeans.predict take (the rows stay in Spark); "
             "for this function, bring the rows into memory first (e.g. a numpy array)"
         )
     columns = getattr(X, "columns", None)

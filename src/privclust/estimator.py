@@ -150,7 +150,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         ``X`` is an array-like, or a PySpark DataFrame of numeric feature
         columns: then the executors compute the exact aggregates and the driver
         adds the noise (``queries.spark``), and ``labels_`` / ``inertia_`` are
-        not computed (use :meth:`predict` on the rows you need).
+        not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget = self._check_params()
         accountant = PrivacyAccountant(budget, parent=self.accountant)
@@ -221,14 +221,21 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return X
 
     def predict(self, X) -> np.ndarray:
-        """Index of the nearest released center for each row (post-processing, no privacy cost)."""
+        """Index of the nearest released center for each row (post-processing, no privacy cost).
+
+        For a Spark DataFrame: the same DataFrame with a ``cluster`` column, computed where the rows are."""
+        if is_spark_frame(X):
+            from .queries.spark import predict_frame
+
+            check_is_fitted(self, "cluster_centers_")
+            return predict_frame(X, self.cluster_centers_)
         return self._assign(self._check_X(X))[0]
 
     def fit_predict(self, X, y=None, **kwargs) -> np.ndarray:
         if is_spark_frame(X):
             raise ValueError(
                 "fit_predict returns a label for every row, which a Spark DataFrame's rows would have to be "
-                "gathered for: call fit, then predict on the rows you need"
+                "gathered for: call fit, then predict (it labels the DataFrame where its rows are)"
             )
         return self.fit(X, **kwargs).labels_
 

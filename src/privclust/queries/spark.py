@@ -37,7 +37,7 @@ from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, BucketSumQuery
 from .central import CuratorOracle, RowChunk, RunningAnswers, chunk_sparse_part, chunk_sums, merge_sparse
 
-__all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session"]
+__all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -191,3 +191,33 @@ class SparkOracle(CuratorOracle):
 
 def _identity(rows: np.ndarray) -> np.ndarray:
     return rows
+
+
+def predict_frame(frame, centers: np.ndarray, column: str = "cluster"):
+    """``frame`` with one more column: the index of each row's nearest center (post-processing, free).
+
+    Computed by the executors, batch by batch: the rows stay in Spark."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    n_features = spark_features(frame)
+    if n_features != centers.shape[1]:
+        raise ValueError(f"the DataFrame has {n_features} features, but the model was fitted with {centers.shape[1]}")
+    if column in frame.columns:
+        raise ValueError(f"the DataFrame already has a column {column!r}: pass another name")
+    schema = StructType(frame.schema.fields + [StructField(column, IntegerType(), False)])
+    with warnings.catch_warnings():  # Arrow batches into numpy, never pandas (see SparkOracle)
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+        return frame.mapInArrow(partial(_label_batches, centers=np.asarray(centers, float), column=column), schema)
+
+
+def _label_batches(batches, centers: np.ndarray, column: str):
+    import pyarrow as pa
+
+    from ..metrics import assign
+
+    for batch in batches:
+        labels = np.zeros(0, dtype=np.int32)
+        if batch.num_rows:
+            block = np.column_stack([np.asarray(c.to_numpy(zero_copy_only=False), np.float64) for c in batch.columns])
+            labels = assign(block, centers)[0].astype(np.int32)
+        yield batch.append_column(column, pa.array(labels, pa.int32()))
