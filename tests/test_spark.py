@@ -135,8 +135,17 @@ def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):
     )
     assert np.allclose(a, b, atol=1e-6)
     assert json.loads(on_spark.output)["epsilon_spent"] == pytest.approx(1.0)
-    refused = CliRunner().invoke(app, ["fit", "--engine", "spark", "--labels", str(tmp_path / "l.csv")])
-    assert refused.exit_code == 2 and "--labels" in refused.output
+    labelled = CliRunner().invoke(
+        app,
+        ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "--labels", str(tmp_path / "labelled"), *common],
+    )
+    assert labelled.exit_code == 0, labelled.output
+    written = spark.read.parquet(str(tmp_path / "labelled"))
+    assert written.columns == ["a", "b", "cluster"] and written.count() == 2000
+    again = CliRunner().invoke(
+        app, ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "--labels", str(tmp_path / "labelled"), *common]
+    )
+    assert again.exit_code == 2 and "exists" in again.output
 
 
 def test_subsampled_fits_a_poisson_sample_that_stays_in_spark(spark):

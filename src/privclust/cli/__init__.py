@@ -110,8 +110,8 @@ def fit(
     if engine not in ("local", "spark"):
         fail(f"--engine must be local or spark, got {engine!r}")
     on_spark = engine == "spark"
-    if on_spark and labels is not None:
-        fail("--labels writes every row's label on this machine; with --engine spark, predict where the rows are")
+    if on_spark and labels is not None and labels.exists():
+        fail(f"{labels} exists: with --engine spark, --labels names a new Parquet folder for Spark to write")
     try:
         X, default_k, default_bounds, described = _load_spark(data, spark_master) if on_spark else _load(data)
         chosen_bounds = _parse_bounds(bounds, radius)
@@ -156,7 +156,9 @@ def fit(
     from ..io import write_points
 
     write_points(output, model.cluster_centers_)
-    if labels is not None:
+    if labels is not None and on_spark:  # the executors label their rows and write them: nothing gathered
+        model.predict(X).write.parquet(str(labels))
+    elif labels is not None:
         write_points(labels, model.labels_, header=["label"])
     domain = model.domain_
     # NICV and the plot are for the data holder, on their own rows; on Spark, on a sample of them.
