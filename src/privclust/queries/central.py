@@ -18,8 +18,8 @@ every core.  Voronoi-cell queries and row counts take exact shortcuts
 live: it releases, noises and charges; a subclass says only how to compute
 exact sums over its rows.  :class:`CentralOracle` holds them in memory (or a
 memory map); ``queries.spark.SparkOracle`` keeps them in a Spark cluster.
-The same exact sums get the same noise, so the privacy argument is the
-engine's business nowhere.
+The same exact sums get the same noise, so no engine touches the privacy
+argument.
 """
 
 from __future__ import annotations
