@@ -49,12 +49,13 @@ def tls(certs, who, server=False):
     return make(certs / f"{who}.pem", certs / f"{who}.key", certs / "ca.pem")
 
 
-def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=None):
-    """Server and parties in threads (real sockets on loopback); returns (server report, results, errors)."""
+def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=None, before_parties=None):
+    """Server and parties in threads (real sockets on loopback); returns (results, errors).
+
+    ``before_parties(server)`` runs once the server is serving, before any party connects."""
     job = job or Job(3, 1.0, 1e-6, [-1, 1])
-    server = FederatedServer(
-        job, len(parts), ssl_context=tls(certs, "server", True), timeout=10, **(server_kwargs or {})
-    )
+    server_kwargs = {"timeout": 10, **(server_kwargs or {})}
+    server = FederatedServer(job, len(parts), ssl_context=tls(certs, "server", True), **server_kwargs)
     out, errors = {}, {}
 
     def serve():
@@ -78,10 +79,13 @@ def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=Non
             errors[i] = exc
 
     threads = [threading.Thread(target=serve)] + [threading.Thread(target=party, args=(i,)) for i in range(len(parts))]
-    for t in threads:
+    threads[0].start()
+    if before_parties is not None:
+        before_parties(server)
+    for t in threads[1:]:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(60)  # a hang guard, far above any run's own seconds
     return out, errors
 
 
@@ -186,37 +190,20 @@ def test_federated_centers_follow_the_central_distribution(certs, data):
 
 def test_a_silent_connection_delays_nobody(certs, data):
     X, parts = data
+    silent = []  # first in the queue, and never says a word
+
+    def connect_silently(server):
+        silent.append(socket.create_connection(server.address))
+
     # A handshake that never starts would hold a one-at-a-time server for its whole timeout (300 s here).
-    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), 3, ssl_context=tls(certs, "server", True), timeout=300)
-    out, errors = {}, {}
-
-    def serve():
-        try:
-            out["server"] = server.serve()
-        except Exception as exc:  # noqa: BLE001 - reported to the test
-            errors["server"] = exc
-
-    def party(i):
-        try:
-            out[i] = join(parts[i], server.address, i, 3, ssl_context=tls(certs, f"party-{i}"), timeout=60)
-        except Exception as exc:  # noqa: BLE001
-            errors[i] = exc
-
-    serving = threading.Thread(target=serve)
-    serving.start()
-    silent = socket.create_connection(server.address)  # first in the queue, and never says a word
-    parties = [threading.Thread(target=party, args=(i,)) for i in range(3)]
-    for t in parties:
-        t.start()
-    for t in [serving, *parties]:
-        t.join(60)  # a hang guard, far above the run's own seconds
+    out, errors = run_in_threads(certs, parts, server_kwargs={"timeout": 300}, before_parties=connect_silently)
     try:
-        assert not serving.is_alive() and not errors, errors
+        assert "server" in out and not errors, errors
         assert out["server"].rounds == out[0].rounds
-        silent.settimeout(10)
-        assert silent.recv(1) == b""  # the server closed the half-open connection when the run started
+        silent[0].settimeout(10)
+        assert silent[0].recv(1) == b""  # the server closed the half-open connection when the run started
     finally:
-        silent.close()
+        silent[0].close()
 
 
 def test_server_sees_only_uniform_values_whatever_the_data(certs, data):

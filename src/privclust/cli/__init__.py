@@ -57,6 +57,22 @@ def _parse_bounds(bounds: Optional[str], radius: Optional[float]):
 
 
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
+ENGINE_OPTION = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark).")
+SPARK_MASTER_OPTION = typer.Option("local[*]", help="The Spark master URL for --engine spark.")
+
+
+def _on_spark(engine: str) -> bool:
+    if engine not in ("local", "spark"):
+        fail(f"--engine must be local or spark, got {engine!r}")
+    return engine == "spark"
+
+
+def _load_on(on_spark: bool, data: Optional[str], master: str):
+    return _load_spark(data, master) if on_spark else _load(data)
+
+
+def _rows_text(X, on_spark: bool) -> str:
+    return "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
 
 
 def _load_spark(data: Optional[str], master: str):
@@ -103,17 +119,15 @@ def fit(
     plot: Optional[Path] = typer.Option(None, help="Draw the clusters to this PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     steps: bool = typer.Option(False, "--steps", help="List every privacy spend."),
-    engine: str = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark)."),
-    spark_master: str = typer.Option("local[*]", help="The Spark master URL for --engine spark."),
+    engine: str = ENGINE_OPTION,
+    spark_master: str = SPARK_MASTER_OPTION,
 ) -> None:
     """Cluster a table privately and report what it cost."""
-    if engine not in ("local", "spark"):
-        fail(f"--engine must be local or spark, got {engine!r}")
-    on_spark = engine == "spark"
+    on_spark = _on_spark(engine)
     if on_spark and labels is not None and labels.exists():
         fail(f"{labels} exists: with --engine spark, --labels names a new Parquet folder for Spark to write")
     try:
-        X, default_k, default_bounds, described = _load_spark(data, spark_master) if on_spark else _load(data)
+        X, default_k, default_bounds, described = _load_on(on_spark, data, spark_master)
         chosen_bounds = _parse_bounds(bounds, radius)
         if chosen_bounds is None:
             chosen_bounds = default_bounds
@@ -143,8 +157,7 @@ def fit(
             transient=True,
             disable=as_json,
         ) as progress:
-            rows = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
-            task = progress.add_task(f"{algorithm} on {rows}", total=None)
+            task = progress.add_task(f"{algorithm} on {_rows_text(X, on_spark)}", total=None)
 
             def callback(done: int, planned: int) -> None:
                 progress.update(task, completed=done, total=planned)
@@ -223,22 +236,20 @@ def elbow(
     seed: Optional[int] = typer.Option(None, help="Seed for reproducible experiments (not for real releases)."),
     plot: Path = typer.Option(Path("elbow.png"), help="Where to save the curve."),
     as_json: bool = typer.Option(False, "--json", help="Print the curve as JSON."),
-    engine: str = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark)."),
-    spark_master: str = typer.Option("local[*]", help="The Spark master URL for --engine spark."),
+    engine: str = ENGINE_OPTION,
+    spark_master: str = SPARK_MASTER_OPTION,
 ) -> None:
     """The private elbow curve: one greedy run gives a noisy cost for every k <= k-max (seed 000)."""
     from ..elbow import elbow_curve
 
-    if engine not in ("local", "spark"):
-        fail(f"--engine must be local or spark, got {engine!r}")
+    on_spark = _on_spark(engine)
     try:
-        X, _, default_bounds, described = _load_spark(data, spark_master) if engine == "spark" else _load(data)
+        X, _, default_bounds, described = _load_on(on_spark, data, spark_master)
         chosen = _parse_bounds(bounds, radius)
         chosen = default_bounds if chosen is None else chosen
         if chosen is None:
             fail("this file needs public bounds: --bounds LOWER,UPPER or --radius R")
-        rows = "a Spark DataFrame" if engine == "spark" else f"{X.shape[0]:,} rows"
-        with err_console.status(f"greedy with k = {k_max} on {rows}"):
+        with err_console.status(f"greedy with k = {k_max} on {_rows_text(X, on_spark)}"):
             curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed)
     except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
         fail(str(exc))
