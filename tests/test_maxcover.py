@@ -237,3 +237,12 @@ def test_ablation_partition_with_exact_cover_recovers_separated_clusters():
     within = float(((X - truth[np.argmin(((X[:, None] - truth) ** 2).sum(-1), axis=1)]) ** 2).sum(1).mean())
     cost = float(((X[:, None] - exact) ** 2).sum(-1).min(1).mean())
     assert cost < 1.5 * within  # exact means of a partition that separates the four clusters
+
+
+def test_the_default_projection_shrinks_to_a_cover_that_fits_in_memory():
+    X = np.random.default_rng(0).uniform(-1, 1, (2_000, 3))
+    # ln(10^6)/2 rounds to 7: a level's cover of 10^6 rows would need ~11 GiB, so d' drops to 5 (2.4 GiB)
+    model = KMeans(2, bounds=(-1, 1), algorithm="maxcover", public_n=10**6, random_state=0).fit(X)
+    assert model.fit_info_["projection_dim"] == 5
+    small = KMeans(2, bounds=(-1, 1), algorithm="maxcover", public_n=10**5, random_state=0).fit(X)
+    assert small.fit_info_["projection_dim"] == 6  # the seed's round(ln(10^5)/2) fits (0.5 GiB): untouched

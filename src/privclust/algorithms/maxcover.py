@@ -3,7 +3,8 @@
 The algorithm, in the unit box of the declared bounds:
 
 1. Project with a public JL matrix into the unit ball of R^{d'}
-   (``geometry.projection``; d' = log(n)/2 by default).
+   (``geometry.projection``; d' = log(n)/2 by default, lowered if one
+   level's cover of n 2^{d'} keys would not fit in memory).
 2. For grid sides t_i = 2 / growth^i down to 1/n (finest first), choose
    ``candidates_per_level`` grid points greedily, each by the *implicit*
    exponential mechanism over the whole grid G_i with score = the number of
@@ -156,6 +157,11 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
     return result
 
 
+def _cover_bytes(n: float, dim: int) -> float:
+    """Memory of one level's cover: n 2^d' (row, corner) keys and their bookkeeping."""
+    return n * 2**dim * (8 * dim + 40)
+
+
 def _check_candidates(levels: int, per_level: int) -> None:
     if levels * per_level > MAX_CANDIDATES:
         raise ValueError(
@@ -276,11 +282,15 @@ def maxcover(ctx: FitContext) -> FitResult:
     k, d = ctx.n_clusters, ctx.n_features
     spec = plan(ctx)
     n = estimate_rows(ctx, count_mechanism(epsilon=spec.eps_count) if spec.eps_count is not None else None)
-    dim = spec.projection_dim or min(default_projection_dim(n), MAX_PROJECTION_DIM)
+    dim = spec.projection_dim
+    if dim is None:  # the seed's ln(n)/2, lowered until one level's cover fits in memory
+        dim = min(default_projection_dim(n), MAX_PROJECTION_DIM)
+        while dim > 1 and _cover_bytes(n, dim) > MAX_COVER_BYTES:
+            dim -= 1
     sides = grid_sides(n, spec.growth)
     per_level = spec.candidates_per_level or k
     _check_candidates(len(sides), per_level)
-    cover_bytes = n * 2**dim * (8 * dim + 40)  # the (point, corner) keys of one level and their bookkeeping
+    cover_bytes = _cover_bytes(n, dim)
     if cover_bytes > MAX_COVER_BYTES:
         raise ValueError(
             f"the cover of about {n:,.0f} rows in {dim} projected dimensions needs ~{cover_bytes / 2**30:.0f} GiB "
