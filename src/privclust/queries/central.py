@@ -237,7 +237,8 @@ class RunningAnswers:
 
     def __init__(self, requests):
         self.requests = requests
-        self.totals = [np.zeros((q.n_buckets, q.width)) if d is None else [] for q, d in requests]
+        # Allocated on first use, so an empty accumulator is small (Spark ships one to every task).
+        self.totals: list = [None] * len(requests)
 
     def of_chunk(self, chunk: RowChunk) -> list:
         return [
@@ -246,26 +247,32 @@ class RunningAnswers:
         ]
 
     def add(self, parts: list) -> "RunningAnswers":
-        for i, ((q, d), part) in enumerate(zip(self.requests, parts)):
-            if d is None:
-                self.totals[i] += part
-            else:  # merged as it goes, so a sparse answer never holds more than its distinct ids
-                self.totals[i] = [merge_sparse(self.totals[i] + [part], q.width)]
+        """Absorb one chunk's answers (as :meth:`of_chunk` gives them)."""
+        for i, part in enumerate(parts):
+            self._absorb(i, part)
         return self
 
     def merge(self, other: "RunningAnswers") -> "RunningAnswers":
-        for i, (q, d) in enumerate(self.requests):
-            if d is None:
-                self.totals[i] += other.totals[i]
-            else:
-                self.totals[i] = [merge_sparse(self.totals[i] + other.totals[i], q.width)]
+        for i, total in enumerate(other.totals):
+            if total is not None:
+                self._absorb(i, total)
         return self
 
+    def _absorb(self, i: int, part) -> None:
+        query, delta = self.requests[i]
+        if self.totals[i] is None:
+            self.totals[i] = part
+        elif delta is None:
+            self.totals[i] += part
+        else:  # merged as it goes, so a sparse answer never holds more than its distinct ids
+            self.totals[i] = merge_sparse([self.totals[i], part], query.width)
+
     def result(self) -> list:
-        return [
-            t if d is None else (t[0] if t else merge_sparse([], q.width))
-            for (q, d), t in zip(self.requests, self.totals)
-        ]
+        return [t if t is not None else _empty_answer(q, d) for (q, d), t in zip(self.requests, self.totals)]
+
+
+def _empty_answer(query: BucketSumQuery, delta: float | None):
+    return np.zeros((query.n_buckets, query.width)) if delta is None else merge_sparse([], query.width)
 
 
 class _CuratorAccess(ExactAccess):
