@@ -35,7 +35,7 @@ import numpy as np
 from ..privacy.budget import PrivacyAccountant
 from ..privacy.noise import NoiseSource
 from .base import ROW_COUNT, BucketSumQuery
-from .central import CuratorOracle, RowChunk, RunningAnswers, chunk_sparse_part, chunk_sums, merge_sparse
+from .central import CuratorOracle, RowChunk, RunningAnswers
 
 __all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
 
@@ -107,26 +107,12 @@ def _unpack(packed, n_features: int, transform) -> _SparkChunk:
     return _SparkChunk(raw, transform)
 
 
-def _add_sums(query: BucketSumQuery, total: np.ndarray, chunk: _SparkChunk) -> np.ndarray:
-    total += chunk_sums(query, chunk.rows, chunk.sq_norms)
-    return total
-
-
-def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a += b
-    return a
-
-
 def _add_chunk(answers: RunningAnswers, chunk: _SparkChunk) -> RunningAnswers:
     return answers.add(answers.of_chunk(chunk))
 
 
 def _merge_answers(a: RunningAnswers, b: RunningAnswers) -> RunningAnswers:
     return a.merge(b)
-
-
-def _sparse_partition(query: BucketSumQuery, chunks):
-    yield merge_sparse((chunk_sparse_part(query, c.rows) for c in chunks), query.width)
 
 
 class SparkOracle(CuratorOracle):
@@ -171,18 +157,16 @@ class SparkOracle(CuratorOracle):
     def exact_sums(self, query: BucketSumQuery) -> np.ndarray:
         if query.structure is ROW_COUNT:
             return np.array([[float(self._rdd.map(lambda chunk: chunk.rows.shape[0]).sum())]])
-        zero = np.zeros((query.n_buckets, query.width))
-        return self._rdd.treeAggregate(zero, partial(_add_sums, query), _add)
+        return self.exact_many([(query, None)])[0]
 
     def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
-        parts = self._rdd.mapPartitions(partial(_sparse_partition, query)).collect()
-        return merge_sparse(parts, query.width)
+        return self.exact_many([(query, 0.0)])[0]  # any delta marks the request sparse
 
     def exact_many(self, requests):
+        """One Spark job for all the requests: every task folds its chunks into one running answer."""
         if any(q.structure is ROW_COUNT for q, _ in requests):
-            return super().exact_many(requests)
-        answers = self._rdd.treeAggregate(RunningAnswers(requests), _add_chunk, _merge_answers)
-        return answers.result()
+            return super().exact_many(requests)  # one by one; the count has its own job
+        return self._rdd.treeAggregate(RunningAnswers(requests), _add_chunk, _merge_answers).result()
 
     def map_rows(self, fn):
         parts = [p for p in self._rdd.map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
