@@ -104,7 +104,6 @@ def _peak_rss_bytes() -> int:
 
 def run_job(job: CostJob) -> dict:
     X, (lo, hi) = load(job.dataset, job.mnist_path)
-    n = X.shape[0]
     before = _peak_rss_bytes()
     start = time.perf_counter()
     if job.method in ABLATION:
@@ -115,15 +114,7 @@ def run_job(job: CostJob) -> dict:
         centers = SkKMeans(job.k, n_init=1, max_iter=10, random_state=job.seed).fit(X).cluster_centers_
         spent = None
     else:
-        model = KMeans(
-            job.k,
-            epsilon=1.0,
-            delta=n**-1.5,
-            bounds=(lo, hi),
-            algorithm=job.method,
-            random_state=job.seed,
-            public_n=n,
-        ).fit(X)
+        model = _private_fit(X, (lo, hi), job.method, job.k, job.seed)
         centers = model.cluster_centers_
         spent = {"epsilon": model.privacy_spent_.epsilon, "delta": model.privacy_spent_.delta}
     seconds = time.perf_counter() - start
@@ -136,11 +127,12 @@ def run_job(job: CostJob) -> dict:
     }
 
 
-def _private_maxcover(X: np.ndarray, bounds, k: int, seed: int) -> KMeans:
+def _private_fit(X: np.ndarray, bounds, algorithm: str, k: int, seed: int) -> KMeans:
+    """The seed's setting: epsilon = 1, delta = n^-1.5, the row count public, seeded noise."""
     n = X.shape[0]
-    return KMeans(
-        k, epsilon=1.0, delta=n**-1.5, bounds=bounds, algorithm="maxcover", random_state=seed, public_n=n
-    ).fit(X)
+    return KMeans(k, epsilon=1.0, delta=n**-1.5, bounds=bounds, algorithm=algorithm, random_state=seed, public_n=n).fit(
+        X
+    )
 
 
 def maxcover_partition(X: np.ndarray, bounds, k: int, seed: int, private_cover: bool) -> np.ndarray:
@@ -151,7 +143,7 @@ def maxcover_partition(X: np.ndarray, bounds, k: int, seed: int, private_cover: 
     cover is drawn at eps_E (``private_cover``) or by exact argmax, the proxy
     counts are exact, and each projected Voronoi cell's mean is exact.
     """
-    info = _private_maxcover(X, bounds, k, seed).fit_info_
+    info = _private_fit(X, bounds, "maxcover", k, seed).fit_info_
     rng = np.random.default_rng(seed)
     unit = make_domain(bounds, X.shape[1]).to_unit(X.copy())
     project = BallProjection.draw(X.shape[1], info["projection_dim"], rng)
@@ -169,7 +161,7 @@ def cover_thresholds(dataset: str, k: int, mnist_path: str | None = None) -> lis
     """Per grid level of private maxcover (seed 0): |G_i| and the points a grid point must cover
     to outweigh the whole empty grid in the exponential mechanism, 2 ln|G_i| / eps_E."""
     X, bounds = load(dataset, mnist_path)
-    info = _private_maxcover(X, bounds, k, 0).fit_info_
+    info = _private_fit(X, bounds, "maxcover", k, 0).fit_info_
     dim, eps = info["projection_dim"], info["eps_draw"]
     rows = []
     for side in grid_sides(X.shape[0], 2.0):
