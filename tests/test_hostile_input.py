@@ -73,7 +73,7 @@ def test_estimator_on_arbitrary_values_and_budgets(X, eps, delta, algorithm):
 def test_duplicates_single_rows_and_tiny_data(rows, copies, k):
     X = np.tile(np.linspace(-1, 1, rows)[:, None].repeat(2, axis=1), (copies, 1))
     outcome = fit_outcome(X=X, n_clusters=k, epsilon=0.5, delta=1e-6, bounds=(-1, 1))
-    assert outcome == ("ok" if k <= rows * copies else "error")
+    assert outcome == "ok"  # more centers than rows is fine: comparing k with n would reveal n
 
 
 def test_huge_values_inside_huge_bounds():

@@ -96,36 +96,37 @@ def check_data(X, what: str = "X") -> np.ndarray:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} must be numeric: {exc}") from None
+    # No message below names a row count or a row: the rows are private (see docs/privacy.md, threat model).
     if arr.ndim == 1:
         raise ValueError(
-            f"{what} must be 2-D (n_samples, n_features), got a 1-D array of length {arr.shape[0]}; "
-            "use X.reshape(-1, 1) for a single feature"
+            f"{what} must be 2-D (n_samples, n_features), got a 1-D array; use X.reshape(-1, 1) for a single feature"
         )
     if arr.ndim != 2:
         raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {arr.ndim} dimensions")
-    if arr.shape[0] == 0:
-        raise ValueError(f"{what} has no rows")
     if arr.shape[1] == 0:
         raise ValueError(f"{what} has no features (columns)")
+    # An empty data set is legal: under add/remove neighbours it neighbours every one-row data set,
+    # so refusing it would reveal n = 0.  The algorithms release noise alone then.
     # In blocks, so a memory-mapped array larger than memory is checked without loading it.
     step = max(1, 2**24 // arr.shape[1])
     for start in range(0, arr.shape[0], step):
-        finite = np.isfinite(arr[start : start + step])
-        if not finite.all():
-            row, col = np.argwhere(~finite)[0]
+        if not np.isfinite(arr[start : start + step]).all():
             raise ValueError(
-                f"{what} contains NaN or infinite values (first at row {start + row}, column {col}); "
-                "remove or impute them before clustering"
+                f"{what} contains NaN or infinite values: remove or impute them before clustering "
+                "(privclust's data universe is finite real rows; it does not guess values for private rows)"
             )
     return arr
 
 
-def check_n_clusters(k, n_rows: int | None = None) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"n_clusters must be a positive integer, got {k!r}")
-    if n_rows is not None and k > n_rows:
-        raise ValueError(f"n_clusters={k} is larger than the number of rows ({n_rows})")
-    return int(k)
+MAX_CLUSTERS = 100_000  # a public cap: the centers are held in memory and k is never compared with n
+
+
+def check_n_clusters(k, what: str = "n_clusters") -> int:
+    """A positive integer k up to :data:`MAX_CLUSTERS`.
+
+    k is never checked against the number of rows: that comparison would reveal the (private) row
+    count; with more centers than rows some centers simply get noise-only updates."""
+    return check_int(what, k, 1, MAX_CLUSTERS, hint=" (k is never compared with the private row count)")
 
 
 def check_epsilon(epsilon) -> float:

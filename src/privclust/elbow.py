@@ -22,7 +22,7 @@ from .algorithms.greedy import find_elbow, lift, plan, projection_for, run_greed
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.noise import Randomness
-from .queries.curator import central_oracle
+from .queries.curator import central_oracle, fit_ledger
 
 __all__ = ["ElbowCurve", "elbow_curve"]
 
@@ -56,10 +56,10 @@ def elbow_curve(
 ) -> ElbowCurve:
     """The noisy k-means cost of the greedy's solution for every k = 1 .. k_max, and the elbow."""
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
-    check_n_clusters(k_max)
-    ledger = PrivacyAccountant(budget, parent=accountant)
+    check_n_clusters(k_max, "k_max")
+    ledger = fit_ledger(budget, bounds, accountant)
     randomness = Randomness(random_state)
-    with central_oracle(X, bounds, ledger, randomness.noise, int(k_max)) as curated:
+    with central_oracle(X, bounds, ledger, randomness.noise) as curated:
         oracle, d = curated.oracle, curated.n_features
         ctx = FitContext(oracle, int(k_max), budget, randomness, options={"params": algorithm_params})
         spec = plan(ctx, int(k_max))
