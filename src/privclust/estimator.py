@@ -14,7 +14,7 @@ from .algorithms import ALGORITHMS, FitContext
 from .metrics import assign
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
-from .queries.curator import central_oracle
+from .queries.curator import central_oracle, fit_ledger
 from .queries.spark import is_spark_frame
 
 __all__ = ["KMeans"]
@@ -153,9 +153,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget = self._check_params()
-        accountant = PrivacyAccountant(budget, parent=self.accountant)
+        accountant = fit_ledger(budget, self.bounds, self.accountant)
         randomness = Randomness(self.random_state)
-        with central_oracle(X, self.bounds, accountant, randomness.noise, self.n_clusters) as curated:
+        with central_oracle(X, self.bounds, accountant, randomness.noise) as curated:
             result = self._run(curated.oracle, budget, randomness, callback)
         domain, rows = curated.domain, curated.rows
 
