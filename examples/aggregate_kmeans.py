@@ -25,7 +25,9 @@ def solve(subset: np.ndarray) -> np.ndarray:
     return centers[np.argsort(centers[:, 0])].ravel()
 
 
-result = sample_and_aggregate(solve, X, n_subsets=1_500, output_bounds=(-1, 1), epsilon=1.0, delta=1e-6)
+result = sample_and_aggregate(
+    solve, X, n_subsets=1_500, output_bounds=(-1, 1), output_dim=K * 2, epsilon=1.0, delta=1e-6
+)
 centers = result.center.reshape(K, 2)
 print("private centers:\n", np.round(centers, 3))
 print("planted centers:\n", truth)

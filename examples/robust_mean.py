@@ -16,7 +16,9 @@ from privclust import sample_and_aggregate
 rng = np.random.default_rng(0)
 values = np.concatenate([rng.normal(3.0, 1.0, 100_000), rng.uniform(-1_000, 1_000, 2_000)])[:, None]
 
-result = sample_and_aggregate(np.median, values, n_subsets=4_000, output_bounds=(-10, 10), epsilon=1.0, delta=1e-6)
+result = sample_and_aggregate(
+    np.median, values, n_subsets=4_000, output_bounds=(-10, 10), output_dim=1, epsilon=1.0, delta=1e-6
+)
 print(f"private robust mean: {result.center[0]:.3f} (most subset medians within {result.radius:.3f})")
 print(f"plain mean, not private and not robust: {values.mean():.3f}")
 print(f"privacy spent: {result.privacy_spent}")

@@ -110,7 +110,9 @@ def test_outlier_mask_needs_balls():
 def test_sample_and_aggregate_estimates_a_robust_mean():
     rng = np.random.default_rng(3)
     data = np.concatenate([rng.normal(3.0, 1.0, 60_000), rng.uniform(-1e3, 1e3, 1_000)])[:, None]
-    result = sample_and_aggregate(np.median, data, 3_000, output_bounds=(-10, 10), epsilon=1.0, random_state=0)
+    result = sample_and_aggregate(
+        np.median, data, 3_000, output_bounds=(-10, 10), output_dim=1, epsilon=1.0, random_state=0
+    )
     assert result.found
     assert abs(result.center[0] - 3.0) < 0.3
 
@@ -123,25 +125,32 @@ def test_sample_and_aggregate_partition_does_not_depend_on_other_rows():
         seen.append(set(part[:, 0].tolist()))
         return np.array([0.0])
 
-    sample_and_aggregate(record, data, 10, output_bounds=(-1, 1), random_state=5)
+    sample_and_aggregate(record, data, 10, output_bounds=[(-1, 1)], random_state=5)
     first = seen[:]
     seen.clear()
-    sample_and_aggregate(record, np.vstack([data, [[5_000.0]]]), 10, output_bounds=(-1, 1), random_state=5)
+    sample_and_aggregate(record, np.vstack([data, [[5_000.0]]]), 10, output_bounds=[(-1, 1)], random_state=5)
     changed = [a != b for a, b in zip(first, seen)]
     assert sum(changed) == 1  # the neighbour differs in exactly one part
 
 
 @pytest.mark.parametrize(
-    "f, n_subsets, message",
+    "n_subsets, options, message",
     [
-        (np.median, 1, "n_subsets"),
-        (lambda part: np.ones(len(part) % 2 + 1), 20, "different lengths"),
-        (np.median, 5_000, "at least n_subsets"),
+        (1, {"output_bounds": (-5, 5), "output_dim": 1}, "n_subsets"),
+        (10**7, {"output_bounds": (-5, 5), "output_dim": 1}, "n_subsets"),
+        (20, {"output_bounds": (-5, 5)}, "output_dim"),
+        (20, {"output_bounds": (-5, 5), "output_dim": 1, "epsilon": 0.0}, "epsilon"),
+        (20, {"output_bounds": "data", "output_dim": 1}, "declared"),
+        (20, {"output_bounds": (5, -5), "output_dim": 1}, "empty"),
     ],
 )
-def test_sample_and_aggregate_refuses_bad_input(f, n_subsets, message):
+def test_sample_and_aggregate_refuses_bad_parameters_before_f_runs(n_subsets, options, message):
+    calls = []
     with pytest.raises(ValueError, match=message):
-        sample_and_aggregate(f, np.random.default_rng(0).normal(size=(1_000, 1)), n_subsets, output_bounds=(-5, 5))
+        sample_and_aggregate(
+            lambda part: calls.append(1) or np.median(part), np.zeros((100, 1)), n_subsets, **options
+        )
+    assert calls == []
 
 
 def test_good_radius_slack_is_dwork_roth_at_sensitivity_two():
@@ -167,7 +176,8 @@ def test_sample_and_aggregate_absorbs_failures_of_f():
             raise RuntimeError("this subset breaks f")
         return np.median(part, axis=0)
 
-    result = sample_and_aggregate(fragile, data, 2_000, output_bounds=(-5, 5), random_state=0)
+    result = sample_and_aggregate(fragile, data, 2_000, output_bounds=(-5, 5), output_dim=1, random_state=0)
     assert result.found and abs(result.center[0] - 2.0) < 0.3
-    with pytest.raises(ValueError, match="failed on every subset"):
-        sample_and_aggregate(lambda part: 1 / 0, data, 10, output_bounds=(-5, 5))
+    # f failing everywhere is an outcome of the same kind: a released ball (of the fixed fallback points).
+    result = sample_and_aggregate(lambda part: 1 / 0, data, 10, output_bounds=(-5, 5), output_dim=1)
+    assert result.center.shape == (1,)

@@ -15,10 +15,11 @@ from typing import Callable
 import numpy as np
 
 from ._validation import check_delta, check_epsilon, check_int
-from .algorithms.onecluster import locate, make_plan
+from .algorithms.onecluster import background_rows, locate, make_plan
+from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.noise import Randomness
-from .queries.curator import central_oracle
+from .queries.curator import central_oracle, fit_ledger
 
 __all__ = ["OneCluster", "one_cluster", "sample_and_aggregate"]
 
@@ -57,6 +58,7 @@ def one_cluster(
     *,
     budget_split: dict | None = None,
     shifts: int = 30,
+    public_n: int | None = None,
     random_state=None,
     accountant: PrivacyAccountant | None = None,
 ) -> OneCluster:
@@ -66,11 +68,16 @@ def one_cluster(
     public domain as for :class:`privclust.KMeans`.  The whole call is
     (epsilon, delta)-DP; ``budget_split`` divides it between the steps
     (keys radius, shift, box, axes, average, refine; see the algorithm's docs).
+    ``public_n``, a row count that is public knowledge, sets GoodCenter's JL
+    dimension to the seed's ceil(ln n); without it a public stand-in is used
+    (``algorithms.onecluster.jl_dimension``), never the rows' count.
     """
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
     t = check_int("t", t)
-    plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts)
-    ledger = PrivacyAccountant(budget, parent=accountant)
+    if public_n is not None:
+        public_n = check_int("public_n", public_n)
+    plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts, n_hint=public_n or background_rows(t))
+    ledger = fit_ledger(budget, bounds, accountant)
     randomness = Randomness(random_state)
     with central_oracle(X, bounds, ledger, randomness.noise) as curated:
         oracle, domain = curated.oracle, curated.domain
@@ -89,6 +96,9 @@ def one_cluster(
     )
 
 
+MAX_SUBSETS = 10**6  # a public cap on the parts (each is one call of f); never compared with the row count
+
+
 def sample_and_aggregate(
     f: Callable[[np.ndarray], np.ndarray],
     X,
@@ -97,6 +107,7 @@ def sample_and_aggregate(
     epsilon: float = 1.0,
     delta: float = 1e-6,
     *,
+    output_dim: int | None = None,
     t: int | None = None,
     random_state=None,
     accountant: PrivacyAccountant | None = None,
@@ -106,47 +117,83 @@ def sample_and_aggregate(
 
     Each row goes to one uniformly random part (drawn independently of the
     data), so adding or removing a row changes one part and hence at most one
-    of the ``n_subsets`` outputs.  The outputs -- vectors of one fixed length
-    inside ``output_bounds`` (public, as for ``bounds``) -- are then a data set
-    in which one row of ``X`` is one point, and :func:`one_cluster` on them
-    with ``t`` (default: half the parts) is (epsilon, delta)-DP for ``X``.
-    ``f`` itself need not be private or even deterministic; a subset on which it
-    raises or returns NaN contributes the zero vector instead (an exception
-    would reveal which subset failed).  The result's
-    ``center`` is the private answer; ``radius`` says how tightly most
-    subsets agreed.
+    of the ``n_subsets`` outputs.  The outputs -- vectors of the public length
+    ``output_dim`` inside ``output_bounds`` (public, as for ``bounds``; with
+    per-feature bounds their count is the length) -- are then a data set in
+    which one row of ``X`` is one point, and :func:`one_cluster` on them with
+    ``t`` (default: half the parts) is (epsilon, delta)-DP for ``X``.
+
+    ``f`` need not be private, deterministic or total: a part on which it
+    raises, returns something of another length, or returns NaN or infinity
+    contributes a fixed public point (the center of ``output_bounds``)
+    instead, so the outcome is a released ball whatever ``f`` does -- an
+    exception or a message would reveal how ``f`` behaved on the private
+    parts.  Every parameter is checked (and the budget charged in advance)
+    before ``f`` runs.  The result's ``center`` is the private answer;
+    ``radius`` says how tightly most parts agreed.
     """
-    n_subsets = check_int("n_subsets", n_subsets, 2)
+    n_subsets = check_int("n_subsets", n_subsets, 2, MAX_SUBSETS)
     t = n_subsets // 2 if t is None else check_int("t", t)
     if t > n_subsets:
         raise ValueError(f"t={t} exceeds the number of subsets {n_subsets}")
+    width = _output_dim(output_bounds, output_dim)
+    budget = Budget(check_epsilon(epsilon), check_delta(delta))
+    if isinstance(output_bounds, str):
+        raise ValueError("output_bounds must be declared (numbers): f's outputs are private, never read them off")
+    domain = make_domain(output_bounds, width)  # validates the bounds before f runs
+    unknown = set(one_cluster_options) - {"budget_split", "shifts"}
+    if unknown:
+        raise TypeError(f"unknown one_cluster options {sorted(unknown)}; accepted: budget_split, shifts")
+    plan = make_plan(budget.epsilon, budget.delta, one_cluster_options.get("budget_split"),
+                     one_cluster_options.get("shifts", 30), n_hint=n_subsets)
+    fit_ledger(budget, output_bounds, accountant).check(plan.spends())
+    fallback = domain.from_unit(np.zeros((1, width)))[0]
+
     X = np.asarray(X)
-    if X.ndim == 0 or X.shape[0] < n_subsets:
-        raise ValueError(f"sample_and_aggregate needs at least n_subsets={n_subsets} rows, got {X.shape[:1]}")
+    if X.ndim == 0:
+        raise ValueError("X must be a sequence of rows (an array with at least one dimension)")
     rng = Randomness(random_state).geometry()
     part_of = rng.integers(0, n_subsets, size=X.shape[0])
-    outputs: list[np.ndarray | None] = []
+    order = np.argsort(part_of, kind="stable")  # each part's rows in their original order
+    starts = np.searchsorted(part_of[order], np.arange(n_subsets + 1))
+    outputs = np.empty((n_subsets, width))
     for part in range(n_subsets):
-        try:
-            value = np.atleast_1d(np.asarray(f(X[part_of == part]), dtype=np.float64)).ravel()
-        except Exception:  # noqa: BLE001 -- which subset made f fail is private: it becomes a fixed point
-            value = None
-        outputs.append(value)
-    lengths = {v.size for v in outputs if v is not None}
-    if not lengths:
-        raise ValueError("f failed on every subset; check it on public or synthetic data first")
-    if len(lengths) > 1:
-        raise ValueError(f"f returned vectors of different lengths ({sorted(lengths)})")
-    width = lengths.pop()
-    outputs = np.array([np.zeros(width) if v is None else v for v in outputs])
-    outputs = np.nan_to_num(outputs, nan=0.0, posinf=0.0, neginf=0.0)  # f's failures become fixed points
+        outputs[part] = _output_or(fallback, f, X[order[starts[part] : starts[part + 1]]])
     return one_cluster(
         outputs,
         t,
-        epsilon,
-        delta,
+        budget.epsilon,
+        budget.delta,
         output_bounds,
+        public_n=n_subsets,  # one output per part: the aggregated data set's size is public
         random_state=random_state,
         accountant=accountant,
         **one_cluster_options,
     )
+
+
+def _output_dim(output_bounds, output_dim) -> int:
+    """The public length of f's output: ``output_dim``, or the number of per-feature output bounds."""
+    if output_dim is not None:
+        return check_int("output_dim", output_dim)
+    try:
+        shape = np.shape(output_bounds) if not isinstance(output_bounds, (str, dict)) else ()
+    except ValueError:
+        shape = ()
+    if len(shape) == 2 and shape[1] == 2:
+        return shape[0]
+    raise ValueError(
+        "give output_dim (the length of f's output vector), or per-feature output_bounds [(lo, hi), ...]: "
+        "the length must be public, since one read off f's outputs would depend on the private data"
+    )
+
+
+def _output_or(fallback: np.ndarray, f, part: np.ndarray) -> np.ndarray:
+    """f(part) as a vector of the public length, or the fixed ``fallback`` whatever went wrong."""
+    try:
+        value = np.asarray(f(part), dtype=np.float64).ravel()
+    except Exception:  # noqa: BLE001 -- how f failed on a private part must not show
+        return fallback
+    if value.shape != fallback.shape or not np.all(np.isfinite(value)):
+        return fallback
+    return value

@@ -23,7 +23,9 @@ public 16-dimensional JL image (distances kept up to a small factor; any
 public map leaves the sensitivity at 2).
 
 **GoodCenter.**  (1) A public JL map to d' = ceil(ln n) dimensions when
-that is smaller than d.  (2) Randomly shifted grids of boxes of side
+that is smaller than d, with n a public or noisy row count (``n_hint``:
+``public_n``, the fit's noisy count, or a public stand-in of 20 t) -- never
+the rows' own count, which would leak through the output's shape.  (2) Randomly shifted grids of boxes of side
 5 r in the projected space; AboveThreshold (eps_S, sensitivity 1) over up
 to ``shifts`` shifts stops at the first whose fullest box clears t - slack.
 (3) The stability-based histogram (eps_B, delta_B) picks that shift's heavy
@@ -46,6 +48,7 @@ the box: that reveals only the (private) failure.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -79,6 +82,7 @@ class OneClusterPlan:
     delta: float
     split: dict
     shifts: int = 30
+    n_hint: float = 2.0  # a public or noisy row count: GoodCenter projects to ceil(ln n_hint) dimensions
 
     def part(self, name: str) -> float:
         return self.split[name] * self.epsilon
@@ -99,7 +103,23 @@ class OneClusterPlan:
         ]
 
 
-def make_plan(epsilon: float, delta: float, split: dict | None = None, shifts: int = 30) -> OneClusterPlan:
+MAX_SHIFTS = 10_000  # a public cap: each shift is one sparse-vector query over the data
+BACKGROUND_FACTOR = 20  # without a row count, GoodCenter's JL assumes at most this many times t rows
+
+
+def background_rows(t: int) -> float:
+    """A public stand-in for n when no row count is at hand (never the rows' own count)."""
+    return float(BACKGROUND_FACTOR * t)
+
+
+def jl_dimension(n_hint: float, d: int) -> int:
+    """GoodCenter's JL dimension: the seed's ceil(ln n), from a public or noisy n, at most d."""
+    return min(d, max(1, math.ceil(math.log(max(n_hint, 2.0)))))
+
+
+def make_plan(
+    epsilon: float, delta: float, split: dict | None = None, shifts: int = 30, n_hint: float = 2.0
+) -> OneClusterPlan:
     if delta <= 0:
         raise ValueError("1-cluster needs delta > 0 (its stability histograms and NoisyAVG are (epsilon, delta)-DP)")
     shares = (
@@ -107,7 +127,7 @@ def make_plan(epsilon: float, delta: float, split: dict | None = None, shifts: i
         if split is None
         else check_shares("the 1-cluster budget split", split, tuple(DEFAULT_SPLIT))
     )
-    return OneClusterPlan(float(epsilon), float(delta), shares, check_int("shifts", shifts))
+    return OneClusterPlan(float(epsilon), float(delta), shares, check_int("shifts", shifts, 1, MAX_SHIFTS), float(n_hint))
 
 
 def radius_grid(d: int) -> np.ndarray:
@@ -170,7 +190,7 @@ def good_center(
 ) -> np.ndarray | None:
     """GoodCenter (see the module docstring); None when a step finds nothing."""
     n, d = points.shape
-    dim = min(d, max(1, math.ceil(math.log(max(n, 2)))))
+    dim = jl_dimension(plan.n_hint, d)  # from a public or noisy count: the rows' own n is private
     projected = points if dim == d else points @ (rng.standard_normal((d, dim)) / math.sqrt(dim))
     side = BOX_SIDE * r
     shifts = [rng.uniform(0.0, side, size=dim) for _ in range(plan.shifts)]
@@ -256,6 +276,7 @@ def onecluster(ctx: FitContext) -> FitResult:
     ctx.oracle.accountant.check(rounds + ([Spend("rows", epsilon=eps_count)] if eps_count else []))
     n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
     t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))
+    plan = dataclasses.replace(plan, n_hint=n)  # the public or noisy count, never the rows' own
     rng = ctx.randomness.geometry()
 
     def rounds_of_one_cluster(rows):

@@ -34,7 +34,14 @@ def run(
         data = contaminated(n, mu, outliers, seed)
         start = time.perf_counter()
         result = sample_and_aggregate(
-            np.median, data, n_subsets, output_bounds=(-10, 10), epsilon=epsilon, delta=1e-6, random_state=seed
+            np.median,
+            data,
+            n_subsets,
+            output_bounds=(-10, 10),
+            output_dim=1,
+            epsilon=epsilon,
+            delta=1e-6,
+            random_state=seed,
         )
         rows.append(
             {
