@@ -98,8 +98,9 @@ def test_reproducible_and_validated():
     np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="rate"):
         Subsampled(KMeans(3, bounds=(-1, 1)), rate=0.0).fit(X)
-    with pytest.raises(ValueError, match="empty"):
-        Subsampled(KMeans(3, bounds=(-1, 1)), rate=1e-9, random_state=0).fit(X)
+    # An empty sample is fitted like any other (noise only): a refusal would reveal the sample size.
+    empty = Subsampled(KMeans(3, bounds=(-1, 1)), rate=1e-9, random_state=0).fit(X)
+    assert empty.cluster_centers_.shape == (3, 2)
     with pytest.raises(ValueError, match="non-private"):
         Subsampled(KMeans(3, bounds=(-1, 1), algorithm="lloyd"), rate=0.1).fit(X)
 

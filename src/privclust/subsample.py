@@ -15,10 +15,13 @@ Privacy (seed 002, Theorem 1, add/remove neighbours): if the estimator is
     eps'   = ln max{ xi (e^eps - 1) + 1, 1 / (xi (e^-eps - 1) + 1) }
     delta' = max{ e^-eps delta xi / (xi (e^-eps - 1) + 1), delta xi }.
 
-The base fit runs against a private ledger; the shared accountant, if any, is
+The base fit runs against a private ledger; every shared accountant -- the
+one given to ``Subsampled`` and the one the base estimator carries -- is
 charged the amplified spend (checked before any row is read).  The sample
-size m is never released.  The amplified guarantee is computed from the base
-fit's total (epsilon, delta), which is valid for any (eps, delta)-DP base.
+size m is never released and never shapes an outcome: an empty sample is
+fitted like any other (the base releases noise alone), so no refusal depends
+on m.  The amplified guarantee is computed from the base fit's total
+(epsilon, delta), which is valid for any (eps, delta)-DP base.
 """
 
 from __future__ import annotations
@@ -131,15 +134,19 @@ class Subsampled(ClusterMixin, BaseEstimator):
     def _planned_base(self) -> tuple[float, float]:
         if getattr(self.estimator, "algorithm", None) == "lloyd":
             raise ValueError("subsampling amplifies a private algorithm; 'lloyd' is the non-private baseline")
-        return float(self.estimator.epsilon), float(getattr(self.estimator, "delta", 0.0) or 0.0)
+        delta = float(getattr(self.estimator, "delta", 0.0) or 0.0)
+        if isinstance(getattr(self.estimator, "bounds", None), str):  # bounds="data": not private at all
+            return math.inf, delta
+        return float(self.estimator.epsilon), delta
 
     def fit(self, X, y=None, **fit_params):
         if not (isinstance(self.rate, (int, float)) and 0 < self.rate <= 1):
             raise ValueError(f"rate must lie in (0, 1], got {self.rate!r}")
         eps, delta = self._planned_base()
         planned = amplified(eps, delta, self.rate)
-        if self.accountant is not None:
-            self.accountant.check([Spend("subsampled fit", epsilon=planned[0], delta=planned[1])])
+        ledgers = self._ledgers()
+        for ledger in ledgers:
+            ledger.check([Spend("subsampled fit", epsilon=planned[0], delta=planned[1])])
         rng = np.random.default_rng(self.random_state)
         if is_spark_frame(X):
             # Spark's sample() keeps each row independently with probability rate: Poisson
@@ -149,11 +156,10 @@ class Subsampled(ClusterMixin, BaseEstimator):
             if isinstance(X, (list, tuple)):
                 X = np.asarray(X)
             n = len(X)
-            size = int(rng.binomial(n, self.rate))
-            if size == 0:
-                raise ValueError(f"the sample is empty (n={n}, rate={self.rate}): raise the rate")
+            size = int(rng.binomial(n, self.rate))  # may be 0: the base then fits an empty sample
             rows = np.sort(rng.choice(n, size=size, replace=False))
             sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
+        # The base fit charges a ledger of its own; the shared accountants get the amplified total.
         base = clone(self.estimator).set_params(accountant=None)
         if getattr(base, "public_n", None) is not None:
             # A declared row count describes the full data; the base sees about rate times as many rows.
@@ -163,8 +169,8 @@ class Subsampled(ClusterMixin, BaseEstimator):
         base.fit(sample, **fit_params)
         spent = base.privacy_spent_
         eps_amp, delta_amp = amplified(spent.epsilon, spent.delta, self.rate)
-        if self.accountant is not None:
-            self.accountant.spend(Spend("subsampled fit", epsilon=eps_amp, delta=delta_amp))
+        for ledger in ledgers:
+            ledger.spend(Spend("subsampled fit", epsilon=eps_amp, delta=delta_amp))
         self.estimator_ = base
         self.cluster_centers_ = base.cluster_centers_
         self.n_iter_ = base.n_iter_
@@ -182,6 +188,16 @@ class Subsampled(ClusterMixin, BaseEstimator):
             ],
         )
         return self
+
+    def _ledgers(self) -> list[PrivacyAccountant]:
+        """Every shared accountant to charge: this one's and the base estimator's (once if they are one)."""
+        found = []
+        for ledger in (self.accountant, getattr(self.estimator, "accountant", None)):
+            if ledger is not None and not any(ledger is seen for seen in found):
+                if not isinstance(ledger, PrivacyAccountant):
+                    raise TypeError("accountant must be a privclust PrivacyAccountant")
+                found.append(ledger)
+        return found
 
     def predict(self, X):
         return self.estimator_.predict(X)
