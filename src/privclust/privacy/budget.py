@@ -135,6 +135,18 @@ class PrivacyAccountant:
         # (scikit-learn's clone deep-copies parameters) must not fork the budget.
         return self
 
+    def __copy__(self):
+        return self
+
+    def __reduce__(self):
+        # A pickled copy in another process (joblib, GridSearchCV(n_jobs>1), multiprocessing) would
+        # spend the same budget again without this ledger ever hearing of it: refuse, loudly.
+        raise TypeError(
+            "a PrivacyAccountant cannot be sent to another process: each copy would spend the same budget "
+            "without the others knowing. Run the search or the jobs in this process (e.g. GridSearchCV(..., "
+            "n_jobs=1)), or give each process an accountant with its own share of the budget."
+        )
+
     @property
     def spends(self) -> list[Spend]:
         return list(self._spends)
