@@ -38,9 +38,30 @@ def test_fit_json_reports_privacy(tmp_path):
     out = run("fit", "iris", "--json", "--seed", "0", "-e", "0.5", "-a", "glloyd", "-o", str(tmp_path / "c.csv"))
     assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)
-    assert summary["epsilon_spent"] == pytest.approx(0.5)
-    assert summary["k"] == 3 and summary["algorithm"] == "glloyd"
-    assert len(summary["steps"]) == 2 * summary["iterations"] + 1
+    release = summary["release"]
+    assert release["privacy_spent"]["epsilon"] == pytest.approx(0.5)
+    assert release["k"] == 3 and release["algorithm"] == "glloyd"
+    assert np.array(release["centers"]).shape == (3, 4)
+    assert len(release["privacy_spent"]["steps"]) == 2 * release["iterations"] + 1
+    # What was computed on the raw rows is kept apart and marked.
+    assert set(summary["not_private"]) >= {"nicv", "data", "note"}
+    assert "not differentially private" in summary["not_private"]["note"]
+
+
+def test_fit_json_keeps_the_row_count_out_of_the_release(tmp_path):
+    csv = tmp_path / "rows.csv"
+    np.savetxt(csv, np.random.default_rng(1).uniform(0, 1, (1234, 2)), delimiter=",", header="a,b", comments="")
+    out = run("fit", str(csv), "--k", "2", "--bounds", "0,1", "--json", "--seed", "0", "-o", str(tmp_path / "c.csv"))
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert "1234" not in json.dumps(summary["release"])
+    assert "1234" in summary["not_private"]["data"]
+
+
+def test_fit_with_data_bounds_reports_infinite_epsilon(tmp_path):
+    out = run("fit", "iris", "--bounds", "data", "--json", "--seed", "0", "-o", str(tmp_path / "c.csv"))
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["release"]["privacy_spent"]["epsilon"] == "inf"
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".npy", ".parquet"])
@@ -90,7 +111,7 @@ def test_headerless_csv(tmp_path):
         (("fit", "{csv}", "--k", "2", "--bounds", "zero,one"), "LOWER,UPPER"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "--radius", "2"), "not both"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-e", "0"), "epsilon"),
-        (("fit", "{csv}", "--k", "50", "--bounds", "0,1"), "larger than the number of rows"),
+        (("fit", "{csv}", "--k", "1000000000", "--bounds", "0,1"), "between 1 and 100000"),
         (("fit", "{bad}", "--k", "2", "--bounds", "0,1"), "non-numeric columns"),
         (("fit", "{nan}", "--k", "2", "--bounds", "0,1"), "NaN"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "magic"), "unknown algorithm"),

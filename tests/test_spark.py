@@ -134,7 +134,7 @@ def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):
         np.loadtxt(tmp_path / "spark.csv", delimiter=",", skiprows=1),
     )
     assert np.allclose(a, b, atol=1e-6)
-    assert json.loads(on_spark.output)["epsilon_spent"] == pytest.approx(1.0)
+    assert json.loads(on_spark.output)["release"]["privacy_spent"]["epsilon"] == pytest.approx(1.0)
     labelled = CliRunner().invoke(
         app,
         ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "--labels", str(tmp_path / "labelled"), *common],

@@ -33,6 +33,17 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def json_safe(value):
+    """``value`` with infinities and NaN as strings, so the JSON is valid (epsilon = inf: not private)."""
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
+
+
 def fail(message: str, code: int = 2) -> None:
     err_console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
@@ -178,25 +189,31 @@ def fit(
     rows = np.array(X.limit(PLOT_SAMPLE).collect(), dtype=float) if on_spark else np.asarray(X, dtype=float)
     unit_nicv = nicv(domain.to_unit(rows.copy()), domain.to_unit(model.cluster_centers_.copy()))
     spent = model.privacy_spent_
-    summary = {
-        "data": described,
-        "algorithm": algorithm,
-        "k": int(k),
-        "epsilon_spent": spent.epsilon,
-        "delta_spent": spent.delta,
-        "iterations": model.n_iter_,
-        "nicv": unit_nicv,
-        "centers_file": str(output),
-        "secure_noise": seed is None,
-    }
     if plot is not None:
         from ..plotting import plot_clusters
 
         plot_clusters(plot, rows, model.predict(rows), model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}")
-        summary["plot_file"] = str(plot)
     if as_json:
-        summary["steps"] = spent.as_dict()["steps"]
-        print(json.dumps(summary, indent=2, default=float))
+        # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
+        # the raw rows for the data holder only (their count, the cost): not private, do not publish.
+        summary = {
+            "release": {
+                "algorithm": algorithm,
+                "k": int(k),
+                "centers": model.cluster_centers_.tolist(),
+                "centers_file": str(output),
+                "iterations": model.n_iter_,
+                "privacy_spent": spent.as_dict(),
+                "secure_noise": seed is None,
+            },
+            "not_private": {
+                "note": "computed on your raw rows, for you only: not differentially private, do not publish",
+                "data": described,
+                "nicv": unit_nicv,
+                **({"plot_file": str(plot)} if plot is not None else {}),
+            },
+        }
+        print(json.dumps(json_safe(summary), indent=2))
         return
     table = Table(title="privclust fit", show_header=True)
     for column in ("algorithm", "k", "epsilon spent", "delta spent", "iterations", "NICV*"):
@@ -204,7 +221,7 @@ def fit(
     table.add_row(
         algorithm, str(k), f"{spent.epsilon:.4g}", f"{spent.delta:.3g}", str(model.n_iter_), f"{unit_nicv:.5f}"
     )
-    console.print(f"data: {described}")
+    console.print(f"data: {described} [dim](for you only: not private)[/]")
     console.print(table)
     console.print(
         "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data"
