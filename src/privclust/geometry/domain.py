@@ -93,7 +93,9 @@ class BallDomain(Domain):
         return self.dims
 
     def to_unit(self, rows):
-        rows = rows / self.radius
+        # Clip each coordinate to the radius first (a point of the ball has none beyond it): still a public
+        # map into the ball, and a huge coordinate can no longer overflow into inf, a warning and NaNs.
+        rows = np.clip(rows, -self.radius, self.radius) / self.radius
         norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         outside = norms > 1.0
         if np.any(outside):
