@@ -14,7 +14,17 @@ import struct
 
 import numpy as np
 
-__all__ = ["ProtocolError", "FederatedAbort", "send", "send_abort", "receive", "Kind", "DEFAULT_MAX_BYTES"]
+__all__ = [
+    "ProtocolError",
+    "FederatedAbort",
+    "send",
+    "send_abort",
+    "receive",
+    "frame_size",
+    "parse_frame",
+    "Kind",
+    "DEFAULT_MAX_BYTES",
+]
 
 MAGIC = b"PCF1"
 _PREFIX = struct.Struct(">4sBIQ")
@@ -30,7 +40,7 @@ class FederatedAbort(RuntimeError):
 
 
 class Kind:
-    HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT = range(1, 11)
+    HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT, UNMASK, REVEAL = range(1, 13)
     NAMES = {
         1: "HELLO",
         2: "WELCOME",
@@ -42,6 +52,8 @@ class Kind:
         8: "RESULT",
         9: "DONE",
         10: "ABORT",
+        11: "UNMASK",
+        12: "REVEAL",
     }
 
 
@@ -53,18 +65,52 @@ def send(sock: socket.socket, kind: int, header: dict, payload: bytes = b"") -> 
     return len(frame)
 
 
-def send_abort(sock: socket.socket, reason: str) -> None:
-    """Tell a peer the run is aborted, if its connection still works."""
+def send_abort(sock: socket.socket, reason: str, timeout: float = 2.0) -> None:
+    """Tell an authenticated peer the run is aborted, if its connection still works; waits at most
+    ``timeout`` seconds (a peer that does not read must not hold anyone up)."""
     try:
+        sock.settimeout(timeout)
         send(sock, Kind.ABORT, {"reason": reason})
-    except OSError:
+    except (OSError, ValueError):
         pass
+
+
+def frame_size(prefix: bytes, max_bytes: int, expect: int | None = None) -> int:
+    """Total size of the frame starting with ``prefix`` (at least PREFIX_SIZE bytes), checked first."""
+    magic, kind, head_len, payload_len = _PREFIX.unpack(prefix[: _PREFIX.size])
+    if magic != MAGIC:
+        raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
+    if kind not in Kind.NAMES:
+        raise ProtocolError(f"malformed frame: unknown message kind {kind}")
+    if head_len + payload_len > max_bytes:
+        raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
+    if expect is not None and kind != expect:
+        raise ProtocolError(f"expected {Kind.NAMES[expect]}, got {Kind.NAMES[kind]}")
+    return _PREFIX.size + head_len + payload_len
+
+
+def parse_frame(frame: bytes):
+    """(kind, header, payload) of one complete frame already checked by ``frame_size``."""
+    _, kind, head_len, _ = _PREFIX.unpack(frame[: _PREFIX.size])
+    try:
+        header = json.loads(frame[_PREFIX.size : _PREFIX.size + head_len]) if head_len else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ProtocolError("malformed frame: header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("malformed frame: header is not an object")
+    return kind, header, frame[_PREFIX.size + head_len :]
+
+
+PREFIX_SIZE = _PREFIX.size
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:
     chunks, left = [], size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        try:
+            chunk = sock.recv(min(left, 1 << 20))
+        except (socket.timeout, TimeoutError):
+            raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
         if not chunk:
             raise ProtocolError("the peer closed the connection")
         chunks.append(chunk)
@@ -74,10 +120,7 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
 
 def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None):
     """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort."""
-    try:
-        magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size))
-    except socket.timeout:
-        raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
+    magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size))
     if magic != MAGIC:
         raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
     if kind not in Kind.NAMES:
@@ -86,7 +129,7 @@ def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int
         raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
     try:
         header = json.loads(_read_exact(sock, head_len)) if head_len else {}
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise ProtocolError("malformed frame: header is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed frame: header is not an object")
