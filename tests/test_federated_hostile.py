@@ -275,3 +275,40 @@ def test_a_slow_handshake_is_cut_at_its_own_deadline(certs, parts):
     except (ConnectionResetError, ssl.SSLError):
         pass
     raw.close()
+
+
+def test_a_party_trickling_its_message_is_cut_at_the_round_deadline(certs):
+    """The round deadline bounds a whole message, not each read: one byte every half second does not hold the
+    server (and everyone else) hostage."""
+    run = Run(certs, timeout=2)
+    socks = scripted_pair(certs, run.server.address)
+    spec = {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 10.0}]}
+    send(socks[0], Kind.ROUND, {"round": 0, "label": "rows", "spec": spec}, b"\x00" * 8)
+    frame = bytearray()
+
+    class Capture:
+        def sendall(self, data):
+            frame.extend(data)
+
+    send(Capture(), Kind.ROUND, {"round": 0, "label": "rows", "spec": spec}, b"\x00" * 8)
+    stop = threading.Event()
+
+    def trickle():
+        for byte in frame[:60]:  # 30 s at this pace
+            if stop.is_set():
+                return
+            try:
+                socks[1].sendall(bytes([byte]))
+            except OSError:
+                return
+            time.sleep(0.5)
+
+    trickler = threading.Thread(target=trickle)
+    trickler.start()
+    run.threads[0].join(15)
+    server_ended, still_trickling = not run.threads[0].is_alive(), trickler.is_alive()
+    stop.set()
+    trickler.join(30)
+    run.finish()
+    assert server_ended and still_trickling
+    assert "timed out" in str(run.errors["server"]) and "fewer than the threshold" in str(run.errors["server"])

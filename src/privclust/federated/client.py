@@ -29,7 +29,7 @@ from ..queries.central import CentralOracle
 from . import crypto
 from .ring import decode, encode
 from .secagg import SecAggParty
-from .server import MAX_PARTIES, PROTOCOL_VERSION, Job
+from .server import MAX_PARTIES, MAX_TIMEOUT, PROTOCOL_VERSION, Job
 from .wire import (
     DEFAULT_MAX_BYTES,
     FederatedAbort,
@@ -243,7 +243,7 @@ def join(
         raise ValueError(f"party must be an integer in 0 .. {parties - 1}, got {party!r}")
     if group_key is not None and len(group_key) < crypto.SEED_BYTES:
         raise ValueError(f"a group key needs at least {crypto.SEED_BYTES} random bytes")
-    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     limits = limits or JobLimits()
     sock = _connect(address, ssl_context, timeout, server_name)
@@ -259,7 +259,7 @@ def join(
             job, threshold, session, server_timeout = _check_welcome(welcome, party, parties, nonce, X.shape[1], limits)
         except ValueError as exc:
             raise ValueError(f"party {party} refuses the job: {exc}") from None
-        sock.settimeout(max(timeout, 2 * server_timeout + 10))
+        sock.settimeout(min(max(timeout, 2 * server_timeout + 10), 3 * MAX_TIMEOUT))
         secagg = SecAggParty(party, parties, threshold, session, group_key)
         channel.send(Kind.PUBKEY, {"public": secagg.public_key, "group_key": group_key is not None})
         keys, _ = channel.receive(Kind.PUBKEYS)

@@ -72,6 +72,7 @@ PROTOCOL_VERSION = 2
 GAUSSIAN_ALGORITHMS = frozenset({"fastlloyd", "glloyd"})
 MAX_PARTIES = 1000
 MAX_ITER = 1000
+MAX_TIMEOUT = 86400.0  # seconds: a day
 MAX_SIGMA_INT = 2.0**56  # ring noise must leave the sums' headroom (ring.py) intact
 
 
@@ -253,6 +254,8 @@ class FederatedServer:
                 f"{max(2, parties // 2 + 1)} .. {parties}, got {threshold!r}"
             )
         self._timeout = _positive_finite(timeout, "timeout")
+        if self._timeout > MAX_TIMEOUT:
+            raise ValueError(f"timeout must be at most {MAX_TIMEOUT:g} seconds, got {timeout!r}")
         self._handshake_timeout = min(_positive_finite(handshake_timeout, "handshake_timeout"), self._timeout)
         if not _is_int(max_bytes) or not 4096 <= max_bytes <= 2**34:
             raise ValueError(f"the message limit must be 4 KiB .. 16 GiB, got {max_bytes!r} bytes")
@@ -469,8 +472,7 @@ class FederatedServer:
         p.sent += send(p.sock, kind, header, payload)
 
     def _receive(self, p: _Party, deadline: float, expect: int | None = None):
-        p.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-        kind, header, payload, n = receive(p.sock, self._max_bytes, expect=expect)
+        kind, header, payload, n = receive(p.sock, self._max_bytes, expect=expect, deadline=deadline)
         p.received += n
         return kind, header, payload
 

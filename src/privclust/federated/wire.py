@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 
 import numpy as np
 
@@ -104,10 +105,12 @@ def parse_frame(frame: bytes):
 PREFIX_SIZE = _PREFIX.size
 
 
-def _read_exact(sock: socket.socket, size: int) -> bytes:
+def _read_exact(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
     chunks, left = [], size
     while left:
         try:
+            if deadline is not None:  # a peer trickling bytes must not stretch the wait
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
             chunk = sock.recv(min(left, 1 << 20))
         except (socket.timeout, TimeoutError):
             raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
@@ -118,9 +121,13 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None):
-    """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort."""
-    magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size))
+def receive(
+    sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None, deadline: float | None = None
+):
+    """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort.
+
+    ``deadline`` (``time.monotonic()``) bounds the whole frame, not each read."""
+    magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size, deadline))
     if magic != MAGIC:
         raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
     if kind not in Kind.NAMES:
@@ -128,12 +135,12 @@ def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int
     if head_len + payload_len > max_bytes:
         raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
     try:
-        header = json.loads(_read_exact(sock, head_len)) if head_len else {}
+        header = json.loads(_read_exact(sock, head_len, deadline)) if head_len else {}
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise ProtocolError("malformed frame: header is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed frame: header is not an object")
-    payload = _read_exact(sock, payload_len) if payload_len else b""
+    payload = _read_exact(sock, payload_len, deadline) if payload_len else b""
     if kind == Kind.ABORT:
         raise FederatedAbort(str(header.get("reason", "aborted by a peer")))
     if expect is not None and kind != expect:
