@@ -126,12 +126,12 @@ def test_three_parties_in_threads_agree_and_match_central_quality(certs, data):
 
 def test_without_noise_the_protocol_is_bit_exact(certs, data):
     """With noise disabled (tests only) every party gets exactly the sum of the fixed-point local sums."""
+    from ring_replay import RingReplay
+
     from privclust.algorithms import ALGORITHMS, FitContext
     from privclust.geometry.domain import make_domain
-    from privclust.privacy.budget import Budget, PrivacyAccountant
+    from privclust.privacy.budget import Budget
     from privclust.privacy.noise import Randomness
-    from privclust.queries.base import AggregateOracle
-    from privclust.queries.central import CentralOracle
 
     X, parts = data
     captured = {}
@@ -155,20 +155,7 @@ def test_without_noise_the_protocol_is_bit_exact(certs, data):
         crypto.geometry_seed = hook.original
     assert not errors, errors
 
-    class QuantisedSum(AggregateOracle):
-        """Central replay: exact local sums, fixed-point encoded, summed in the ring, no noise."""
-
-        def __init__(self):
-            domain = make_domain((-1, 1), 2)
-            self.local = [CentralOracle(p, PrivacyAccountant(), None, transform=domain.to_unit) for p in parts]
-            super().__init__(2, PrivacyAccountant(), None)
-
-        def release(self, query):
-            total = sum(encode(o.exact_sums(query)) for o in self.local)
-            values = decode(total)
-            return {b.name: values[:, cols] for b, cols in query.block_slices()}
-
-    ctx = FitContext(QuantisedSum(), 3, Budget(1.0, 1e-6), Randomness(captured["geometry"]), public_n=6000)
+    ctx = FitContext(RingReplay(parts), 3, Budget(1.0, 1e-6), Randomness(captured["geometry"]), public_n=6000)
     expected = ALGORITHMS["fastlloyd"](ctx)
     np.testing.assert_array_equal(out[0].centers, make_domain((-1, 1), 2).from_unit(expected.centers))
 

@@ -20,7 +20,7 @@ from privclust.federated import (
     shamir,
 )
 from privclust.federated import server as server_module
-from privclust.federated.ring import decode, encode
+from privclust.federated.ring import encode
 from privclust.federated.secagg import SecAggParty, check_material, remove_masks
 from privclust.federated.server import PROTOCOL_VERSION
 from privclust.federated.wire import Kind, ProtocolError, receive, send
@@ -207,12 +207,12 @@ def test_five_parties_one_dropout_release_correct_centers(certs, parts):
 def test_with_a_dropout_the_release_is_exactly_the_survivors_sum(certs, parts):
     """Noise off (tests only): the rounds before the dropout sum all five parties, those after it the four
     survivors, bit for bit."""
+    from ring_replay import RingReplay
+
     from privclust.algorithms import ALGORITHMS, FitContext
     from privclust.geometry.domain import make_domain
-    from privclust.privacy.budget import Budget, PrivacyAccountant
+    from privclust.privacy.budget import Budget
     from privclust.privacy.noise import Randomness
-    from privclust.queries.base import AggregateOracle
-    from privclust.queries.central import CentralOracle
 
     seeds = []
     original = crypto.geometry_seed
@@ -230,19 +230,8 @@ def test_with_a_dropout_the_release_is_exactly_the_survivors_sum(certs, parts):
     assert set(errors) == {4}, errors
     domain = make_domain((-1, 1), 2)
 
-    class Replay(AggregateOracle):
-        def __init__(self):
-            self.local = [CentralOracle(p, PrivacyAccountant(), None, transform=domain.to_unit) for p in parts]
-            self.round = 0
-            super().__init__(2, PrivacyAccountant(), None)
-
-        def release(self, query):
-            contributors = self.local if self.round < 2 else self.local[:4]
-            self.round += 1
-            values = decode(sum(encode(o.exact_sums(query)) for o in contributors))
-            return {b.name: values[:, cols] for b, cols in query.block_slices()}
-
-    ctx = FitContext(Replay(), 3, Budget(1.0, 1e-6), Randomness(seeds[0]), public_n=6000)
+    replay = RingReplay(parts, contributors=lambda round_index: replay.local if round_index < 2 else replay.local[:4])
+    ctx = FitContext(replay, 3, Budget(1.0, 1e-6), Randomness(seeds[0]), public_n=6000)
     expected = ALGORITHMS["fastlloyd"](ctx)
     np.testing.assert_array_equal(out[0].centers, domain.from_unit(expected.centers))
 

@@ -7,13 +7,14 @@ import pytest
 
 from privclust import KMeans
 from privclust.algorithms.base import FitContext
-from privclust.algorithms.greedy import find_elbow, greedy, plan
+from privclust.algorithms.greedy import find_elbow, greedy, greedy_spec
 from privclust.elbow import elbow_curve
 from privclust.geometry.nets import make_levels
-from privclust.privacy.budget import Budget, PrivacyAccountant
+from privclust.privacy.budget import Budget, PrivacyAccountant, Spend
+from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import Randomness, SeededNoise
-from privclust.queries.base import AggregateOracle, clip_blocks, sparse_threshold
-from privclust.queries.central import CentralOracle
+from privclust.queries import ADAPTIVE, DENSE, SPARSE, Released, clip_blocks, in_memory
+from privclust.queries.plan import Oracle
 
 
 def test_each_point_is_in_at_most_one_ball_per_sublattice_and_the_sublattices_find_every_ball():
@@ -46,46 +47,54 @@ def test_too_fine_nets_are_refused():
         make_levels(1.0, 30, 8, np.random.default_rng(0))
 
 
-class ExactSumsPlusCallerNoise(AggregateOracle):
-    """A second, independent implementation of the query interface: plain loops, noise from the caller."""
+class ExactSumsPlusCallerNoise(Oracle):
+    """A second, independent implementation of the seam: plain loops, its own calibration, noise from the caller.
 
-    def __init__(self, rows, accountant, add_noise):
-        super().__init__(rows.shape[1], accountant, SeededNoise(np.random.SeedSequence(0)))
+    It splits the budget itself (the Gaussian pool of (epsilon, delta / 2), the other half of delta for the
+    sparse levels' selection, as the greedy declares), so a greedy that drew noise or spends on its own, or
+    a central oracle that calibrated differently, would disagree with it."""
+
+    capabilities = frozenset({DENSE, SPARSE, ADAPTIVE})
+
+    def __init__(self, rows, budget, add_noise):
+        super().__init__(rows.shape[1], budget, PrivacyAccountant(budget))
         self.rows, self.add_noise, self.calls = rows, add_noise, 0
 
-    def _contributions(self, query):
+    def allot(self, parts, family):
+        from privclust.queries.plan import Allotment
+
+        selection = sum(p.delta for p in parts)
+        mu = gdp_mu(self.budget.epsilon, self.budget.delta - selection)
+        total = sum(p.share for p in parts)
+        return {p.name: Allotment(mu=mu * math.sqrt(p.share / total), delta=p.delta) for p in parts}
+
+    def answer(self, requests):
+        return [self._one(query, allotment) for query, allotment in requests]
+
+    def _one(self, query, allotment):
         buckets, values = query.contribution(self.rows.copy())
-        return np.asarray(buckets), clip_blocks(np.asarray(values, dtype=float), query)
-
-    def release(self, query):
-        self.accountant.check(query.spends())
-        buckets, values = self._contributions(query)
-        total = np.zeros((query.n_buckets, query.width))
-        for b, v in zip(buckets, values):
-            if b >= 0:
-                total[b] += v
-        out = {}
-        for (block, cols), spend in zip(query.block_slices(), query.spends()):
-            out[block.name] = total[:, cols] + self.add_noise(total[:, cols].shape, block.mechanism.std)
-            self.accountant.spend(spend)
-        self.calls += 1
-        return out
-
-    def release_sparse(self, query, delta):
-        buckets, values = self._contributions(query)
+        values = clip_blocks(np.asarray(values, dtype=float), query)
         sums = {}
-        for b, v in zip(buckets, values):
+        for b, v in zip(np.asarray(buckets), values):
             if b >= 0:
                 sums[int(b)] = sums.get(int(b), 0.0) + v
-        ids = np.array(sorted(sums), dtype=np.int64)
-        total = np.array([sums[i] for i in ids]).reshape(len(ids), query.width)
-        noisy = total + self.add_noise(total.shape, query.blocks[0].mechanism.std)
-        for spend in query.spends():
-            self.accountant.spend(spend)
-        self.accountant.spend_dp(f"{query.label}/threshold", 0.0, delta)
-        keep = noisy[:, 0] >= sparse_threshold(query.blocks[0].mechanism, delta)
+        ids = np.array(sorted(sums), dtype=np.int64) if query.sparse else np.arange(query.n_buckets)
+        total = np.array([sums.get(int(i), np.zeros(query.width)) for i in ids]).reshape(len(ids), query.width)
+        out, share_total = {}, sum(b.share for b in query.blocks)
+        for block, cols in query.block_slices():
+            std = block.bound / (allotment.mu * math.sqrt(block.share / share_total))
+            out[block.name] = total[:, cols] + self.add_noise(total[:, cols].shape, std)
+            self.accountant.spend(Spend(f"{query.label}/{block.name}", mu=block.bound / std))
         self.calls += 1
-        return ids[keep], {query.blocks[0].name: noisy[keep]}
+        if not query.sparse:
+            return Released(out)
+        self.accountant.spend(Spend(f"{query.label}/threshold", delta=allotment.delta))
+        first = query.blocks[0]
+        std = first.bound / allotment.mu
+        from scipy.stats import norm
+
+        keep = out[first.name][:, 0] >= first.bound + std * norm.isf(allotment.delta)
+        return Released({name: v[keep] for name, v in out.items()}, ids=ids[keep])
 
 
 @pytest.fixture
@@ -108,14 +117,16 @@ def test_the_greedy_runs_unchanged_on_a_second_query_implementation(blobs3):
         drawn.append(std)
         return np.random.default_rng(len(drawn)).normal(0.0, std, size=shape)
 
-    oracle = ExactSumsPlusCallerNoise(X, PrivacyAccountant(budget), caller_noise)
+    oracle = ExactSumsPlusCallerNoise(X, budget, caller_noise)
     result = greedy(_context(oracle, budget))
     assert oracle.calls == 8 * 9 + 1 and len(drawn) == 8 * 9 + 3  # 8 levels x 9 sub-lattices, one lifting
     assert np.all(np.linalg.norm(result.centers[:, None] - centers[None], axis=2).min(axis=0) < 0.15)
-    central = greedy(
-        _context(CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))), budget)
-    )
-    assert central.centers.shape == result.centers.shape
+    assert oracle.accountant.guarantee()[0] == pytest.approx(4.0, rel=1e-9)
+    central = in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(0)))
+    central_result = greedy(_context(central, budget))
+    assert central_result.centers.shape == result.centers.shape
+    # The two oracles calibrated the same noise for every release.
+    assert [s.mu for s in central.accountant.spends] == pytest.approx([s.mu for s in oracle.accountant.spends])
 
 
 @pytest.mark.parametrize("selection", ["histogram", "exponential"])
@@ -164,14 +175,11 @@ def test_fine_levels_in_higher_dimension_use_thresholded_sparse_releases():
 def test_exponential_draws_are_calibrated_by_zcdp(blobs3):
     X, _ = blobs3
     budget = Budget(1.0, 1e-6)
-    ctx = _context(
-        CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))),
-        budget,
-        selection="exponential",
-    )
-    spec = plan(ctx)
+    ctx = _context(in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(0))), budget, selection="exponential")
+    spec = greedy_spec(ctx)
     rho = spec.k * spec.levels * spec.eps_draw**2 / 8.0  # each draw is eps'^2/8-zCDP
-    eps_sel, delta_sel = spec.selection_spend.epsilon, spec.selection_spend.delta
+    selection = next(p for p in spec.parts if p.name == spec.selection_part(0))
+    eps_sel, delta_sel = selection.epsilon, selection.delta
     assert rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_sel)) == pytest.approx(eps_sel)
     assert eps_sel == pytest.approx(0.6) and spec.k == 12  # selection share 0.6, boost 4
 

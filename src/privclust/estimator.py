@@ -155,9 +155,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         budget = self._check_params()
         accountant = fit_ledger(budget, self.bounds, self.accountant)
         randomness = Randomness(self.random_state)
-        with central_oracle(X, self.bounds, accountant, randomness.noise) as curated:
+        with central_oracle(X, self.bounds, budget, accountant, randomness.noise) as curated:
             result = self._run(curated.oracle, budget, randomness, callback)
-        domain, rows = curated.domain, curated.rows
+        domain, rows = curated.domain, curated.checked_rows()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter

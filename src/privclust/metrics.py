@@ -18,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn import metrics as skm
 
 from ._parallel import map_chunks
-from .queries.central import chunk_rows_for
+from .queries.rows import chunk_rows_for
 from .queries.voronoi import nearest_center
 
 __all__ = ["kmeans_cost", "nicv", "auc_over_epsilon", "silhouette", "davies_bouldin", "centroid_mse", "assign"]

@@ -16,7 +16,7 @@ Two ways to choose, both private:
 
 * ``selection="histogram"`` (any privacy model): per level and per
   sub-lattice one sparse Gaussian release of the balls' values through the
-  oracle (``release_sparse``), all asked at once (``release_many``: one pass
+  oracle (a ``sparse`` query), all asked at once (``release_many``: one pass
   over the rows); the greedy is then post-processing of the released
   histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
   1 (GDP-composed) plus the partition-selection delta.
@@ -39,8 +39,16 @@ cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  Boosting the
 approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster their
 lifted means weighted by the noisy sizes (post-processing).  Boosting the
 success probability (Corollary 2.6): ``restarts`` independent runs, each with
-1/restarts of the budget, keep the one with the lowest estimated cost.  The
-elbow curve: the prefix solutions' costs estimated from one run's release.
+1/restarts of every part (of mu^2, composed exactly in GDP; of the selection
+delta), keep the one with the lowest estimated cost.  The elbow curve: the
+prefix solutions' costs estimated from one run's release.
+
+The plan (``greedy_spec``): per run and level a share of the oracle's pool
+(``selection_share`` split over the levels by ``level_growth``), each of the
+level's 3^d' sub-lattice releases drawing 1/3^d' of it; half of delta reserved
+for the sparse levels' partition selection; the rest of the pool for the
+lifting.  The exponential variant declares its zCDP bound as an explicit
+(epsilon, delta) part and needs exact access (the central model).
 """
 
 from __future__ import annotations
@@ -53,16 +61,24 @@ import numpy as np
 from .._validation import check_int, check_number
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection
-from ..privacy.budget import Spend
-from ..privacy.gdp import gdp_mu
-from ..privacy.mechanisms import GaussianMechanism, NonPrivate, sample_exponential
+from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
-from ..queries.base import AggregateOracle, BucketSumQuery, ValueBlock, sparse_spends
+from ..queries.base import Block, SumQuery
+from ..queries.plan import ADAPTIVE, EXACT, SPARSE, Oracle, Part, Plan
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
 from .lloyd import fastlloyd_eta
 
-__all__ = ["GreedyPlan", "LevelValues", "plan", "run_greedy", "lift", "solution_cost", "find_elbow", "greedy"]
+__all__ = [
+    "GreedySpec",
+    "LevelValues",
+    "greedy_spec",
+    "run_greedy",
+    "lift",
+    "solution_cost",
+    "find_elbow",
+    "greedy",
+]
 
 OPTIONS = (
     "z",
@@ -85,8 +101,8 @@ def _sublattice_bound(radius: float, dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class GreedyPlan:
-    """Every parameter and every share of the budget, fixed before data are read."""
+class GreedySpec:
+    """Every public parameter of a greedy fit and the parts of its budget, fixed before data are read."""
 
     k: int  # centers the greedy computes (boost * n_clusters)
     z: int
@@ -95,23 +111,52 @@ class GreedyPlan:
     selection: str
     projection_dim: int | None  # None: no projection (d small)
     restarts: int
-    mu_lift: float
-    mu_release: tuple[float, ...] | None  # histogram: per sub-lattice release, by level
-    dense: tuple[bool, ...] | None  # histogram: levels small enough to release every ball (no threshold)
-    delta_release: float | None  # histogram: partition-selection delta of each sparse release
+    share: float  # the selection's share of the budget (the rest lifts)
+    growth: float
+    dense: tuple[bool, ...]  # histogram: levels small enough to release every ball (no threshold)
     eps_draw: float | None  # exponential: eps' of each draw
-    selection_spend: Spend | None
+    parts: tuple[Part, ...]
+
+    @property
+    def needs(self) -> set[str]:
+        if self.selection == "exponential":
+            return {EXACT, ADAPTIVE}
+        return {ADAPTIVE} | ({SPARSE} if not all(self.dense) else set())
+
+    def level_part(self, run: int, level: int) -> str:
+        return _part_name(self.restarts, run, f"level {level}")
+
+    def lift_part(self, run: int) -> str:
+        return _part_name(self.restarts, run, "lifting")
+
+    def selection_part(self, run: int) -> str:
+        return _part_name(self.restarts, run, "exponential-mechanism choices (zCDP)")
+
+    def open(self, oracle: Oracle) -> Plan:
+        """The oracle's plan for these parts: refused before any row is read if it cannot be served."""
+        return oracle.plan(self.parts, needs=self.needs, what=f"the greedy ({self.selection} selection)")
+
+
+def _part_name(restarts: int, run: int, what: str) -> str:
+    return f"greedy{f' run {run + 1}' if restarts > 1 else ''}: {what}"
 
 
 def _int_option(value, name: str, default: int, low: int, high: int) -> int:
     return default if value is None else check_int(name, value, low, high)
 
 
-def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
-    """Validate the options and split the budget; raises before any data is read.
+def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
+    """Validate the options and lay out the budget's parts; raises before any data is read.
 
     The greedy computes ``boost`` times the fit's k centers, or exactly ``n_clusters`` when given
     (the elbow curve needs the greedy's own prefixes).
+
+    Parts (histogram selection): per run and level, a share of the pool proportional to
+    ``level_growth``^i of the selection's share (each of the level's 3^d' sub-lattice releases
+    draws 1/3^d' of it), with half of delta reserved for the sparse levels' partition selection;
+    per run, the lifting's share.  Runs (``restarts``) split everything equally.  Exponential
+    selection: per run an explicit (epsilon, delta) for all its draws (zCDP, see the module doc), the
+    rest of the budget for the lifting.
     """
     o = algorithm_params(ctx, "greedy", OPTIONS)
     k = n_clusters or ctx.n_clusters
@@ -134,70 +179,67 @@ def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
     share = 0.6
     if o["selection_share"] is not None:
         share = check_number("selection_share", o["selection_share"], 0.0, 1.0, open_low=True, open_high=True)
-    if ctx.budget.delta <= 0:
+    growth = 1.0 if o["level_growth"] is None else check_number("level_growth", o["level_growth"], 1.0, 16.0)
+    if ctx.budget is not None and ctx.budget.delta <= 0:
         raise ValueError("the greedy needs delta > 0 (Gaussian releases)")
 
-    eps, delta = ctx.budget.epsilon / restarts, ctx.budget.delta / restarts
-    centers = boost * k
     work_dim = dim or d
-    growth = 1.0 if o["level_growth"] is None else check_number("level_growth", o["level_growth"], 1.0, 16.0)
+    top = 1.0 if dim else math.sqrt(d)
+    dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim) <= DENSE_BALLS for i in range(levels))
+    parts: list[Part] = []
+    eps_draw = None
     if selection == "histogram":
-        top = 1.0 if dim else math.sqrt(d)
-        dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim) <= DENSE_BALLS for i in range(levels))
-        sparse_releases = sum(not x for x in dense) * 3**work_dim
-        delta_gdp = delta / 2.0 if sparse_releases else delta
-        mu = gdp_mu(eps, delta_gdp)
         # Level i gets a share of mu^2 proportional to growth^i: fine levels hold small values and need
         # the least noise; coarse balls hold many points and stand out anyway.
-        weights = np.array([growth**i for i in range(levels)])
-        per_level = math.sqrt(share) * mu * np.sqrt(weights / weights.sum())
-        mu_release = tuple(float(m) / 3 ** (work_dim / 2.0) for m in per_level)
-        spec = dict(
-            mu_lift=math.sqrt(1.0 - share) * mu,
-            mu_release=mu_release,
-            dense=dense,
-            delta_release=delta / 2.0 / sparse_releases if sparse_releases else None,
-            eps_draw=None,
-            selection_spend=None,
-        )
+        weights = np.array([growth**i for i in range(levels)]) / sum(growth**i for i in range(levels))
+        sparse_parts = restarts * sum(not x for x in dense)
+        selection_delta = ctx.budget.delta / 2.0 / sparse_parts if sparse_parts and ctx.budget else 0.0
+        for run in range(restarts):
+            for i in range(levels):
+                part_delta = 0.0 if dense[i] else selection_delta
+                parts.append(
+                    Part(_part_name(restarts, run, f"level {i}"), share * weights[i] / restarts, 0.0, part_delta)
+                )
+            parts.append(Part(_part_name(restarts, run, "lifting"), share=(1.0 - share) / restarts))
     else:
-        eps_sel, delta_sel = share * eps, delta / 2.0
+        if ctx.budget is None:
+            raise ValueError("the exponential selection is a private mechanism: it needs a budget")
+        eps_sel, delta_sel = share * ctx.budget.epsilon / restarts, ctx.budget.delta / restarts / 2.0
         log_inv = math.log(1.0 / delta_sel)
         rho = (math.sqrt(log_inv + eps_sel) - math.sqrt(log_inv)) ** 2  # eps = rho + 2 sqrt(rho ln(1/delta))
-        spec = dict(
-            mu_lift=gdp_mu((1.0 - share) * eps, delta / 2.0),
-            mu_release=None,
-            dense=None,
-            delta_release=None,
-            eps_draw=math.sqrt(8.0 * rho / (centers * levels)),
-            selection_spend=Spend("greedy: exponential-mechanism choices (zCDP)", epsilon=eps_sel, delta=delta_sel),
-        )
-    result = GreedyPlan(
-        k=centers,
+        eps_draw = math.sqrt(8.0 * rho / (boost * k * levels))
+        for run in range(restarts):
+            parts.append(
+                Part(
+                    _part_name(restarts, run, "exponential-mechanism choices (zCDP)"), epsilon=eps_sel, delta=delta_sel
+                )
+            )
+            parts.append(Part(_part_name(restarts, run, "lifting"), share=1.0 / restarts))
+    return GreedySpec(
+        k=boost * k,
         z=z,
         levels=levels,
         forbid=float(forbid),
         selection=selection,
         projection_dim=dim,
         restarts=restarts,
-        **spec,
+        share=share,
+        growth=growth,
+        dense=dense,
+        eps_draw=eps_draw,
+        parts=tuple(parts),
     )
-    ctx.oracle.accountant.check(planned_spends(result, d) * restarts)
-    return result
 
 
-def _lift_query(label: str, project, centers: np.ndarray, plan_: GreedyPlan, d: int) -> BucketSumQuery:
-    mu = plan_.mu_lift / math.sqrt(3.0)
-    blocks = [
-        ValueBlock("sum", d, GaussianMechanism.for_mu(mu, math.sqrt(d))),
-        ValueBlock("sumsq", 1, GaussianMechanism.for_mu(mu, float(d))),
-        ValueBlock("count", 1, GaussianMechanism.for_mu(mu, 1.0)),
-    ]
-    return projected_cells_query(label, project, centers, blocks, moment_values)
+def _lift_blocks(d: int, reach: float | None = None) -> tuple[Block, ...]:
+    """[sum, sum of squared norms, size] blocks, equal shares: bounds sqrt(d), d, 1 for unit-box rows, or
+    reach, reach^2, 1 for rows within ``reach`` of their center."""
+    scale = math.sqrt(d) if reach is None else reach
+    return (Block("sum", d, scale), Block("sumsq", 1, scale * scale), Block("count", 1, 1.0))
 
 
-def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int, mechanism, dense=False):
-    """Per-ball values of one sub-lattice: by ball id (sparse) or by dense bucket over all its balls."""
+def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int, dense=False) -> SumQuery:
+    """Per-ball values of one sub-lattice: by dense bucket over all its balls, or by ball id (sparse)."""
     size = int(np.prod(level.sublattice_box(residue)[1])) if dense else int(np.prod(level.radix.astype(float)))
 
     def contribution(chunk):
@@ -206,23 +248,7 @@ def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int,
         ids = level.sublattice_bucket(safe, residue) if dense else level.encode(safe)
         return np.where(inside, ids, -1), value[:, None]
 
-    return BucketSumQuery(
-        label=label, n_buckets=max(size, 1), blocks=(ValueBlock("value", 1, mechanism),), contribution=contribution
-    )
-
-
-def planned_spends(plan_: GreedyPlan, d: int) -> list[Spend]:
-    spends = []
-    if plan_.selection == "histogram":
-        dim = plan_.projection_dim or d
-        for mu, dense in zip(plan_.mu_release, plan_.dense):
-            mechanism = GaussianMechanism.for_mu(mu, 1.0)
-            probe = BucketSumQuery("greedy level", 1, (ValueBlock("value", 1, mechanism),), lambda c: (None, None))
-            spends += (probe.spends() if dense else sparse_spends(probe, plan_.delta_release)) * 3**dim
-    else:
-        spends.append(plan_.selection_spend)
-    spends += [GaussianMechanism.for_mu(plan_.mu_lift / math.sqrt(3.0), 1.0).spend("greedy: lifting")] * 3
-    return spends
+    return SumQuery(label, max(size, 1), (Block("value", 1, 1.0),), contribution, sparse=not dense)
 
 
 @dataclass
@@ -247,26 +273,23 @@ def _merge(level: Level, parts: list[tuple[np.ndarray, np.ndarray]]) -> LevelVal
     return LevelValues(level, ids[order], values[order])
 
 
-def released_values(oracle: AggregateOracle, levels: list[Level], project, plan_: GreedyPlan) -> list[LevelValues]:
-    """The histogram selection's releases: per level and sub-lattice one Gaussian release, of every ball
-    (small levels) or of the non-empty balls above the partition-selection threshold."""
+def released_values(plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int) -> list[LevelValues]:
+    """The histogram selection's releases: per level and sub-lattice one release, of every ball (small
+    levels) or of the non-empty balls above the partition-selection threshold (sparse levels)."""
     # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
     # oracle at once: one pass over the rows instead of one per sub-lattice.
     requests, owners = [], []
     for level in levels:
-        mechanism = GaussianMechanism.for_mu(plan_.mu_release[level.index], 1.0)
-        dense = plan_.dense[level.index]
-        for residue in level.sublattices():
-            query = _level_query(f"greedy level {level.index}", level, residue, project, plan_.z, mechanism, dense)
-            requests.append((query, None if dense else plan_.delta_release))
+        dense = spec.dense[level.index]
+        residues = level.sublattices()
+        for residue in residues:
+            query = _level_query(f"greedy level {level.index}", level, residue, project, spec.z, dense)
+            requests.append((query, spec.level_part(run, level.index), 1.0 / len(residues)))
             owners.append((level, residue, dense))
     parts = {level.index: [] for level in levels}
-    for (level, residue, dense), answer in zip(owners, oracle.release_many(requests)):
-        if dense:
-            parts[level.index].append((level.encode(level.sublattice_balls(residue)), answer["value"][:, 0]))
-        else:
-            ids, out = answer
-            parts[level.index].append((ids, out["value"][:, 0]))
+    for (level, residue, dense), answer in zip(owners, plan.release_many(requests)):
+        ids = level.encode(level.sublattice_balls(residue)) if dense else answer.ids
+        parts[level.index].append((ids, answer["value"][:, 0]))
     return [_merge(level, parts[level.index]) for level in levels]
 
 
@@ -276,8 +299,7 @@ def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValu
     for level in levels:
         parts = []
         for residue in level.sublattices():
-            query = _level_query("exact", level, residue, project, z, NonPrivate())
-            ids, sums = access.sparse_sums(query)
+            ids, sums = access.sums(_level_query("exact", level, residue, project, z))
             parts.append((ids, sums[:, 0]))
         tables.append(_merge(level, parts))
     return tables
@@ -408,27 +430,25 @@ def _uniform_empty(greedy: _Greedy, i: int, noise: NoiseSource) -> np.ndarray:
             return m
 
 
-def run_greedy(ctx: FitContext, plan_: GreedyPlan, project, rng: np.random.Generator) -> np.ndarray:
+def run_greedy(ctx: FitContext, plan: Plan, spec: GreedySpec, project, rng: np.random.Generator, run: int = 0):
     """Centers (in the projected space) of one private greedy run."""
-    dim = plan_.projection_dim or ctx.n_features
-    top = 1.0 if plan_.projection_dim else math.sqrt(dim)
-    levels = make_levels(top, plan_.levels, dim, rng)
-    oracle = ctx.oracle
+    dim = spec.projection_dim or ctx.n_features
+    top = 1.0 if spec.projection_dim else math.sqrt(dim)
+    levels = make_levels(top, spec.levels, dim, rng)
 
     def fallback():
-        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if plan_.projection_dim else 1.0)
+        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if spec.projection_dim else 1.0)
 
-    if plan_.selection == "histogram":
-        tables = released_values(oracle, levels, project, plan_)
-        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, _argmax_head, _argmax_child, fallback)
-
-    head, child = _exponential_rules(plan_.eps_draw, oracle.noise)
+    if spec.selection == "histogram":
+        tables = released_values(plan, levels, project, spec, run)
+        return _Greedy(tables, spec.forbid, spec.z).run(spec.k, _argmax_head, _argmax_child, fallback)
 
     def mechanism(access):
-        tables = exact_values(access, levels, project, plan_.z)
-        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, head, child, fallback)
+        head, child = _exponential_rules(spec.eps_draw, access.noise)
+        tables = exact_values(access, levels, project, spec.z)
+        return _Greedy(tables, spec.forbid, spec.z).run(spec.k, head, child, fallback)
 
-    return oracle.run_mechanism([plan_.selection_spend], mechanism)
+    return plan.run_exact([spec.selection_part(run)], mechanism)
 
 
 @dataclass
@@ -452,23 +472,18 @@ class Lifted:
         return float(np.sum(terms))
 
 
-def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPlan, d: int, reach: float) -> Lifted:
-    """The cells' noisy sums, sums of squared norms and sizes, in the original space.
+def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, d: int, reach: float) -> Lifted:
+    """The cells' noisy sums, sums of squared norms and sizes, in the original space (all of ``part``).
 
-    With a projection: the projected Voronoi cells of ``centers``, values [x, |x|^2, 1] at sensitivities
+    With a projection: the projected Voronoi cells of ``centers``, values [x, |x|^2, 1] at bounds
     sqrt(d), d, 1.  Without one, the centers already live in the original space, and the rows within
-    ``reach`` of their nearest center give [x - c, |x - c|^2, 1] at sensitivities reach, reach^2, 1 (a
+    ``reach`` of their nearest center give [x - c, |x - c|^2, 1] at bounds reach, reach^2, 1 (a
     FastLloyd-style local step: far less noise); the sums are turned back into the same moments.
     """
-    if plan_.projection_dim is not None:
-        out = oracle.release(_lift_query("greedy: lifting", project, centers, plan_, d))
+    if spec.projection_dim is not None:
+        query = projected_cells_query("greedy: lifting", project, centers, _lift_blocks(d), moment_values)
+        out = plan.release(query, part)
         return Lifted(out["sum"], out["sumsq"][:, 0], out["count"][:, 0])
-    mu = plan_.mu_lift / math.sqrt(3.0)
-    blocks = [
-        ValueBlock("sum", d, GaussianMechanism.for_mu(mu, reach)),
-        ValueBlock("sumsq", 1, GaussianMechanism.for_mu(mu, reach * reach)),
-        ValueBlock("count", 1, GaussianMechanism.for_mu(mu, 1.0)),
-    ]
 
     def contribution(chunk):
         nearest, sq = nearest_center(chunk, centers)
@@ -478,7 +493,8 @@ def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPla
         values[:, d + 1] = 1.0
         return np.where(sq < reach * reach, nearest, -1), values
 
-    out = oracle.release(BucketSumQuery("greedy: local lifting", centers.shape[0], tuple(blocks), contribution))
+    query = SumQuery("greedy: local lifting", centers.shape[0], _lift_blocks(d, reach), contribution)
+    out = plan.release(query, part)
     counts, relative, spread = out["count"][:, 0], out["sum"], out["sumsq"][:, 0]
     sums = relative + counts[:, None] * centers  # sum of x = sum of (x - c) + size c
     sumsq = spread + 2.0 * np.einsum("ij,ij->i", centers, relative) + counts * (centers * centers).sum(1)
@@ -512,23 +528,24 @@ def solution_cost(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.
     return centers, lifted.cost(centers[nearest])
 
 
-def projection_for(plan_: GreedyPlan, d: int, rng: np.random.Generator):
-    if plan_.projection_dim is None:
+def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
+    if spec.projection_dim is None:
         return lambda rows: rows
-    return BallProjection.draw(d, plan_.projection_dim, rng)
+    return BallProjection.draw(d, spec.projection_dim, rng)
 
 
 @register("greedy")
 def greedy(ctx: FitContext) -> FitResult:
     """The private greedy; see the module docstring for the steps and the privacy argument."""
-    spec = plan(ctx)
+    spec = greedy_spec(ctx)
+    plan = spec.open(ctx.oracle)
     d = ctx.n_features
     rng = ctx.randomness.geometry()
     best, best_cost, estimates = None, math.inf, []
     for run in range(spec.restarts):
         project = projection_for(spec, d, rng)
-        centers = run_greedy(ctx, spec, project, rng)
-        lifted = lift(ctx.oracle, project, centers, spec, d, fastlloyd_eta(d, ctx.n_clusters))
+        centers = run_greedy(ctx, plan, spec, project, rng, run)
+        lifted = lift(plan, spec.lift_part(run), project, centers, spec, d, fastlloyd_eta(d, ctx.n_clusters))
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:

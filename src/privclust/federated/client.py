@@ -1,10 +1,12 @@
 """A federated party: runs the unchanged algorithm against a masked-aggregation oracle.
 
 Each party runs the same algorithm code as the central model; only the oracle differs.
-:class:`FederatedClientOracle` answers a query by computing this party's exact clipped
-per-bucket sums (the central oracle's own code, on local rows) and handing them, encoded
-in the ring, to :class:`MaskedAggregation`, which masks them, carries the round's
-messages and returns the noisy aggregate.  The initial centers come from a seed all
+:class:`FederatedClientOracle` is the federated privacy model: it splits the job's budget
+as the curator does (a Gaussian pool, ``queries.plan``), answers a release by computing
+this party's exact clipped per-bucket sums over its own rows (``queries.rows``, the same
+code as the central model's) and handing them, encoded in the ring, to
+:class:`MaskedAggregation`, which masks them, carries the round's messages and returns
+the aggregate noised by the server with the block noise the plan calibrated.  The initial centers come from a seed all
 parties derive from the group secret, and every later step depends only on released
 values, so all parties hold identical centers throughout.
 """
@@ -22,10 +24,12 @@ import numpy as np
 from .._validation import check_data
 from ..algorithms import ALGORITHMS, FitContext
 from ..geometry.domain import make_domain
-from ..privacy.budget import PrivacyAccountant
+from ..privacy.budget import Budget, PrivacyAccountant
 from ..privacy.noise import Randomness
-from ..queries.base import AggregateOracle, BucketSumQuery
-from ..queries.central import CentralOracle
+from ..queries.base import Released
+from ..queries.central import block_mechanisms
+from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, Oracle, pooled_allotments
+from ..queries.rows import MemoryRows, Rows
 from . import crypto
 from .ring import decode, encode
 from .secagg import SecAggParty
@@ -85,24 +89,36 @@ class MaskedAggregation:
         return total
 
 
-class FederatedClientOracle(AggregateOracle):
-    def __init__(self, local: CentralOracle, accountant: PrivacyAccountant, aggregation: MaskedAggregation):
-        super().__init__(local.n_features, accountant, noise=None)
-        self._local, self._aggregation = local, aggregation
+class FederatedClientOracle(Oracle):
+    """One party's view of the federated model: dense Gaussian sums, one masked round per release."""
+
+    capabilities = frozenset({DENSE, ADAPTIVE})
+    model = "the federated model (masked aggregation; the server adds Gaussian noise)"
+
+    def __init__(self, rows: Rows, budget: Budget, accountant: PrivacyAccountant, aggregation: MaskedAggregation):
+        super().__init__(rows.n_features, budget, accountant)
+        self._rows, self._aggregation = rows, aggregation
         self.rounds = 0
         self.round_seconds: list[float] = []
         self._last_spec = None
 
-    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
-        spends = query.spends()
-        self.accountant.check(spends)
+    def allot(self, parts, family):
+        return pooled_allotments(self.budget, parts, family)
+
+    def answer(self, requests) -> list[Released]:
+        return [self._round(query, allotment) for query, allotment in requests]
+
+    def _round(self, query, allotment) -> Released:
+        if allotment.mu is None or query.sparse:
+            raise CapabilityError(f"{self.model} releases dense Gaussian sums only")
         start = time.perf_counter()
-        exact = self._local.exact_sums(query)
+        mechanisms = block_mechanisms(query, allotment)
+        exact = self._rows.sums([query])[0]
         spec = {
             "n_buckets": query.n_buckets,
             "blocks": [
-                {"name": b.name, "width": b.width, "sensitivity": b.mechanism.sensitivity, "std": b.mechanism.std}
-                for b in query.blocks
+                {"name": b.name, "width": b.width, "sensitivity": m.sensitivity, "std": m.std}
+                for b, m in zip(query.blocks, mechanisms)
             ],
         }
         header = {"label": query.label}
@@ -110,13 +126,12 @@ class FederatedClientOracle(AggregateOracle):
             header["spec"] = self._last_spec = spec
         total = self._aggregation.aggregate(self.rounds, header, encode(exact).ravel())
         values = decode(total).reshape(exact.shape)
-        out = {}
-        for (block, cols), spend in zip(query.block_slices(), spends):
-            out[block.name] = values[:, cols]
-            self.accountant.spend(spend)
+        out = {block.name: values[:, cols] for block, cols in query.block_slices()}
+        for block, mechanism in zip(query.blocks, mechanisms):
+            self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
         self.rounds += 1
         self.round_seconds.append(time.perf_counter() - start)
-        return out
+        return Released(out, {b.name: m.std for b, m in zip(query.blocks, mechanisms)})
 
 
 @dataclass
@@ -269,8 +284,8 @@ def join(
         secagg.absorb_setup(relayed)
         domain = make_domain(job.bounds, X.shape[1])
         accountant = PrivacyAccountant(job.budget())
-        local = CentralOracle(X, PrivacyAccountant(), noise=None, transform=domain.to_unit)
-        oracle = FederatedClientOracle(local, accountant, MaskedAggregation(channel, secagg))
+        rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
+        oracle = FederatedClientOracle(rows, job.budget(), accountant, MaskedAggregation(channel, secagg))
         ctx = FitContext(
             oracle=oracle,
             n_clusters=job.n_clusters,
