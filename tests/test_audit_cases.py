@@ -4,6 +4,9 @@ Draw counts here are reduced to keep the suite quick; each is one at which the o
 safe (a real mechanism is flagged with probability <= 1 - confidence whatever the draws; a control is
 asserted caught only where its margin at these draws is large).  The default draws are exercised by
 ``privclust bench audit`` (docs/benchmarks.md has a run and the margins over repeated runs).
+
+Tests that a correct mechanism passes use a confidence of 0.99999 (the bound exceeds the truth with
+probability 1e-5), so that the suite, whose secure noise cannot be seeded, is not flaky.
 """
 
 import numpy as np
@@ -12,6 +15,8 @@ import pytest
 from privclust.audit import CASES, CONTROLS, Control, audit, cases, scaled_noise, unclipped_domain
 from privclust.geometry.domain import BoxDomain
 from privclust.privacy.noise import SecureNoise, SeededNoise
+
+SURE = 0.99999
 
 
 @pytest.fixture
@@ -32,7 +37,7 @@ MECHANISMS = {
 
 @pytest.mark.parametrize("name", list(MECHANISMS))
 def test_real_mechanisms_pass_on_the_secure_samplers(name):
-    result = audit(CASES[name], MECHANISMS[name])
+    result = audit(CASES[name], MECHANISMS[name], confidence=SURE)
     assert result.noise == "secure" and not result.broken_on_purpose
     assert not result.violated, result
 
@@ -85,12 +90,12 @@ ALGORITHMS = {
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_real_algorithms_pass(name):
-    result = audit(CASES[name], ALGORITHMS[name])
+    result = audit(CASES[name], ALGORITHMS[name], confidence=SURE)
     assert not result.violated, result
 
 
 def test_fastlloyd_with_half_its_noise_is_caught():
-    assert audit(CONTROLS["FastLloyd: noise / 2 (broken on purpose)"], 300).caught
+    assert audit(CONTROLS["FastLloyd: noise / 2 (broken on purpose)"], 400).caught
 
 
 def test_dropped_clipping_is_caught():

@@ -18,13 +18,16 @@ def bench_audit(tmp_path, *args):
 
 
 def test_a_passing_run_writes_json_and_markdown(tmp_path):
-    result = bench_audit(tmp_path, "--only", f"{LAPLACE},{LAPLACE_HALVED}", "--draws", "4000")
+    # At 0.99999 the real mechanism is flagged by chance with probability 1e-5; the control is still caught.
+    result = bench_audit(
+        tmp_path, "--only", f"{LAPLACE},{LAPLACE_HALVED}", "--draws", "4000", "--confidence", "0.99999"
+    )
     assert result.exit_code == 0, result.output
     entries = json.loads((tmp_path / "audit.json").read_text())
     assert [e["name"] for e in entries] == [LAPLACE, LAPLACE_HALVED]
     for e in entries:
         assert {"name", "claimed_epsilon", "empirical_epsilon", "violated", "broken_on_purpose", "caught"} <= set(e)
-        assert e["claimed_epsilon"] == 1.0 and e["draws"] == 4000 and e["confidence"] == 0.999
+        assert e["claimed_epsilon"] == 1.0 and e["draws"] == 4000 and e["confidence"] == 0.99999
     real, control = entries
     assert not real["violated"] and real["caught"] is None and not real["broken_on_purpose"]
     assert control["broken_on_purpose"] and control["violated"] and control["caught"]
