@@ -17,6 +17,7 @@ import numpy as np
 
 from ..geometry.domain import BoxDomain
 from ..privacy.noise import SecureNoise, SeededNoise
+from ..queries.base import Block
 
 __all__ = ["scaled_noise", "unclipped_domain", "NOISE_METHODS"]
 
@@ -61,19 +62,25 @@ def scaled_noise(factor: float, kinds=tuple(NOISE_METHODS)):
 
 @contextmanager
 def unclipped_domain():
-    """BROKEN ON PURPOSE: ``BoxDomain.to_unit`` maps rows onto the unit box without clipping them to the bounds.
+    """BROKEN ON PURPOSE: both clipping steps are dropped.
 
-    A row outside the declared bounds then lands outside [-1, 1]^d, and every
-    sensitivity that relies on the clipping is false.
+    ``BoxDomain.to_unit`` maps rows onto the unit box without clipping them to the
+    bounds, and ``Block.scale_to_bound`` (where every contribution is clipped to
+    its block's norm bound) leaves every value as it is.  A row outside the
+    declared bounds then lands outside [-1, 1]^d with its whole weight, and every
+    sensitivity is false.  (Either step alone is a defence the other backs up.)
     """
-    original = BoxDomain.to_unit
+    original_map, original_clip = BoxDomain.to_unit, Block.scale_to_bound
 
     def to_unit(self, rows):
         rows = np.asarray(rows, dtype=np.float64)
         return (rows - self.lower) * (2.0 / (self.upper - self.lower)) - 1.0
 
-    BoxDomain.to_unit = to_unit
+    def no_clip(self, norms, margin=0.0):
+        return np.ones(np.shape(norms))
+
+    BoxDomain.to_unit, Block.scale_to_bound = to_unit, no_clip
     try:
         yield
     finally:
-        BoxDomain.to_unit = original
+        BoxDomain.to_unit, Block.scale_to_bound = original_map, original_clip

@@ -1,9 +1,8 @@
 """The federated server's view: one party's masked messages must not depend on its rows.
 
-Kept small and separate on purpose (the masking is being reworked): it uses
-only ``FederatedServer(..., record=list)``, which receives every masked
-payload -- one per party per round, in party order -- and ``join`` on
-loopback without TLS.  Two parties run a FastLloyd job; party 0 holds D or D'.
+Kept small and separate on purpose: it uses only ``FederatedServer(...,
+record=list)``, which receives ``(round, party, masked payload)`` of every
+message, and ``join`` on loopback without TLS.  Two parties run a FastLloyd job; party 0 holds D or D'.
 Every ring element party 0 sends (each coordinate of each round, scaled to
 [0, 1)) is one draw.  Masked with a pad the server does not know, these are
 uniform whatever the rows, so the claim audited is epsilon = 0: any event's
@@ -25,11 +24,11 @@ __all__ = ["masked_view", "federated_run"]
 ROUNDS = 5
 
 
-def federated_run(rows0: np.ndarray, rows1: np.ndarray, rounds: int = ROUNDS) -> list[np.ndarray]:
-    """One two-party run on loopback; the masked payloads the server received, in arrival order."""
+def federated_run(rows0: np.ndarray, rows1: np.ndarray, rounds: int = ROUNDS) -> list[tuple]:
+    """One two-party run on loopback; the (round, party, masked payload) messages the server received."""
     from ..federated import FederatedServer, Job, join
 
-    record: list[np.ndarray] = []
+    record: list[tuple] = []
     job = Job(1, 8.0, 1e-5, [-1, 1], public_n=len(rows0) + len(rows1), max_iter=rounds)
     server = FederatedServer(job, 2, timeout=30, record=record)
     errors: list[BaseException] = []
@@ -66,8 +65,8 @@ def masked_view(rows: int = 50):
         values: list[np.ndarray] = []
         while sum(v.size for v in values) < n:
             record = federated_run(neighbours[side], other)
-            mine = record[0::2]  # party 0's message of every round
-            seen.extend(record)
+            mine = [payload for _, party, payload in record if party == 0]  # party 0's message of every round
+            seen.extend(payload for _, _, payload in record)
             values.extend(np.asarray(m, dtype=np.float64) / 2.0**64 for m in mine)
         return np.concatenate(values)[:n]
 

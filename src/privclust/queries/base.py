@@ -52,13 +52,16 @@ class Block:
     """A group of value columns: every row's value here is clipped to ``bound`` in ``norm``.
 
     ``share`` is the block's relative share of its query's budget (shares of mu^2 for Gaussian
-    noise, of epsilon for Laplace noise: the units that compose additively)."""
+    noise, of epsilon for Laplace noise: the units that compose additively).  ``count`` says
+    every row in a bucket contributes exactly 1 here (a public fact an oracle may use: the local
+    model estimates counts from the bucket reports themselves)."""
 
     name: str
     width: int
     bound: float
     norm: str = "l2"
     share: float = 1.0
+    count: bool = False
 
     def __post_init__(self):
         if not isinstance(self.width, int) or self.width < 1:
@@ -69,6 +72,15 @@ class Block:
             raise ValueError(f"block {self.name!r}: norm must be one of {NORMS}, got {self.norm!r}")
         if not (math.isfinite(self.share) and self.share > 0):
             raise ValueError(f"block {self.name!r} needs a positive share, got {self.share!r}")
+
+    def scale_to_bound(self, norms: np.ndarray, margin: float = 0.0) -> np.ndarray:
+        """Per row, the factor that brings a value of norm ``norms`` within the bound (shrunk by a relative
+        ``margin``): 1 where it already is.  Every clipping of a contribution goes through here."""
+        bound = self.bound * (1.0 - margin)
+        factors = np.ones(np.shape(norms))
+        over = norms > bound
+        factors[over] = bound / norms[over]
+        return factors
 
     @property
     def l2_bound(self) -> float:
@@ -144,11 +156,7 @@ def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
 def clip_blocks(values: np.ndarray, query: SumQuery) -> np.ndarray:
     """Scale each row's block down to the block's norm bound (in place)."""
     for block, cols in query.block_slices():
-        part = values[:, cols]
-        size = row_norms(part, block.norm)
-        over = size > block.bound
-        if np.any(over):
-            values[over, cols] = part[over] * (block.bound / size[over])[:, None]
+        values[:, cols] *= block.scale_to_bound(row_norms(values[:, cols], block.norm))[:, None]
     return values
 
 
@@ -162,7 +170,7 @@ def count_query(label: str = "rows") -> SumQuery:
         m = chunk.shape[0]
         return np.zeros(m, dtype=np.intp), np.ones((m, 1))
 
-    return SumQuery(label, 1, (Block("count", 1, 1.0),), contribution, structure=ROW_COUNT)
+    return SumQuery(label, 1, (Block("count", 1, 1.0, count=True),), contribution, structure=ROW_COUNT)
 
 
 def voronoi_query(label: str, cells, sum_block: Block, count_share: float = 1.0) -> SumQuery:
@@ -170,7 +178,7 @@ def voronoi_query(label: str, cells, sum_block: Block, count_share: float = 1.0)
     return SumQuery(
         label=label,
         n_buckets=cells.n_cells,
-        blocks=(sum_block, Block("count", 1, 1.0, share=count_share)),
+        blocks=(sum_block, Block("count", 1, 1.0, share=count_share, count=True)),
         contribution=cells.contribution,
         structure=cells,
     )

@@ -89,7 +89,6 @@ class VoronoiCells:
         rows = np.flatnonzero(inside)
         cells = cells[rows]
         k, d = self.centers.shape
-        weight = np.ones(rows.size)
         if self.relative and sum_block.norm == "l2":
             norms = np.sqrt(sq[rows])
         elif self.relative:
@@ -98,9 +97,7 @@ class VoronoiCells:
             norms = np.sqrt(sq_norms[rows])
         else:
             norms = row_norms(chunk[rows], "l1")
-        bound = sum_block.bound * (1.0 - FLOAT_MARGIN)
-        over = norms > bound
-        weight[over] = bound / norms[over]
+        weight = sum_block.scale_to_bound(norms, FLOAT_MARGIN)
         indicator = np.zeros((k, chunk.shape[0]))
         indicator[cells, rows] = weight
         out = np.empty((k, d + 1))
