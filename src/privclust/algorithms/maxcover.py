@@ -111,8 +111,12 @@ class MaxCoverPlan:
         return out
 
 
+NEEDS = {EXACT, LAPLACE, ADAPTIVE}
+
+
 def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
+    ctx.oracle.require(NEEDS, "maxcover")
     options = algorithm_params(ctx, "maxcover", OPTIONS)
     given = options["budget_split"]
     split = dict(DEFAULT_SPLIT) if given is None else check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
@@ -286,7 +290,7 @@ def maxcover(ctx: FitContext) -> FitResult:
     """Max-cover k-means (seed 004, Algorithm 1); see the module docstring for the privacy argument."""
     k, d = ctx.n_clusters, ctx.n_features
     spec = plan(ctx)
-    budget = ctx.oracle.plan(spec.parts(), needs={EXACT, LAPLACE, ADAPTIVE}, what="maxcover")
+    budget = ctx.oracle.plan(spec.parts(), needs=NEEDS, what="maxcover")
     n = estimate_rows(ctx, budget)
     dim = spec.projection_dim
     if dim is None:  # the seed's ln(n)/2, lowered until one level's cover fits in memory

@@ -268,6 +268,7 @@ def onecluster(ctx: FitContext) -> FitResult:
     most of it.  Post-processing: no extra privacy cost.
     """
     k = ctx.n_clusters
+    ctx.oracle.require({EXACT, LAPLACE}, "1-cluster")
     options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
     eps, delta = ctx.budget.epsilon, ctx.budget.delta
     eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps

@@ -54,7 +54,9 @@ class Block:
     ``share`` is the block's relative share of its query's budget (shares of mu^2 for Gaussian
     noise, of epsilon for Laplace noise: the units that compose additively).  ``count`` says
     every row in a bucket contributes exactly 1 here (a public fact an oracle may use: the local
-    model estimates counts from the bucket reports themselves)."""
+    model estimates counts from the bucket reports themselves).  ``coordinate_bound``, if given, says
+    every coordinate of a value lies within +-it (rows in the unit box, say): an oracle that randomizes
+    coordinates one at a time (the local model) scales by it instead of the norm bound."""
 
     name: str
     width: int
@@ -62,6 +64,7 @@ class Block:
     norm: str = "l2"
     share: float = 1.0
     count: bool = False
+    coordinate_bound: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.width, int) or self.width < 1:

@@ -196,16 +196,23 @@ class Oracle(ABC):
             raise ValueError(f"a plan needs parts with unique names, got {names}")
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-        needs = set(needs) | ({LAPLACE} if family == "laplace" else set())
-        missing = sorted(needs - self.capabilities)
+        self.require(set(needs) | ({LAPLACE} if family == "laplace" else set()), what)
+        plan = Plan(self, parts, self.allot(parts, family), family)
+        self.accountant.check(self.reserved(plan))
+        return plan
+
+    def require(self, needs: Iterable[str], what: str = "it") -> None:
+        """Refuse, before anything is read or spent, an algorithm needing what this model does not offer."""
+        missing = sorted(set(needs) - self.capabilities)
         if missing:
             raise CapabilityError(
                 f"{what} needs {', '.join(missing)}, which {self.model} does not offer; nothing was spent. "
                 "Choose an algorithm this privacy model can run (docs/design.md lists which runs where)."
             )
-        plan = Plan(self, parts, self.allot(parts, family), family)
-        self.accountant.check(plan.reserved())
-        return plan
+
+    def reserved(self, plan: Plan) -> list[Spend]:
+        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends."""
+        return plan.reserved()
 
     @abstractmethod
     def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:

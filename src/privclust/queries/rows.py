@@ -28,7 +28,7 @@ core.  Voronoi-cell queries and row counts take exact shortcuts
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
 
 import numpy as np
 from scipy import sparse
@@ -73,8 +73,9 @@ class Rows(ABC):
     def count(self) -> int:
         """The exact number of rows (private: only an oracle may see it)."""
 
-    def contributions(self, query: SumQuery) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Every row's (bucket id, clipped value row), chunk by chunk, in row order."""
+    def contributions(self, query: SumQuery, select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The (bucket id, clipped value row) of every row -- or of the rows ``select`` (sorted indices) --
+        in row order: what each device computes for itself in the local model."""
         raise NotImplementedError(f"{type(self).__name__} does not hand out per-row contributions")
 
     def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -252,11 +253,19 @@ class MemoryRows(Rows):
                 answers.add(parts)
         return answers.result()
 
-    def contributions(self, query):
-        self._ready()
-        for i, rows in enumerate(self._slices):
-            chunk = self._prepared[i] if self._prepared is not None else self._prepare(rows)
-            yield clipped_contribution(query, chunk.rows)
+    def contributions(self, query, select=None):
+        data = self._ready()
+        if select is None:
+            select = np.arange(data.shape[0])
+        buckets, values = [], []
+        for start in range(0, select.size, self._chunk_rows):
+            rows = self._transform(np.asarray(data[select[start : start + self._chunk_rows]], dtype=np.float64))
+            b, v = clipped_contribution(query, rows)
+            buckets.append(b)
+            values.append(v)
+        if not buckets:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, query.width))
+        return np.concatenate(buckets), np.concatenate(values)
 
     def map_rows(self, fn):
         parts = self._map(lambda chunk: fn(chunk.rows))
