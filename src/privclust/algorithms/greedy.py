@@ -3,23 +3,40 @@
 Public geometry (``geometry.nets``): levels of balls of radius r_i = top 2^-i
 on shifted grids.  The value of a ball B(x, r) is sum over its points of
 (r - |p - x|)^z (z = 2: k-means, z = 1: k-median); we keep it in units of
-r^z, so one point adds at most 1 to a ball of its level.
+r^z, so one point adds at most 1 to a ball of its level.  ``values="all"``
+is that value; ``values="nearest"`` credits each point to the nearest ball
+of each level only, so a ball sums the points of the cube of side r centred
+on it (every point within r/2 of its center, none beyond r).
 
 The greedy, k times: take an (approximately) maximal-value *available* ball
-(over all levels), then descend to its best available child (a ball of the
-next level whose center is within r of it) until the finest level or until
-no child is left; the last ball's center is the next center.  A ball
-B(x, r) is *forbidden* by a chosen center c when |x - c| <= ``forbid`` * r.
-The first j centers solve j-clustering for every j <= k at once.
+(over all levels, values weighted by r^z), then descend to its best
+available child (a ball of the next level whose center is within r of it)
+until the finest level or until no child is left; the last ball's center is
+the next center.  A ball B(x, r) is *forbidden* by a chosen center c when
+|x - c| <= ``forbid`` * r.  The first j centers solve j-clustering for every
+j <= k at once.  When every listed ball is forbidden before all centers are
+chosen (boosting asks for 4k), ``forbid`` is halved, down to ``min_forbid``,
+so the remaining centers go where the mass is -- e.g. into two clusters that
+the JL map brought close together -- and only then to a uniform random point.
 
 Two ways to choose, both private:
 
-* ``selection="histogram"`` (any privacy model): per level and per
-  sub-lattice one sparse Gaussian release of the balls' values through the
-  oracle (a ``sparse`` query), all asked at once (``release_many``: one pass
-  over the rows); the greedy is then post-processing of the released
-  histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
-  1 (GDP-composed) plus the partition-selection delta.
+* ``selection="histogram"`` (any privacy model): per level, one release of
+  the balls' values per sub-lattice (``values="nearest"``, the default: one;
+  ``"all"``: 2^d', a point lies in at most one ball of each), all asked at
+  once (``release_many``: one pass over the rows -- and, in the local model,
+  the one round every user answers): every ball of a small level, or the
+  non-empty balls of a large one above the partition-selection threshold (a
+  ``sparse`` query).  Cost: level i's S releases draw 1/S of its part each,
+  so a level costs its part whatever S (GDP composition), plus the
+  partition-selection delta.  Everything after is post-processing of the
+  released histograms: the greedy, and the *noise floor* -- a released value
+  counts only when it clears std Phi^-1(1 - ``floor`` / N) for a level of N
+  balls (std: the release's own error model).  Every ball of a whole-level
+  release gets noise, and an empty one shows pure noise, up to about
+  std sqrt(2 ln N); weighted by r^z it outweighs the real balls of finer
+  levels, which put centers in empty space above d = 2 (issue 17).  With the
+  floor about ``floor`` empty balls per level get through.
 * ``selection="exponential"`` (central model): every choice is an
   exponential-mechanism draw on the exact values, the head over every
   available ball of every level -- the empty ones implicitly -- and each
@@ -35,9 +52,12 @@ Then (Lemma 2.2) *lifting*: the Voronoi cells of the centers in the projected
 space split the original rows; one Gaussian release of every cell's sum,
 sum of squared norms and size (l2 sensitivities sqrt(d), d and 1 in the unit
 box) gives the centers in the original space and, by Lemma 2.5, each cell's
-cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  Boosting the
-approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster their
-lifted means weighted by the noisy sizes (post-processing).  Boosting the
+cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  A cell's mean
+divides its noisy sum by max(noisy size, 3 std of the size's noise), so a
+cell whose size is noise stays near its anchor (post-processing).  Boosting
+the approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster
+their lifted means weighted by the noisy sizes that are significant
+(post-processing).  Boosting the
 success probability (Corollary 2.6): ``restarts`` independent runs, each with
 1/restarts of every part (of mu^2, composed exactly in GDP; of the selection
 delta), keep the one with the lowest estimated cost.  The elbow curve: the
@@ -45,7 +65,7 @@ prefix solutions' costs estimated from one run's release.
 
 The plan (``greedy_spec``): per run and level a share of the oracle's pool
 (``selection_share`` split over the levels by ``level_growth``), each of the
-level's 3^d' sub-lattice releases drawing 1/3^d' of it; half of delta reserved
+level's sub-lattice releases drawing an equal fraction of it; half of delta reserved
 for the sparse levels' partition selection; the rest of the pool for the
 lifting.  The exponential variant declares its zCDP bound as an explicit
 (epsilon, delta) part and needs exact access (the central model).
@@ -91,15 +111,21 @@ OPTIONS = (
     "restarts",
     "selection_share",
     "level_growth",
+    "values",
+    "floor",
+    "min_forbid",
 )
 SELECTIONS = ("histogram", "exponential")
+VALUES = {"nearest": 1, "all": 2}  # how a point's value reaches a level's balls -> the sub-lattice stride
+PROJECTION_DIM = 4  # d' of the JL map when d > d' (with 3, the map merged clusters that are apart in R^d)
+MEAN_FLOOR = 3.0  # a lifted cell's mean divides by at least this many count noise stds (see Lifted.means)
 DENSE_BALLS = 2**17  # a sub-lattice with at most this many balls is released whole: no threshold, no delta
 FALSE_ALARMS = 0.05  # chance that noise alone passes a significance floor anywhere among the values tested
 
 
-def _sublattice_bound(radius: float, dim: int) -> float:
+def _sublattice_bound(radius: float, dim: int, stride: int) -> float:
     """An upper bound on a sub-lattice's ball count at this radius over [-1, 1]^dim (any shift)."""
-    return (math.ceil((2.0 + 2.0 * radius) / radius + 2.0) / 3.0 + 1.0) ** dim
+    return (math.ceil((2.0 + 2.0 * radius) / radius + 2.0) / stride + 1.0) ** dim
 
 
 @dataclass(frozen=True)
@@ -110,8 +136,11 @@ class GreedySpec:
     z: int
     levels: int
     forbid: float
+    min_forbid: float  # when no listed ball is available, forbid is halved while it stays >= this
     selection: str
     projection_dim: int | None  # None: no projection (d small)
+    stride: int  # sub-lattice stride: 1 (a point adds to its nearest ball per level), 2 (to every ball)
+    floor: float  # histogram: an empty ball's noisy value clears its level's floor with probability floor / balls
     restarts: int
     share: float  # the selection's share of the budget (the rest lifts)
     growth: float
@@ -169,15 +198,24 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
     boost = _int_option(o["boost"], "boost", 4, 1, 10) if n_clusters is None else 1
     restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
     forbid = 4.0 if o["forbid"] is None else check_number("forbid", o["forbid"], 1.0, 64.0)
+    min_forbid = 1.0 if o["min_forbid"] is None else check_number("min_forbid", o["min_forbid"], 0.125, 64.0)
     selection = o["selection"] or "histogram"
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    # The histogram pays for every sub-lattice (stride^d' releases per level), so by default each point adds
+    # its value to its nearest ball only (one release per level); the exponential variant reads exact
+    # values, where full values cost nothing more.
+    values = o["values"] or ("nearest" if selection == "histogram" else "all")
+    if values not in VALUES:
+        raise ValueError(f"values must be one of {tuple(VALUES)}, got {values!r}")
+    stride = VALUES[values]
+    floor = 1.0 if o["floor"] is None else check_number("floor", o["floor"], 0.0, 1e6)
     d = ctx.n_features
     dim = o["projection_dim"]
     if dim is not None:
         dim = _int_option(dim, "projection_dim", 2, 1, 8)
-    elif d > 3:
-        dim = min(4, max(2, math.ceil(math.log2(max(k, 2)))))
+    elif d > PROJECTION_DIM:
+        dim = PROJECTION_DIM
     if dim is not None and dim >= d:
         dim = None
     share = 0.6
@@ -188,7 +226,7 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
     work_dim = dim or d
     top = 1.0 if dim else math.sqrt(d)
     capabilities = ctx.oracle.capabilities
-    dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim) <= DENSE_BALLS for i in range(levels))
+    dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim, stride) <= DENSE_BALLS for i in range(levels))
     if SPARSE not in capabilities and o["levels"] is None and not all(dense):
         # No sparse release (the local model): the default levels stop where a sub-lattice gets too big
         # to release whole.  Levels asked for explicitly are kept, and the plan is refused instead.
@@ -230,8 +268,11 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
         z=z,
         levels=levels,
         forbid=float(forbid),
+        min_forbid=float(min_forbid),
         selection=selection,
         projection_dim=dim,
+        stride=stride,
+        floor=float(floor),
         restarts=restarts,
         share=share,
         growth=growth,
@@ -250,8 +291,14 @@ def _lift_blocks(d: int, reach: float | None = None) -> tuple[Block, ...]:
     return (Block("sum", d, reach), Block("sumsq", 1, reach * reach), Block("count", 1, 1.0, count=True))
 
 
-def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int, dense=False) -> SumQuery:
-    """Per-ball values of one sub-lattice: by dense bucket over all its balls, or by ball id (sparse)."""
+def _level_query(
+    label: str, level: Level, residue: np.ndarray, project, z: int, dense=False, parent: Level | None = None
+) -> SumQuery:
+    """Per-ball values of one sub-lattice: by dense bucket over all its balls, or by ball id (sparse).
+
+    A sparse query of a one-release level (stride 1) names its candidates from the balls kept at the
+    coarser ``parent`` level: the balls whose cube (a point is credited to its nearest ball, so a ball
+    holds the cube of side r about its center) meets a kept parent's cube."""
     size = int(np.prod(level.sublattice_box(residue)[1])) if dense else int(np.prod(level.radix.astype(float)))
 
     def contribution(chunk):
@@ -260,7 +307,13 @@ def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int,
         ids = level.sublattice_bucket(safe, residue) if dense else level.encode(safe)
         return np.where(inside, ids, -1), value[:, None]
 
-    return SumQuery(label, max(size, 1), (Block("value", 1, 1.0),), contribution, sparse=not dense)
+    narrows = None
+    if not dense and parent is not None and level.stride == 1:
+
+        def narrows(kept: np.ndarray) -> np.ndarray:
+            return level.cubes_meeting(parent, np.asarray(kept, dtype=np.int64))
+
+    return SumQuery(label, max(size, 1), (Block("value", 1, 1.0),), contribution, sparse=not dense, narrows=narrows)
 
 
 @dataclass
@@ -306,16 +359,37 @@ def released_values(
     for level in levels:
         dense = spec.dense[level.index]
         residues = level.sublattices()
+        parent = levels[level.index - 1] if level.index > 0 else None
         for residue in residues:
-            query = _level_query(f"greedy level {level.index}", level, residue, project, spec.z, dense)
+            query = _level_query(f"greedy level {level.index}", level, residue, project, spec.z, dense, parent)
             requests.append((query, spec.level_part(run, level.index), 1.0 / len(residues)))
             owners.append((level, residue, dense))
     answers = plan.release_many(requests + list(extra or []))
     parts = {level.index: [] for level in levels}
+    stds = {level.index: 0.0 for level in levels}
     for (level, residue, dense), answer in zip(owners, answers):
         ids = level.encode(level.sublattice_balls(residue)) if dense else answer.ids
         parts[level.index].append((ids, answer["value"][:, 0]))
-    return [_merge(level, parts[level.index]) for level in levels], answers[len(owners) :]
+        stds[level.index] = max(stds[level.index], float(np.max(answer.std.get("value", 0.0))))
+    tables = []
+    for level in levels:
+        table = _merge(level, parts[level.index])
+        keep = table.values >= noise_floor(level, stds[level.index], spec.floor)
+        tables.append(LevelValues(level, table.ids[keep], table.values[keep]))
+    return tables, answers[len(owners) :]
+
+
+def noise_floor(level: Level, std: float, floor: float) -> float:
+    """The released value below which a ball of ``level`` counts as empty (post-processing).
+
+    A whole-level release lists every ball, and an empty one shows pure noise N(0, std^2); over a level
+    of N balls the largest is about std sqrt(2 ln N), and weighted by r^z it would beat the real balls of
+    finer levels.  An empty ball clears this floor with probability ``floor`` / N: about ``floor`` empty
+    balls per level get through.  ``floor`` = 0, or exact values (std 0): no floor."""
+    if floor <= 0.0 or std <= 0.0:
+        return 0.0
+    log_p = math.log(floor) - level.log_size
+    return std * float(norm.isf(math.exp(min(log_p, math.log(0.5)))))
 
 
 def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:
@@ -333,11 +407,24 @@ def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValu
 class _Greedy:
     """Algorithm 1 over value tables, with a pluggable choice rule."""
 
-    def __init__(self, tables: list[LevelValues], forbid: float, z: int):
+    def __init__(self, tables: list[LevelValues], forbid: float, z: int, min_forbid: float | None = None):
         self.tables, self.forbid, self.z = tables, forbid, z
+        self.min_forbid = forbid if min_forbid is None else min_forbid
         self.chosen: list[np.ndarray] = []
         self._alive = [np.ones(t.ids.size, dtype=bool) for t in tables]  # listed balls not yet forbidden
         self._index = [t.level.decode(t.ids) for t in tables]
+
+    def relax(self) -> bool:
+        """Halve the forbidding factor, if that keeps it at least ``min_forbid``, and recompute which
+        listed balls are available; False when it cannot be halved."""
+        if self.forbid / 2.0 < self.min_forbid:
+            return False
+        self.forbid /= 2.0
+        chosen, self.chosen = self.chosen, []
+        self._alive = [np.ones(t.ids.size, dtype=bool) for t in self.tables]
+        for center in chosen:
+            self.choose(center)
+        return True
 
     def available(self, level: Level, centers: np.ndarray) -> np.ndarray:
         ok = np.ones(centers.shape[0], dtype=bool)
@@ -369,6 +456,8 @@ class _Greedy:
     def run(self, k: int, head, child, fallback) -> np.ndarray:
         for _ in range(k):
             start = head(self)
+            while start is None and self.relax():  # every listed ball is forbidden: pack the centers closer
+                start = head(self)
             if start is None:
                 self.choose(fallback())
                 continue
@@ -466,7 +555,7 @@ def select_and_lift(
     d = ctx.n_features
     dim = spec.projection_dim or d
     top = 1.0 if spec.projection_dim else math.sqrt(dim)
-    levels = make_levels(top, spec.levels, dim, rng)
+    levels = make_levels(top, spec.levels, dim, rng, spec.stride)
 
     def fallback():
         return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if spec.projection_dim else 1.0)
@@ -476,24 +565,27 @@ def select_and_lift(
         def mechanism(access):
             head, child = _exponential_rules(spec.eps_draw, access.noise)
             tables = exact_values(access, levels, project, spec.z)
-            return _Greedy(tables, spec.forbid, spec.z).run(spec.k, head, child, fallback)
+            return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, head, child, fallback)
 
         centers = plan.run_exact([spec.selection_part(run)], mechanism)
         return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
     grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
     extra = [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
     tables, lifted_cells = released_values(plan, levels, project, spec, run, extra)
-    centers = _Greedy(tables, spec.forbid, spec.z).run(spec.k, _argmax_head, _argmax_child, fallback)
+    centers = _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
     if grid is not None:
         return centers, grid.lifted(lifted_cells[0], centers, spec.projection_dim is not None)
     return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
 
 
 # A lifting fixed in advance (the local model) sums a public grid's cells into the chosen centers' regions.
-# A frequency oracle's noise per cell does not shrink with the cell, so few large cells beat many small
-# ones (measured: 256 cells gave a median NICV 0.026 x one center on 2-d blobs at eps = 2, 4096 cells 0.13),
-# and a cell takes part when its noisy size is CELL_Z standard deviations above zero.
-LIFT_CELLS = 256
+# A frequency oracle's noise per cell does not shrink with the cell, so large cells beat small ones
+# (measured on 2-d blobs at eps = 2: 16 cells per axis gave a median NICV 0.026 x one center, 64 per
+# axis 0.13) -- but the cells must still tell clusters apart, so the resolution per axis is kept in every
+# dimension (4 per axis in 4-d put all the data in one cell).  A cell takes part when its noisy size is
+# CELL_Z standard deviations above zero.
+LIFT_PER_AXIS = 16
+LIFT_MAX_CELLS = 2**20
 CELL_Z = 3.0
 
 
@@ -506,7 +598,7 @@ class LiftGrid:
 
     @classmethod
     def for_dim(cls, dim: int) -> "LiftGrid":
-        return cls(dim, max(2, int(math.floor(LIFT_CELLS ** (1.0 / dim) + 1e-9))))
+        return cls(dim, max(2, min(LIFT_PER_AXIS, int(math.floor(LIFT_MAX_CELLS ** (1.0 / dim) + 1e-9)))))
 
     @property
     def side(self) -> float:
@@ -573,6 +665,7 @@ class Lifted:
     sumsq: np.ndarray
     counts: np.ndarray
     count_std: np.ndarray | float = 0.0
+    anchors: np.ndarray | None = None  # per cell, where its mean stays when its size is noise (None: the origin)
 
     @property
     def weights(self) -> np.ndarray:
@@ -582,7 +675,15 @@ class Lifted:
 
     @property
     def means(self) -> np.ndarray:
-        means = self.sums / np.maximum(self.counts, 1.0)[:, None]
+        """Each cell's mean, anchor + (sum - size anchor) / max(size, 3 count_std), clipped to the box.
+
+        A cell whose noisy size is within the noise (an empty cell, or a few rows) would otherwise divide
+        a noisy sum by a number near 1 and land on the box's edge; with the floor on the divisor it stays
+        near its anchor.  Cells well above the noise get their plain mean (post-processing either way)."""
+        anchors = np.zeros_like(self.sums) if self.anchors is None else self.anchors
+        floor = np.maximum(1.0, MEAN_FLOOR * np.asarray(self.count_std, dtype=np.float64))
+        divisor = np.maximum(self.counts, floor)
+        means = anchors + (self.sums - self.counts[:, None] * anchors) / divisor[:, None]
         return np.clip(means, -1.0, 1.0)
 
     def cost(self, assigned: np.ndarray) -> float:
@@ -619,19 +720,22 @@ def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, 
     counts, relative, spread = out["count"][:, 0], out["sum"], out["sumsq"][:, 0]
     sums = relative + counts[:, None] * centers  # sum of x = sum of (x - c) + size c
     sumsq = spread + 2.0 * np.einsum("ij,ij->i", centers, relative) + counts * (centers * centers).sum(1)
-    return Lifted(sums, sumsq, counts, out.std.get("count", 0.0))
+    return Lifted(sums, sumsq, counts, out.std.get("count", 0.0), centers)
 
 
 def find_elbow(costs: np.ndarray) -> int:
     """The k (1-based) farthest below the chord of the normalised log-cost curve (the "kneedle" rule on logs).
 
     k-means costs fall roughly geometrically while k is below the number of clusters and slowly after,
-    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.
+    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.  The costs
+    are noisy estimates: past the elbow they are small and may dip to or below zero, which on a log scale
+    would look like a second, deeper kink; so costs are floored at the smallest positive estimate.
     """
     costs = np.asarray(costs, dtype=np.float64)
     if costs.size < 3:
         return int(costs.size)
-    floor = max(float(np.max(costs)) * 1e-9, np.finfo(float).tiny)
+    positive = costs[costs > 0]
+    floor = float(positive.min()) if positive.size else 1.0
     y = np.log(np.maximum(costs, floor))
     x = np.linspace(0.0, 1.0, costs.size)
     span = y.max() - y.min()

@@ -108,6 +108,10 @@ class SumQuery:
     # faster; ``contribution`` remains the definition.
     structure: object | None = None
     sparse: bool = False  # a huge bucket universe: only the non-empty buckets are listed (and thresholded)
+    # For a sparse query: a public map from the buckets kept by the query released just before it (a
+    # coarser level) to this query's candidate buckets.  An oracle that cannot list the non-empty buckets of
+    # a huge universe (the local model: it sees only reports) decodes these candidates only.
+    narrows: Callable[[np.ndarray], np.ndarray] | None = None
 
     def __post_init__(self):
         if self.n_buckets < 1:
