@@ -96,7 +96,7 @@ def empirical_local_epsilon(report, a, b, draws=20_000, seed=0):
     return worst
 
 
-@pytest.mark.parametrize("query", [0, -1])  # a level's histogram, and the lifting grid's
+@pytest.mark.parametrize("query", [3, -1])  # a level's histogram (balls of radius 0.18), the lifting grid's
 def test_a_devices_report_is_epsilon_ldp_empirically(query):
     eps = 1.0
     protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=eps, users=1000, seed=4)
@@ -107,9 +107,10 @@ def test_a_devices_report_is_epsilon_ldp_empirically(query):
         records = local.randomize(buckets, np.asarray(values, dtype=float), rng)
         return np.stack([records[f].astype(np.int64) for f in ("hash", "y", "coord", "bit")], 1)
 
-    # Two points in different buckets of this query: the report's law may differ by e^eps, never more.
+    # Two points in different buckets of this query: the report's law may differ by e^eps, never more.  (A
+    # level's value of about 0.2 here keeps the bucket only that often: the loss is real but smaller.)
     loss = empirical_local_epsilon(report, [-0.9, -0.9], [0.9, 0.9], draws=40_000)
-    assert 0.5 < loss <= eps
+    assert loss <= eps and (query == 3 or loss > 0.5)
 
 
 def test_reports_are_refused_unless_they_were_made_for_the_protocol():

@@ -35,10 +35,11 @@ one uniformly chosen coordinate j and one bit b, with P[b = +1] = 1/2 + x_j (e^e
 eps-LDP (the bit's odds change by at most e^eps), and w C b e_j with C = (e^eps + 1) / (e^eps - 1) is
 an unbiased estimate of x (Nguyen, Xiao, Yang, Hui, Shin, Shin 2016, "Harmony").  A report is a few bytes.
 
-The hash family h_s(v) = ((a_s v + b_s) mod P) mod g, P = 2^31 - 1 (prime), a_s in [1, P), b_s in [0, P),
-is strongly universal on [0, P): two values collide with probability 1/g up to rounding (multiply-shift
-families are only 2-approximately universal, which biases the estimates of small, nearby bucket ids).
-It is drawn from a public seed; privacy does not depend on its quality, only accuracy does.
+The hash family h_s(v) = ((a_s v_hi + c_s v_lo + b_s) mod P) mod g, with P = 2^31 - 1 (prime),
+v = v_hi 2^31 + v_lo (bucket ids up to 2^62) and a_s, c_s, b_s uniform in [0, P), is universal: two ids
+collide with probability 1/g up to rounding (multiply-shift families are only 2-approximately universal,
+which biases the estimates of small, nearby bucket ids).  It is drawn from a public seed; privacy does not
+depend on its quality, only accuracy does.
 """
 
 from __future__ import annotations
@@ -128,17 +129,16 @@ class LocalHashing:
     def p(self) -> float:
         return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.g - 1)
 
-    def _family(self) -> tuple[np.ndarray, np.ndarray]:
+    def _family(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x1EE7]))
-        a = rng.integers(1, PRIME, size=self.hash_functions, dtype=np.uint64)
-        b = rng.integers(0, PRIME, size=self.hash_functions, dtype=np.uint64)
-        return a, b
+        return tuple(rng.integers(0, PRIME, size=(3, self.hash_functions), dtype=np.uint64))
 
     def hash(self, which: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """h_which(values), elementwise (broadcasting), in [0, g); values in [0, 2^31 - 1)."""
-        a, b = self._family()
+        """h_which(values), elementwise (broadcasting), in [0, g); values in [0, 2^62)."""
+        a, c, b = self._family()
         x = np.asarray(values).astype(np.uint64)
-        mixed = (a[which] * x + b[which]) % np.uint64(PRIME)  # a x + b < 2^62: no overflow
+        high, low = x >> np.uint64(31), x & np.uint64(PRIME)
+        mixed = (a[which] * high + c[which] * low + b[which]) % np.uint64(PRIME)  # < 2^63: no overflow
         return (mixed % np.uint64(self.g)).astype(np.int64)
 
     def randomize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -179,6 +179,14 @@ class LocalHashing:
         q = 1.0 / self.g
         return q * (1.0 - q) / (self.p - q) ** 2
 
+    def collision_variance(self, squared_counts: float) -> float:
+        """The variance an estimate gets from other values colliding with it under the shared hash functions,
+        given the sum of their squared counts: a heavy value moves every candidate that one of its functions
+        maps onto its own hash, for all of its users at once."""
+        q = 1.0 / self.g
+        other = (1.0 - self.p) / (self.g - 1)
+        return squared_counts * q * (1.0 - q) * ((self.p - other) / (self.p - q)) ** 2 / self.hash_functions
+
 
 def hash_functions_for(users: float, epsilon: float) -> int:
     """How many public hash functions local hashing uses for about ``users`` reports at ``epsilon``.
@@ -204,8 +212,8 @@ def frequency_oracle(domain: int, epsilon: float, seed: int, users: float = 0.0)
         raise ValueError("a frequency oracle needs a domain of at least 2 values")
     if domain < 3.0 * math.exp(epsilon) + 2.0:
         return GeneralizedRR(int(domain), epsilon)
-    if domain >= PRIME:
-        raise ValueError(f"a domain of {domain} values is too large for local hashing (at most 2^31 - 2)")
+    if domain > 2**62:
+        raise ValueError(f"a domain of {domain} values is too large for local hashing (at most 2^62)")
     return LocalHashing(int(domain), epsilon, int(seed), hash_functions_for(users, epsilon))
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..queries.base import Block, Released, SumQuery
-from ..queries.plan import DENSE, CapabilityError, Oracle
+from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
 from ..queries.rows import Rows
 from .frequency import LocalHashing, OneCoordinate, frequency_oracle
 
@@ -55,6 +55,8 @@ __all__ = ["REPORT", "UserShare", "LocalQuery", "LocalRound", "LocalOracle", "DE
 # for vector queries, the one-coordinate randomizer's output (coordinate, bit).
 REPORT = np.dtype([("query", "<u2"), ("hash", "<u2"), ("y", "<u4"), ("coord", "<u2"), ("bit", "i1")])
 DEFAULT_BUCKET_SHARE = 0.5  # of a vector report's epsilon, for its bucket
+SIGNIFICANCE = 0.05  # a coarser bucket narrows the next query's candidates when noise alone is this unlikely
+MAX_NARROWING = 4096  # at most this many coarser buckets name the next query's candidates
 
 
 @dataclass(frozen=True)
@@ -160,25 +162,37 @@ class LocalQuery:
             sums = np.bincount(flat, weights=contribution, minlength=size * width).reshape(size, width)
         return Tally(counts, sums, float(reports.size))
 
-    def _decode(self, table: np.ndarray, total) -> np.ndarray:
-        """Unbiased per-bucket estimates (every bucket) from a table of the oracle's output cells."""
+    def _decode(self, table: np.ndarray, total, candidates: np.ndarray) -> np.ndarray:
+        """Unbiased estimates for the ``candidates`` buckets from a table of the oracle's output cells."""
         if self._hashed:
             table = table.reshape(self.buckets.hash_functions, self.buckets.g, *table.shape[1:])
-        return self.buckets.estimate(table, total, np.arange(self.query.n_buckets))
+        return self.buckets.estimate(table, total, candidates)
 
-    def release(self, tally: "Tally") -> Released:
-        """The query's estimated sums over all users (scaled by 1 / share), and their noise."""
+    def release(self, tally: "Tally", candidates: np.ndarray | None = None) -> Released:
+        """The query's estimated sums over all users (scaled by 1 / share), and their noise: for every bucket,
+        or for the ``candidates`` of a sparse query (then ``ids`` lists them)."""
+        ids = None if candidates is None else np.asarray(candidates, dtype=np.int64)
+        wanted = np.arange(self.query.n_buckets) if ids is None else ids
         n = tally.reports
-        counts = self._decode(tally.counts, n) / self.share
-        count_std = math.sqrt(max(n, 1.0) * self.buckets.variance()) / self.share
+        raw = self._decode(tally.counts, n, wanted)
+        counts = raw / self.share
+        variance = max(n, 1.0) * self.buckets.variance()
+        if self._hashed:
+            # Heavy values collide with every candidate under the shared hash functions: the decoded buckets
+            # and the "none" symbol (most reports, after randomized rounding), their squared counts estimated
+            # from the estimates themselves (post-processing).
+            none = self._decode(tally.counts, n, np.array([self.none]))
+            heavy = float(np.sum(np.maximum(raw, 0.0) ** 2) + np.maximum(none, 0.0).sum() ** 2)
+            variance += self.buckets.collision_variance(heavy)
+        count_std = math.sqrt(variance) / self.share
         values, std = {}, {}
         block = _histogram_block(self.query)
         if block is not None:
             values[block.name] = (counts * block.bound)[:, None]
             std[block.name] = count_std * block.bound
-            return Released(values, std)
-        sums = self._decode(tally.sums, tally.sums.sum(axis=0)) / self.share
-        value_std = math.sqrt(max(n, 1.0) * (self.buckets.variance() + 1.0) * self.values.variance()) / self.share
+            return Released(values, std, ids)
+        sums = self._decode(tally.sums, tally.sums.sum(axis=0), wanted) / self.share
+        value_std = math.sqrt(variance * (1.0 + 1.0 / self.buckets.variance()) * self.values.variance()) / self.share
         start = 0
         for b in self.query.blocks:
             if b.count:
@@ -187,7 +201,7 @@ class LocalQuery:
                 scale = _coordinate_scale(b)
                 values[b.name], std[b.name] = sums[:, start : start + b.width] * scale, value_std * scale
                 start += b.width
-        return Released(values, std)
+        return Released(values, std, ids)
 
 
 @dataclass
@@ -248,13 +262,40 @@ class LocalRound:
         return [q.tally(reports[reports["query"] == i]) for i, q in enumerate(self.queries)]
 
     def release(self, tallies: list[Tally]) -> list[Released]:
-        return [q.release(t) for q, t in zip(self.queries, tallies)]
+        """Every query's estimates.  A sparse query is decoded at the candidates its ``narrows`` names from the
+        buckets kept by the query before it -- those whose estimate is significant over the buckets decoded
+        there (hierarchical decoding: all from the same round of reports)."""
+        out, kept = [], None
+        for query, tally in zip(self.queries, tallies):
+            candidates = None
+            if query.query.sparse:
+                candidates = query.query.narrows(kept) if kept is not None else np.zeros(0, dtype=np.int64)
+            released = query.release(tally, candidates)
+            out.append(released)
+            kept = _significant_buckets(released)
+        return out
+
+
+def _significant_buckets(released: Released) -> np.ndarray:
+    """The buckets whose first estimate clears what noise reaches over all the buckets decoded (Bonferroni),
+    the ``MAX_NARROWING`` largest of them at most (they bound the next query's decoding work)."""
+    from scipy.stats import norm
+
+    first = next(iter(released.values))
+    values = released.values[first][:, 0]
+    ids = np.arange(values.size) if released.ids is None else released.ids
+    if values.size == 0:
+        return ids
+    floor = float(np.max(released.std[first])) * float(norm.isf(SIGNIFICANCE / values.size))
+    above = np.flatnonzero(values > floor)
+    strongest = above[np.argsort(-values[above], kind="stable")[:MAX_NARROWING]]
+    return ids[np.sort(strongest)]
 
 
 class LocalOracle(Oracle):
     """The local model, simulated end to end: every row is one user who sends one randomized report."""
 
-    capabilities = frozenset({DENSE})
+    capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports, no adaptive rounds, no exact access)"
 
     def __init__(
@@ -289,8 +330,8 @@ class LocalOracle(Oracle):
         if self._answered:
             raise CapabilityError(f"{self.model}: an algorithm may release once (every user reports once)")
         for query, _ in requests:
-            if query.sparse:
-                raise CapabilityError(f"{self.model} decodes dense queries only")
+            if query.sparse and query.narrows is None:
+                raise CapabilityError(f"{self.model} decodes a sparse query only at candidates a coarser one names")
         pairs = [(q, a.share) for q, a in requests]
         return LocalRound.design(pairs, self.local_epsilon, self.seed, self.rows.count(), self.bucket_share)
 

@@ -39,7 +39,7 @@ from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
 from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
-from ..queries.plan import DENSE, CapabilityError, Oracle
+from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, UserShare
 
 __all__ = ["Protocol", "Randomizer", "Aggregator", "LocalResult", "encode_reports", "decode_reports"]
@@ -122,7 +122,7 @@ class _Recorded(Exception):
 class _LocalPlanning(Oracle):
     """The local model's planning: shares of users, one release, dense sums only."""
 
-    capabilities = frozenset({DENSE})
+    capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports)"
 
     def __init__(self, protocol: Protocol):
