@@ -20,6 +20,7 @@ from ..metrics import nicv
 from ..privacy.budget import BudgetExceededError
 from .bench import bench_app
 from .federated import federated_app
+from .local import local_app
 
 app = typer.Typer(
     name="privclust",
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(federated_app, name="federated")
+app.add_typer(local_app, name="local")
 console = Console()
 err_console = Console(stderr=True)
 
