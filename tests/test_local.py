@@ -173,24 +173,27 @@ def test_algorithms_the_local_model_cannot_run_are_refused_before_anything_is_sp
     assert shared.spends == []
 
 
-def test_greedy_levels_that_need_sparse_releases_are_dropped_by_default_and_refused_when_asked_for():
+def test_sparse_greedy_levels_are_decoded_locally_and_dropped_by_a_model_without_sparse_releases(monkeypatch):
+    from privclust.local.oracle import LocalOracle
+    from privclust.queries.plan import DENSE
+
     X, _ = blobs(3_000, d=6, seed=1)
-    KMeans(
-        2,
-        bounds=(-1, 1),
-        algorithm="greedy",
-        privacy_model="local",
-        random_state=0,
-        algorithm_params={"projection_dim": 4},
-    ).fit(X)  # default levels: the dense ones
-    with pytest.raises(CapabilityError):
-        KMeans(
+
+    def fit(**params):
+        return KMeans(
             2,
             bounds=(-1, 1),
             algorithm="greedy",
             privacy_model="local",
-            algorithm_params={"projection_dim": 4, "levels": 8},
+            random_state=0,
+            algorithm_params={"projection_dim": 4, **params},
         ).fit(X)
+
+    assert fit(levels=8).cluster_centers_.shape == (2, 6)  # sparse levels: hierarchical decoding
+    monkeypatch.setattr(LocalOracle, "capabilities", frozenset({DENSE}))
+    fit()  # default levels: the dense ones only
+    with pytest.raises(CapabilityError):
+        fit(levels=8)
 
 
 def test_a_local_fit_is_refused_by_a_spent_shared_budget_before_any_row_is_read():
