@@ -359,3 +359,22 @@ def test_a_lifted_cell_whose_size_is_noise_keeps_its_mean_near_its_anchor():
 def test_find_elbow_ignores_a_noisy_tail_that_dips_below_zero():
     costs = np.array([2400.0, 1000.0, 15.0, 12.0, 10.0, 6.0, -1.0, -2.0])  # noisy estimates past the knee
     assert find_elbow(costs) == 3
+
+
+def test_the_projection_is_computed_once_per_chunk_for_all_levels():
+    import pickle
+
+    from privclust.geometry.projection import BallProjection, ChunkMemo
+
+    calls = []
+    projection = BallProjection.draw(6, 2, np.random.default_rng(0))
+    memo = ChunkMemo(lambda rows: calls.append(rows.shape) or projection(rows), size=2)
+    chunks = [np.random.default_rng(i).uniform(-1, 1, (50, 6)) for i in range(3)]
+    first = [memo(c) for c in chunks[:2]]
+    assert all(memo(c) is out for c, out in zip(chunks, first)) and len(calls) == 2  # remembered, not recomputed
+    assert np.array_equal(memo(chunks[0].copy()), first[0]) and len(calls) == 3  # an equal copy is another chunk
+    memo(chunks[2])
+    memo(chunks[0])
+    assert len(calls) == 5  # only the last two chunks are remembered
+    shipped = pickle.loads(pickle.dumps(ChunkMemo(projection)))  # as to Spark executors: without its memory
+    assert np.array_equal(shipped(chunks[1]), projection(chunks[1]))

@@ -303,3 +303,18 @@ def test_a_fit_charges_exactly_what_its_plan_reserved(blobs):
 
 def test_central_oracle_declares_every_capability():
     assert {DENSE, SPARSE, ADAPTIVE, EXACT} <= CentralOracle.capabilities
+
+
+def test_the_running_sparse_merge_is_np_unique_and_bincount():
+    """Merging sorted parts (a running total and a chunk) takes a linear path; it must sum exactly as before."""
+    from privclust.queries.rows import merge_sparse
+
+    rng = np.random.default_rng(4)
+    first = merge_sparse([(rng.integers(0, 500, 3000), rng.normal(size=(3000, 2)))], 2)
+    second = merge_sparse([(rng.integers(200, 900, 2000), rng.normal(size=(2000, 2)))], 2)
+    ids, sums = merge_sparse([first, second], 2)
+    every = np.concatenate([first[0], second[0]])
+    unique, inverse = np.unique(every, return_inverse=True)
+    values = np.concatenate([first[1], second[1]])
+    expected = np.stack([np.bincount(inverse, weights=values[:, j]) for j in range(2)], 1)
+    assert np.array_equal(ids, unique) and np.array_equal(sums, expected)

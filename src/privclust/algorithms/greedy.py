@@ -81,7 +81,7 @@ from scipy.stats import norm
 
 from .._validation import check_int, check_number
 from ..geometry.nets import Level, make_levels
-from ..geometry.projection import BallProjection
+from ..geometry.projection import BallProjection, ChunkMemo
 from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
 from ..queries.base import Block, SumQuery
@@ -756,7 +756,7 @@ def solution_cost(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.
 def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
     if spec.projection_dim is None:
         return lambda rows: rows
-    return BallProjection.draw(d, spec.projection_dim, rng)
+    return ChunkMemo(BallProjection.draw(d, spec.projection_dim, rng))  # one projection per chunk for all levels
 
 
 @register("greedy")

@@ -81,11 +81,22 @@ class Level:
         """(index m, inside, ((r - dist) / r)^z) of each point's nearest ball of the sub-lattice ``residue``."""
         step = self.stride * self.radius
         base = self.shift + self.radius * residue
-        m = residue + self.stride * np.round((points - base) / step).astype(np.int64)
+        m = self._on_sublattice(np.round((points - base) / step).astype(np.int64), residue)
         dist = np.linalg.norm(points - self.centers(m), axis=1)
-        inside = (dist < self.radius) & np.all((m >= self.low) & (m <= self.high), axis=1)
+        inside = dist < self.radius
+        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=1) on d' <= 8 columns
+            column = m[:, axis]
+            inside &= (column >= self.low[axis]) & (column <= self.high[axis])
         value = np.where(inside, np.maximum(1.0 - dist / self.radius, 0.0) ** z, 0.0)
         return m, inside, value
+
+    def _on_sublattice(self, j: np.ndarray, residue: np.ndarray) -> np.ndarray:
+        """residue + stride j, in place (integer arithmetic: a stride of 1 and a zero residue are skipped)."""
+        if self.stride != 1:
+            j *= self.stride
+        if residue.any():
+            j += residue
+        return j
 
     def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first j, count per axis) of the sub-lattice's balls m = residue + stride j inside the index box."""
@@ -96,7 +107,10 @@ class Level:
     def sublattice_bucket(self, m: np.ndarray, residue: np.ndarray) -> np.ndarray:
         """Dense bucket (0 .. size-1) of balls m of the sub-lattice ``residue``."""
         first, count = self.sublattice_box(residue)
-        j = (m - residue) // self.stride - first
+        j = m - residue
+        if self.stride != 1:
+            j //= self.stride
+        j -= first
         bucket = np.zeros(m.shape[0], dtype=np.int64)
         for axis in range(self.dim):
             bucket = bucket * int(count[axis]) + j[:, axis]

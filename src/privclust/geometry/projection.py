@@ -13,12 +13,14 @@ set maps to a neighbouring data set).
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["BallProjection", "default_projection_dim"]
+__all__ = ["BallProjection", "ChunkMemo", "default_projection_dim"]
 
 
 def default_projection_dim(n_estimate: float) -> int:
@@ -52,3 +54,31 @@ class BallProjection:
         if np.any(outside):
             out[outside] /= norms[outside, None]
         return out
+
+
+class ChunkMemo:
+    """``fn`` remembered for the last ``size`` chunks it saw, by identity.
+
+    The queries of one pass over the rows (the greedy's levels) each map the same chunk through the same
+    projection; with this they compute it once.  Results are shared, so callers must not write to them.
+    Pickled (to Spark executors) without its memory."""
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], size: int = 8):
+        self.fn, self.size = fn, size
+        self._seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, chunk: np.ndarray) -> np.ndarray:
+        with self._lock:
+            hit = self._seen.get(id(chunk))
+        if hit is not None and hit[0] is chunk:  # the chunk is held in the entry, so its id is not reused
+            return hit[1]
+        out = self.fn(chunk)
+        with self._lock:
+            self._seen[id(chunk)] = (chunk, out)
+            while len(self._seen) > self.size:
+                del self._seen[next(iter(self._seen))]
+        return out
+
+    def __reduce__(self):
+        return ChunkMemo, (self.fn, self.size)
