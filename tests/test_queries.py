@@ -318,3 +318,34 @@ def test_the_running_sparse_merge_is_np_unique_and_bincount():
     values = np.concatenate([first[1], second[1]])
     expected = np.stack([np.bincount(inverse, weights=values[:, j]) for j in range(2)], 1)
     assert np.array_equal(ids, unique) and np.array_equal(sums, expected)
+
+
+def _coarse_and_fine(rows):
+    """Coarse bucket: the row's first coordinate (-1: none); fine bucket: its second."""
+    return rows[:, 0].astype(np.int64), np.ones((rows.shape[0], 1))
+
+
+def _fine(rows):
+    return rows[:, 1].astype(np.int64), np.ones((rows.shape[0], 1))
+
+
+def test_a_narrowing_sparse_query_draws_noise_only_at_the_candidates_of_the_release_before_it():
+    """The central oracle answers a sparse query that narrows at the candidates its coarser release names:
+    a fine bucket outside them is not listed, however heavy, and draws no noise."""
+    coarse = SumQuery("coarse", 4, (Block("v", 1, 1.0),), _coarse_and_fine)
+    fine = SumQuery("fine", 100, (Block("v", 1, 1.0),), _fine, sparse=True, narrows=lambda kept: 10 * kept)
+    rows = np.array([[1, 10]] * 900 + [[2, 21]] * 900 + [[2, 20]] * 900 + [[-1, 77]] * 2000, dtype=float)
+    drawn = []
+
+    class Counting(SeededNoise):
+        def add_gaussian(self, values, std):
+            drawn.append(np.size(values))
+            return super().add_gaussian(values, std)
+
+    o = in_memory(rows, Budget(4.0, 1e-6), noise=Counting(np.random.SeedSequence(0)))
+    plan = o.plan([Part("coarse", share=1.0), Part("fine", share=1.0, delta=1e-7)], needs={SPARSE})
+    first, second = plan.release_many([(coarse, "coarse", 1.0), (fine, "fine", 1.0)])
+    assert first.values["v"].shape == (4, 1)
+    assert sorted(second.ids.tolist()) == [10, 20]  # 21 and 77 are not candidates (coarse 1 and 2 -> 10, 20)
+    assert drawn == [4, 2]  # noise for the coarse buckets and the two non-empty candidates only
+    assert o.accountant.report().epsilon > 0  # both releases are charged as before

@@ -122,23 +122,30 @@ class Level:
         axes = [residue[a] + self.stride * (first[a] + np.arange(count[a])) for a in range(self.dim)]
         return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
 
-    def cubes_meeting(self, parent: "Level", ids: np.ndarray) -> np.ndarray:
+    def cubes_meeting(self, parent: "Level", ids: np.ndarray, margin: int = 0) -> np.ndarray:
         """Ids of this level's balls whose cube (side r about the center: the points a stride-1 level credits
-        to the ball) meets the cube of one of ``parent``'s balls ``ids``; sorted, distinct.
+        to the ball) meets the cube of one of ``parent``'s balls ``ids`` grown by ``margin`` parent cells on
+        every side; sorted, distinct.
 
         Two cubes meet when their centers are closer than the half-sum of their sides on every axis, so each
-        axis has a short public range of candidates (3 when the parent's side is twice this level's)."""
+        axis has a short public range of candidates (3 when the parent's side is twice this level's and the
+        margin is 0)."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.int64)
         centers = parent.centers(parent.decode(ids))
-        half = (parent.radius + self.radius) / 2.0
+        half = (parent.radius + self.radius) / 2.0 + margin * parent.radius
         first = np.ceil((centers - half - self.shift) / self.radius - 1e-9).astype(np.int64)
         last = np.floor((centers + half - self.shift) / self.radius + 1e-9).astype(np.int64)
         width = int((last - first).max()) + 1
         offsets = np.stack(np.meshgrid(*[np.arange(width)] * self.dim, indexing="ij"), -1).reshape(-1, self.dim)
-        m = first[:, None, :] + offsets[None, :, :]
-        ok = np.all((m <= last[:, None, :]) & (m >= self.low) & (m <= self.high), axis=2)
-        return np.unique(self.encode(m[ok]))
+        step = max(1, 2**20 // offsets.shape[0])  # parents per block: work arrays of ~2^20 balls
+        found = []
+        for start in range(0, ids.size, step):
+            block = slice(start, start + step)
+            m = first[block, None, :] + offsets[None, :, :]
+            ok = np.all((m <= last[block, None, :]) & (m >= self.low) & (m <= self.high), axis=2)
+            found.append(np.unique(self.encode(m[ok])))
+        return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""

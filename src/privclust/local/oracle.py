@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..queries.base import Block, Released, SumQuery
+from ..queries.base import Block, Released, SumQuery, significant_buckets
 from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
 from ..queries.rows import Rows
 from .frequency import LocalHashing, OneCoordinate, frequency_oracle
@@ -55,8 +55,6 @@ __all__ = ["REPORT", "UserShare", "LocalQuery", "LocalRound", "LocalOracle", "DE
 # for vector queries, the one-coordinate randomizer's output (coordinate, bit).
 REPORT = np.dtype([("query", "<u2"), ("hash", "<u2"), ("y", "<u4"), ("coord", "<u2"), ("bit", "i1")])
 DEFAULT_BUCKET_SHARE = 0.5  # of a vector report's epsilon, for its bucket
-SIGNIFICANCE = 0.05  # a coarser bucket narrows the next query's candidates when noise alone is this unlikely
-MAX_NARROWING = 4096  # at most this many coarser buckets name the next query's candidates
 
 
 @dataclass(frozen=True)
@@ -272,24 +270,8 @@ class LocalRound:
                 candidates = query.query.narrows(kept) if kept is not None else np.zeros(0, dtype=np.int64)
             released = query.release(tally, candidates)
             out.append(released)
-            kept = _significant_buckets(released)
+            kept = significant_buckets(released)
         return out
-
-
-def _significant_buckets(released: Released) -> np.ndarray:
-    """The buckets whose first estimate clears what noise reaches over all the buckets decoded (Bonferroni),
-    the ``MAX_NARROWING`` largest of them at most (they bound the next query's decoding work)."""
-    from scipy.stats import norm
-
-    first = next(iter(released.values))
-    values = released.values[first][:, 0]
-    ids = np.arange(values.size) if released.ids is None else released.ids
-    if values.size == 0:
-        return ids
-    floor = float(np.max(released.std[first])) * float(norm.isf(SIGNIFICANCE / values.size))
-    above = np.flatnonzero(values > floor)
-    strongest = above[np.argsort(-values[above], kind="stable")[:MAX_NARROWING]]
-    return ids[np.sort(strongest)]
 
 
 class LocalOracle(Oracle):

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 __all__ = [
+    "significant_buckets",
     "Block",
     "SumQuery",
     "Released",
@@ -151,6 +152,27 @@ class Released:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.values[name]
+
+
+SIGNIFICANCE = 0.05  # a coarser bucket narrows the next query's candidates when noise alone is this unlikely
+MAX_NARROWING = 4096  # at most this many coarser buckets name the next query's candidates
+
+
+def significant_buckets(released: Released) -> np.ndarray:
+    """The buckets whose first value clears what noise reaches over all the buckets released (Bonferroni),
+    the ``MAX_NARROWING`` largest of them at most: what names a sparse query's candidates through its
+    ``narrows`` (post-processing of the release)."""
+    from scipy.stats import norm
+
+    first = next(iter(released.values))
+    values = released.values[first][:, 0]
+    ids = np.arange(values.size) if released.ids is None else released.ids
+    if values.size == 0:
+        return ids
+    floor = float(np.max(released.std[first])) * float(norm.isf(SIGNIFICANCE / values.size))
+    above = np.flatnonzero(values > floor)
+    strongest = above[np.argsort(-values[above], kind="stable")[:MAX_NARROWING]]
+    return ids[np.sort(strongest)]
 
 
 def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:

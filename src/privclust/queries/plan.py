@@ -149,7 +149,8 @@ class Plan:
         return self.release_many([(query, part, fraction)])[0]
 
     def release_many(self, requests: Iterable[tuple[SumQuery, str, float]]) -> list[Released]:
-        """Several releases fixed in advance (none depends on another's answer): one pass over the rows."""
+        """Several releases fixed in advance: one pass over the rows.  None depends on another's answer, except a
+        sparse query whose ``narrows`` names its candidates from the release before it."""
         requests = list(requests)
         drawn = [(query, self._draw(part, fraction)) for query, part, fraction in requests]
         return self.oracle.answer(drawn)
