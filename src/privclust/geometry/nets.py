@@ -143,7 +143,10 @@ class Level:
         for start in range(0, ids.size, step):
             block = slice(start, start + step)
             m = first[block, None, :] + offsets[None, :, :]
-            ok = np.all((m <= last[block, None, :]) & (m >= self.low) & (m <= self.high), axis=2)
+            ok = np.ones(m.shape[:2], dtype=bool)
+            for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
+                column = m[:, :, axis]
+                ok &= (column <= last[block, None, axis]) & (column >= self.low[axis]) & (column <= self.high[axis])
             found.append(np.unique(self.encode(m[ok])))
         return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
 
