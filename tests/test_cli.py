@@ -173,10 +173,13 @@ def test_bench_speed_small(tmp_path):
         "fastlloyd,sklearn-kmeans",
         "--repeats",
         "1",
+        "--noise-draws",
+        "2000",
         "--out",
         str(tmp_path),
     )
     assert out.exit_code == 0, out.output
+    assert "| secure | gaussian | 2,000 |" in (tmp_path / "speed.md").read_text()
     rows = json.loads((tmp_path / "speed.json").read_text())
     assert len(rows) == 4 and all(r["seconds"] > 0 and r["peak_bytes"] > 0 for r in rows)
     assert "time / sklearn" in (tmp_path / "speed.md").read_text()

@@ -24,7 +24,7 @@ from ..estimator import KMeans
 from . import peers
 from .stats import loglog_slope
 
-__all__ = ["synthetic_blobs", "run_speed", "write_speed_report", "SKLEARN"]
+__all__ = ["synthetic_blobs", "run_speed", "write_speed_report", "noise_rates", "SKLEARN"]
 
 SKLEARN = "sklearn-kmeans"
 
@@ -89,6 +89,27 @@ def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
     }
 
 
+def noise_rates(secure_draws: int = 100_000, scale: float = 16.0) -> list[dict]:
+    """Noise values added per second by each source, to one vector in one call (as a release adds them): the
+    secure OpenDP samplers on ``secure_draws`` values, seeded numpy on ten times as many."""
+    from ..privacy.noise import SecureNoise, SeededNoise
+
+    rows = []
+    for source, noise, draws in (
+        ("seeded", SeededNoise(np.random.SeedSequence(0)), 10 * secure_draws),
+        ("secure", SecureNoise(), secure_draws),
+    ):
+        values = np.linspace(0.0, 100.0, draws)
+        for kind in ("gaussian", "laplace"):
+            add = getattr(noise, f"add_{kind}")
+            add(values[:10], scale)  # load the sampler outside the timing
+            start = time.perf_counter()
+            add(values, scale)
+            seconds = time.perf_counter() - start
+            rows.append({"source": source, "noise": kind, "draws": draws, "per_second": draws / seconds})
+    return rows
+
+
 def run_speed(
     ns,
     ds,
@@ -130,7 +151,9 @@ def run_speed(
     return rows, missing
 
 
-def write_speed_report(rows: list[dict], out_dir: Path, machine: str, missing: dict | None = None) -> Path:
+def write_speed_report(
+    rows: list[dict], out_dir: Path, machine: str, missing: dict | None = None, noise: list[dict] | None = None
+) -> Path:
     from ..plotting import plot_curves
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +173,10 @@ def write_speed_report(rows: list[dict], out_dir: Path, machine: str, missing: d
             f"| {r['method']} | {r['n']:,} | {r['d']} | {r['k']} | {r['iterations']} | {r['seconds']:.3f} | {ratio} | "
             f"{r['peak_bytes'] / 2**20:.1f} | {r['memory_ratio']:.2f} |"
         )
+    if noise:
+        lines += ["", "Noise draws per second (one call on one vector, as a release adds them):", ""]
+        lines += ["| source | noise | draws | per second |", "|---|---|---|---|"]
+        lines += [f"| {r['source']} | {r['noise']} | {r['draws']:,} | {r['per_second']:,.0f} |" for r in noise]
     lines += ["", "Growth exponent b in time ~ n^b (least squares over n, per d and k):", ""]
     lines += ["| method | d | k | b |", "|---|---|---|---|"]
     for d, k in sorted({(r["d"], r["k"]) for r in rows}):

@@ -104,12 +104,14 @@ def speed(
     repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
     max_gib: float = typer.Option(2.0, help="Skip (and list) configurations whose input exceeds this many GiB."),
     peer_max_n: int = typer.Option(1_000_000, help="Run peers only up to this many rows (they can be very slow)."),
+    noise_draws: int = typer.Option(100_000, help="Secure noise values timed in one call (seeded: ten times as many)."),
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
-    """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents."""
+    """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents; noise draws
+    per second, seeded and secure."""
     from ..algorithms import ALGORITHMS
     from ..bench.peers import PEERS
-    from ..bench.speed import SKLEARN, run_speed, write_speed_report
+    from ..bench.speed import SKLEARN, noise_rates, run_speed, write_speed_report
 
     available = [*ALGORITHMS, SKLEARN, *PEERS]
     chosen = _split(methods) if methods else [m for m in available if m != "lloyd"]
@@ -131,7 +133,7 @@ def speed(
         )
     for what, why in missing.items():
         console.print(f"[yellow]not measured:[/] {what}: {why}")
-    report = write_speed_report(rows, out, machine_description(), missing)
+    report = write_speed_report(rows, out, machine_description(), missing, noise_rates(noise_draws))
     console.print(report.read_text())
     console.print(f"wrote {report}")
 
