@@ -17,14 +17,18 @@ adds the noise once, and records every block's spend.  A sparse query
 selection: the non-empty buckets get the block noise, and a bucket is kept
 when its noisy first value reaches the threshold that a bucket holding one
 row clears with probability at most the release's delta; that delta is
-charged too.  A sparse query that ``narrows`` (the greedy's finer levels) is
-answered only at the candidates it names from the significant buckets of the
-release before it in the batch (``queries.base.significant_buckets``): the
-exact sums of one pass are restricted to them before any noise is drawn, as
-if the contribution were -1 elsewhere.  The candidates are a public function
-of an earlier release (post-processing), so each release keeps its guarantee
-under adaptive composition, and a fine level whose coarser one kept nothing
-draws no noise at all -- with secure noise, most of a large fit's time.  Mechanisms that are not noisy sums (the exponential mechanism
+charged too.
+
+A sparse query that ``narrows`` (the greedy's finer levels) is answered only
+at the candidates it names from the significant buckets of the release
+before it in the batch (``queries.base.significant_buckets``): the exact sums
+of the one pass are restricted to them before any noise is drawn, as if the
+contribution were -1 elsewhere.  The candidates are a public function of an
+earlier release (post-processing), so each release keeps its guarantee under
+adaptive composition, and a fine level whose coarser one kept nothing draws
+no noise at all (with secure noise, that was most of a large fit's time).
+
+Mechanisms that are not noisy sums (the exponential mechanism
 over exact counts, NoisyAVG, the sparse vector) run through ``run_exact``:
 their proven cost is checked before the rows are read and recorded after.
 See ``queries.base`` for the shared privacy argument.
@@ -84,7 +88,7 @@ def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tupl
     """A sparse answer's (ids, sums) restricted to the buckets ``candidates`` names: the answer of the same
     query whose contribution is -1 outside them."""
     ids, sums = total
-    inside = np.isin(ids, candidates, assume_unique=True)
+    inside = np.isin(ids, candidates)
     return ids[inside], sums[inside]
 
 
