@@ -191,3 +191,17 @@ def test_predict_labels_a_spark_frame_where_its_rows_are(spark):
     assert np.array_equal(rows[:, -1].astype(int), model.predict(rows[:, :-1]))
     with pytest.raises(ValueError, match="already has a column"):
         model.predict(frame.withColumnRenamed("x2", "cluster"))  # a feature named like the new column
+
+
+def test_a_seeded_greedy_above_four_dimensions_on_spark_is_the_in_memory_fit(spark):
+    """A JL projection (shipped to the executors without its per-chunk memory) and sparse levels narrowed by
+    the coarser ones: the same releases, so the same centers."""
+    rng = np.random.default_rng(2)
+    truth = rng.uniform(-0.6, 0.6, (3, 6))
+    X = np.clip(truth[rng.integers(0, 3, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=3, public_n=4000)
+    params["algorithm_params"] = {"levels": 5}  # levels 3 and 4 are sparse after the 4-d projection
+    local = KMeans(3, **params).fit(X)
+    distributed = KMeans(3, **params).fit(_frame(spark, X))
+    order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+    assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
