@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._parallel import one_thread
 from ..privacy.budget import Budget
 from ..privacy.noise import Randomness
 from ..queries.base import count_query
@@ -92,7 +93,7 @@ def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
     if heavy.size <= k:
         return points[np.argsort(-weights, kind="stable")[:k]]
     model = SkKMeans(n_clusters=k, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_thread():  # a few released points: threads cost more than they save
         warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate released points are expected
         return model.fit(points[heavy], sample_weight=weights[heavy]).cluster_centers_
 
