@@ -328,7 +328,7 @@ def _level_query(
     if not dense and parent is not None and level.stride == 1:
 
         def narrows(kept: np.ndarray) -> np.ndarray:
-            return level.cubes_meeting(parent, np.asarray(kept, dtype=np.int64), margin)
+            return level.cubes_meeting(parent, parent.around(np.asarray(kept, dtype=np.int64), margin))
 
     return SumQuery(label, max(size, 1), (Block("value", 1, 1.0),), contribution, sparse=not dense, narrows=narrows)
 

@@ -122,33 +122,37 @@ class Level:
         axes = [residue[a] + self.stride * (first[a] + np.arange(count[a])) for a in range(self.dim)]
         return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
 
-    def cubes_meeting(self, parent: "Level", ids: np.ndarray, margin: int = 0) -> np.ndarray:
+    def cubes_meeting(self, parent: "Level", ids: np.ndarray) -> np.ndarray:
         """Ids of this level's balls whose cube (side r about the center: the points a stride-1 level credits
-        to the ball) meets the cube of one of ``parent``'s balls ``ids`` grown by ``margin`` parent cells on
-        every side; sorted, distinct.
+        to the ball) meets the cube of one of ``parent``'s balls ``ids``; sorted, distinct.
 
         Two cubes meet when their centers are closer than the half-sum of their sides on every axis, so each
-        axis has a short public range of candidates (3 when the parent's side is twice this level's and the
-        margin is 0)."""
+        axis has a short public range of candidates (3 when the parent's side is twice this level's)."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.int64)
         centers = parent.centers(parent.decode(ids))
-        half = (parent.radius + self.radius) / 2.0 + margin * parent.radius
+        half = (parent.radius + self.radius) / 2.0
         first = np.ceil((centers - half - self.shift) / self.radius - 1e-9).astype(np.int64)
         last = np.floor((centers + half - self.shift) / self.radius + 1e-9).astype(np.int64)
         width = int((last - first).max()) + 1
-        offsets = np.stack(np.meshgrid(*[np.arange(width)] * self.dim, indexing="ij"), -1).reshape(-1, self.dim)
-        step = max(1, 2**20 // offsets.shape[0])  # parents per block: work arrays of ~2^20 balls
-        found = []
-        for start in range(0, ids.size, step):
-            block = slice(start, start + step)
-            m = first[block, None, :] + offsets[None, :, :]
-            ok = np.ones(m.shape[:2], dtype=bool)
-            for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
-                column = m[:, :, axis]
-                ok &= (column <= last[block, None, axis]) & (column >= self.low[axis]) & (column <= self.high[axis])
-            found.append(np.unique(self.encode(m[ok])))
-        return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+        m = first[:, None, :] + _offsets(width, self.dim)[None, :, :]
+        ok = np.ones(m.shape[:2], dtype=bool)
+        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
+            column = m[:, :, axis]
+            ok &= (column <= last[:, None, axis]) & (column >= self.low[axis]) & (column <= self.high[axis])
+        return np.unique(self.encode(m[ok]))
+
+    def around(self, ids: np.ndarray, cells: int) -> np.ndarray:
+        """Ids of the balls at most ``cells`` grid steps from one of ``ids`` on every axis (theirs included):
+        their cubes tile the cubes of ``ids`` grown by ``cells`` cells on every side.  Sorted, distinct."""
+        if cells == 0 or ids.size == 0:
+            return np.unique(ids)
+        m = self.decode(ids)[:, None, :] + (_offsets(2 * cells + 1, self.dim) - cells)[None, :, :]
+        ok = np.ones(m.shape[:2], dtype=bool)
+        for axis in range(self.dim):
+            column = m[:, :, axis]
+            ok &= (column >= self.low[axis]) & (column <= self.high[axis])
+        return np.unique(self.encode(m[ok]))
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""
@@ -159,6 +163,11 @@ class Level:
         grid = np.stack(np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(lo, hi)], indexing="ij"), -1)
         grid = grid.reshape(-1, self.dim)
         return grid[np.linalg.norm(self.centers(grid) - center, axis=1) <= reach]
+
+
+def _offsets(width: int, dim: int) -> np.ndarray:
+    """Every integer vector of {0, .., width-1}^dim, one per row."""
+    return np.stack(np.meshgrid(*[np.arange(width)] * dim, indexing="ij"), -1).reshape(-1, dim)
 
 
 def make_levels(top: float, count: int, dim: int, rng: np.random.Generator, stride: int = STRIDE) -> list[Level]:
