@@ -81,22 +81,31 @@ class Level:
         """(index m, inside, ((r - dist) / r)^z) of each point's nearest ball of the sub-lattice ``residue``."""
         step = self.stride * self.radius
         base = self.shift + self.radius * residue
-        m = self._on_sublattice(np.round((points - base) / step).astype(np.int64), residue)
-        dist = np.linalg.norm(points - self.centers(m), axis=1)
+        # m as integer-valued floats first: the same numbers as the integers (exact below 2^53), so the
+        # centers come without a second conversion.  Work arrays are reused in place.
+        m = points - base
+        m /= step
+        np.rint(m, out=m)
+        if self.stride != 1:
+            m *= self.stride
+        if residue.any():
+            m += residue
+        diff = m * self.radius
+        diff += self.shift
+        np.subtract(points, diff, out=diff)
+        diff *= diff
+        dist = np.sqrt(_row_sums(diff))
+        m = m.astype(np.int64)
         inside = dist < self.radius
         for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=1) on d' <= 8 columns
             column = m[:, axis]
             inside &= (column >= self.low[axis]) & (column <= self.high[axis])
-        value = np.where(inside, np.maximum(1.0 - dist / self.radius, 0.0) ** z, 0.0)
+        value = dist / self.radius
+        np.subtract(1.0, value, out=value)
+        np.maximum(value, 0.0, out=value)
+        value **= z
+        value[~inside] = 0.0
         return m, inside, value
-
-    def _on_sublattice(self, j: np.ndarray, residue: np.ndarray) -> np.ndarray:
-        """residue + stride j, in place (integer arithmetic: a stride of 1 and a zero residue are skipped)."""
-        if self.stride != 1:
-            j *= self.stride
-        if residue.any():
-            j += residue
-        return j
 
     def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first j, count per axis) of the sub-lattice's balls m = residue + stride j inside the index box."""
@@ -163,6 +172,17 @@ class Level:
         grid = np.stack(np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(lo, hi)], indexing="ij"), -1)
         grid = grid.reshape(-1, self.dim)
         return grid[np.linalg.norm(self.centers(grid) - center, axis=1) <= reach]
+
+
+def _row_sums(values: np.ndarray) -> np.ndarray:
+    """``values.sum(axis=1)`` as numpy computes it (so np.linalg.norm's distances, bit for bit), column by
+    column below 8 columns, where numpy adds in order and a reduction over a short row is slow."""
+    if values.shape[1] >= 8:  # numpy sums 8 or more terms pairwise
+        return np.add.reduce(values, axis=1)
+    out = values[:, 0].copy()
+    for column in range(1, values.shape[1]):
+        out += values[:, column]
+    return out
 
 
 def _offsets(width: int, dim: int) -> np.ndarray:
