@@ -156,6 +156,9 @@ def _unique_inverse(ids: np.ndarray, presorted: bool) -> tuple[np.ndarray, np.nd
     return ordered[starts], inverse
 
 
+SPARSE_PARTS = 8  # a running sparse answer merges its parts when it holds this many
+
+
 class RunningAnswers:
     """Running exact answers of several queries, fed one chunk at a time (see ``Rows.sums``)."""
 
@@ -179,20 +182,36 @@ class RunningAnswers:
     def merge(self, other: "RunningAnswers") -> "RunningAnswers":
         for i, total in enumerate(other.totals):
             if total is not None:
-                self._absorb(i, total)
+                self._absorb(i, other._merged(i))
         return self
 
     def _absorb(self, i: int, part) -> None:
         query = self.queries[i]
+        if not query.sparse:
+            if self.totals[i] is None:
+                self.totals[i] = part
+            else:
+                self.totals[i] += part
+            return
+        # A sparse answer keeps a few sorted parts and merges them in one sort, so it never holds more than
+        # SPARSE_PARTS times its distinct ids.  The sums are those of merging one part at a time, bit for bit:
+        # each bucket's values are added in the same order.
         if self.totals[i] is None:
-            self.totals[i] = part
-        elif not query.sparse:
-            self.totals[i] += part
-        else:  # merged as it goes, so a sparse answer never holds more than its distinct ids
-            self.totals[i] = merge_sparse([self.totals[i], part], query.width)
+            self.totals[i] = []
+        self.totals[i].append(part)
+        if len(self.totals[i]) >= SPARSE_PARTS:
+            self.totals[i] = [self._merged(i)]
+
+    def _merged(self, i: int):
+        total = self.totals[i]
+        if not self.queries[i].sparse:
+            return total
+        return total[0] if len(total) == 1 else merge_sparse(total, self.queries[i].width)
 
     def result(self) -> list:
-        return [t if t is not None else empty_answer(q) for q, t in zip(self.queries, self.totals)]
+        return [
+            self._merged(i) if t is not None else empty_answer(q) for i, (q, t) in enumerate(zip(self.queries, self.totals))
+        ]
 
 
 def empty_answer(query: SumQuery):
