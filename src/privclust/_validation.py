@@ -76,7 +76,14 @@ def check_shares(what: str, given: dict, required: tuple[str, ...], optional: tu
 
 
 def check_data(X, what: str = "X") -> np.ndarray:
-    """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
+    """A finite float64 2-D array view of ``X`` (copied only if the dtype must change).
+
+    A memory map (``np.memmap``, e.g. ``np.load(..., mmap_mode="r")``) of any real numeric dtype is
+    checked block by block and returned as it is, neither converted nor copied: whoever reads it
+    converts chunk by chunk (the oracles, ``metrics.assign``), so input larger than memory stays on disk.
+    """
+    if isinstance(X, np.memmap):
+        return _check_memmap(X, what)
     if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
         raise ValueError(
             f"{what} is a Spark object, which only KMeans.fit and KMeans.predict take (the rows stay in Spark); "
@@ -96,6 +103,20 @@ def check_data(X, what: str = "X") -> np.ndarray:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what} must be numeric: {exc}") from None
+    _check_shape_and_values(arr, what)
+    return arr
+
+
+def _check_memmap(X: np.memmap, what: str) -> np.memmap:
+    if X.dtype.kind == "c":
+        raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
+    if X.dtype.kind not in "biuf":  # structured, string, datetime...: no numeric conversion to defer
+        raise ValueError(f"{what} must be numeric, got a memory map of dtype {X.dtype}")
+    _check_shape_and_values(X, what)
+    return X
+
+
+def _check_shape_and_values(arr: np.ndarray, what: str) -> None:
     # No message below names a row count or a row: the rows are private (see docs/privacy.md, threat model).
     if arr.ndim == 1:
         raise ValueError(
@@ -105,9 +126,11 @@ def check_data(X, what: str = "X") -> np.ndarray:
         raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {arr.ndim} dimensions")
     if arr.shape[1] == 0:
         raise ValueError(f"{what} has no features (columns)")
+    if arr.dtype.kind != "f":  # integers and booleans are always finite
+        return
     # An empty data set is legal: under add/remove neighbours it neighbours every one-row data set,
     # so refusing it would reveal n = 0.  The algorithms release noise alone then.
-    # In blocks, so a memory-mapped array larger than memory is checked without loading it.
+    # In blocks of ~16 MiB of flags, so a memory-mapped array larger than memory is checked without loading it.
     step = max(1, 2**24 // arr.shape[1])
     for start in range(0, arr.shape[0], step):
         if not np.isfinite(arr[start : start + step]).all():
@@ -115,7 +138,6 @@ def check_data(X, what: str = "X") -> np.ndarray:
                 f"{what} contains NaN or infinite values: remove or impute them before clustering "
                 "(privclust's data universe is finite real rows; it does not guess values for private rows)"
             )
-    return arr
 
 
 MAX_CLUSTERS = 100_000  # a public cap: the centers are held in memory and k is never compared with n
