@@ -75,7 +75,8 @@ def utility(
     workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
     out: Path = typer.Option(Path("bench-results/utility"), help="Output folder."),
 ) -> None:
-    """NICV vs epsilon with 95% CIs, AUC per method, and the seed's Figure-2 plots."""
+    """NICV vs epsilon with 95% CIs, AUC per method, and the Figure-2 plots of FastLloyd (Diaa, Humphries
+    & Kerschbaum, 2024)."""
     from .. import datasets as ds_module
     from ..bench.utility import default_methods, plan_jobs, write_utility_report
 
@@ -170,7 +171,8 @@ def scaling(
     workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
     out: Path = typer.Option(Path("bench-results/scaling"), help="Output folder."),
 ) -> None:
-    """AUC as d and k grow (the seed's Figures 3 and 4), on synthetic data with controlled separation."""
+    """AUC as d and k grow, on synthetic data with controlled separation: Figures 3 and 4 of FastLloyd (Diaa,
+    Humphries & Kerschbaum, 2024)."""
     from ..bench.scaling import scaling_plan, write_scaling_report
 
     chosen = _methods(methods, [])
@@ -231,7 +233,8 @@ def federated(
     repeats: int = typer.Option(3, help="Runs per setting (the median is reported)."),
     out: Path = typer.Option(Path("bench-results/federated"), help="Output folder."),
 ) -> None:
-    """Per-iteration time and bytes of federated FastLloyd in the seed's Table 3 settings."""
+    """Per-iteration time and bytes of federated FastLloyd in the Table 3 settings of its paper (Diaa, Humphries
+    & Kerschbaum, 2024)."""
     from ..bench.federated import TABLE3, run_federated, write_federated_report
 
     rows = _with_progress(
@@ -246,7 +249,7 @@ def maxcover(
     datasets: str = typer.Option("mixture64,mnist60k", help="Comma-separated: mixture64, mnist60k."),
     methods: str = typer.Option("maxcover,fastlloyd,diffprivlib,lloyd", help="Comma-separated methods."),
     ks: str = typer.Option("2,4,8,16,32,64", help="Comma-separated numbers of clusters."),
-    runs: int = typer.Option(5, help="Runs (seeds) per point; the seed uses 5."),
+    runs: int = typer.Option(5, help="Runs (seeds) per point; the paper uses 5."),
     mnist: Optional[Path] = typer.Option(None, help="mnist_train60k.npz (default: ../shared/datasets)."),
     workers: int = typer.Option(1, help="Processes for privclust's jobs (1 keeps timings clean)."),
     ablation: bool = typer.Option(
@@ -254,7 +257,8 @@ def maxcover(
     ),
     out: Path = typer.Option(Path("bench-results/maxcover"), help="Output folder."),
 ) -> None:
-    """k-means cost vs k at epsilon = 1 on the 64-Gaussian mixture and MNIST 60k (seed 004, Figure 1)."""
+    """k-means cost vs k at epsilon = 1, 64-Gaussian mixture and MNIST 60k (Nguyen, Chaturvedi & Xu, AAAI 2021,
+    Fig. 1)."""
     from ..bench import maxcover as bench
 
     names = _split(datasets)
@@ -312,7 +316,8 @@ def onecluster(
     epsilon: float = typer.Option(1.0, help="Privacy budget of each run (delta = 1e-6)."),
     out: Path = typer.Option(Path("bench-results/onecluster"), help="Output folder."),
 ) -> None:
-    """Planted-cluster benchmark for one_cluster (seed 001): success = >= t/2 points inside, radius <= 4x."""
+    """Planted-cluster benchmark for one_cluster (Nissim, Stemmer & Vadhan, PODS 2016): success = >= t/2
+    points inside, radius <= 4x."""
     from ..bench import onecluster as bench
 
     rows = _with_progress(
@@ -328,7 +333,8 @@ def greedy(
     runs: int = typer.Option(3, help="Seeds per setting."),
     out: Path = typer.Option(Path("bench-results/greedy"), help="Output folder."),
 ) -> None:
-    """Sweep the greedy's constants (forbid, levels, boost, selection share) one at a time (seed 000)."""
+    """Sweep the constants (forbid, levels, boost, selection share) of the private greedy of Dupré la Tour,
+    Henzinger & Saulpic (ICML 2024)."""
     from ..bench import greedy as bench
 
     names = _split(datasets)
@@ -345,7 +351,8 @@ def elbow(
     epsilon: float = typer.Option(1.0, help="Budget of each curve (delta = 1/(n ln n))."),
     out: Path = typer.Option(Path("bench-results/elbow"), help="Output folder."),
 ) -> None:
-    """How often the private elbow curve finds the data set's k (seed 000)."""
+    """How often the private elbow curve (the greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024) finds
+    the data set's k."""
     from .. import datasets as ds_module
     from ..bench import elbow as bench
 
@@ -365,7 +372,8 @@ def aggregate(
     epsilon: float = typer.Option(1.0, help="Budget of each run (delta = 1e-6)."),
     out: Path = typer.Option(Path("bench-results/aggregate"), help="Output folder."),
 ) -> None:
-    """Sample-and-aggregate as a private robust mean, against the plain mean and median (seed 001)."""
+    """Sample-and-aggregate (Nissim, Stemmer & Vadhan, PODS 2016) as a private robust mean, against the plain
+    mean and median."""
     from ..bench import aggregate as bench
 
     rows = _with_progress(
@@ -384,7 +392,8 @@ def subsample(
     repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
     out: Path = typer.Option(Path("bench-results/subsample"), help="Output folder."),
 ) -> None:
-    """Time of Subsampled(fastlloyd, rate) vs fastlloyd on all rows, and both privacy guarantees (seed 002)."""
+    """Time of Subsampled(fastlloyd, rate) vs fastlloyd on all rows, and both guarantees (Blocki, Grigorescu &
+    Mukherjee, 2021)."""
     import json
     import time
 
