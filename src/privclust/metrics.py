@@ -62,9 +62,12 @@ def assign(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def labels_and_cost(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
-    """Nearest center of every row and the k-means cost, without an array of n squared distances."""
+    """Nearest center of every row and the k-means cost, without an array of n squared distances.
+
+    The labels are int32, as scikit-learn's ``KMeans.labels_`` (k is capped far below 2^31): for 10^7 rows
+    that is 40 MB, where int64 labels and the squared distances of :func:`assign` take 160 MB."""
     X = _as_rows(X)
-    labels = np.empty(X.shape[0], dtype=np.intp)
+    labels = np.empty(X.shape[0], dtype=np.int32)
 
     def one(rows: slice) -> float:
         labels[rows], sq = nearest_center(np.asarray(X[rows], dtype=np.float64), centers)
