@@ -261,7 +261,7 @@ class LedgerAccountant(PrivacyAccountant):
         try:
             _validate(state)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise LedgerError(f"{self.path} is not a valid privclust ledger ({exc}); refusing to spend from it") from None
+            raise LedgerError(f"{self.path} is not a valid privclust ledger ({exc}); not spending from it") from None
         return state
 
 
