@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -118,6 +118,16 @@ def fail(message: str, code: int = 2) -> None:
 
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError)
+
+
+@contextmanager
+def _interrupts_reported():
+    """Ctrl-C: say that no output was touched (the staged files are gone by the time this runs)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print("interrupted: no output file was written or changed", soft_wrap=True)
+        raise typer.Exit(130) from None
 
 
 def _with_hint(message: str, columns: Optional[str]) -> str:
@@ -499,7 +509,7 @@ def fit(
     Every column of the input is a feature unless --columns names the features.
     """
     on_spark = _on_spark(engine)
-    with StagedFiles() as staged:
+    with _interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k, epsilon, delta, algorithm)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
@@ -695,7 +705,7 @@ def elbow(
     from ..elbow import elbow_curve
 
     on_spark = _on_spark(engine)
-    with StagedFiles() as staged:
+    with _interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k_max, epsilon, delta, k_name="--k-max")
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
