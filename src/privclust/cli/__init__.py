@@ -335,7 +335,6 @@ class Source:
     description: str
     names: list[str]  # every column of the input
     positions: list[int]  # the feature columns
-    default_k: Optional[int]
     default_bounds: object
     read: Callable[[], object]  # the rows of the feature columns
     on_spark: bool = False
@@ -367,18 +366,16 @@ def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, ma
         names = [str(c) for c in frame.columns]
         positions = select_columns(names, wanted)
         described = f"{data} (Spark, master {master}, {len(positions)} features)"
-        return Source(
-            described, names, positions, None, None, lambda: frame.select(*[names[p] for p in positions]), on_spark=True
-        )
+        return Source(described, names, positions, None, lambda: frame.select(*[names[p] for p in positions]), True)
     if name is not None:
         ds = datasets.load(name)  # public benchmark data
         names = [f"x{j}" for j in range(ds.X.shape[1])]
         positions = select_columns(names, wanted)
         described = f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
-        return Source(described, names, positions, ds.k, ds.bounds, lambda: ds.X[:, positions])
+        return Source(described, names, positions, ds.bounds, lambda: ds.X[:, positions])
     names = read_schema(data)
     positions = select_columns(names, wanted)
-    return Source(str(data), names, positions, None, None, lambda: read_table(data, [names[p] for p in positions]).X)
+    return Source(str(data), names, positions, None, lambda: read_table(data, [names[p] for p in positions]).X)
 
 
 def _reserve_outputs(staged: StagedFiles, **outputs) -> dict:
@@ -416,12 +413,14 @@ def _open_ledger(path: Optional[Path], budget: Optional[str]):
     return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
 
 
-def _ledger_run(ledger, epsilon: float, delta: float, about: dict, gaussian: bool = False):
-    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger."""
+def _ledger_run(ledger, epsilon: float, delta: float, about: dict, private: bool = True, gaussian: bool = False):
+    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger.
+
+    A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
+    every ledger refuses."""
     if ledger is None:
         return nullcontext(None)
-    non_private = about.get("algorithm") == "lloyd" or about.get("bounds") == "data"
-    return ledger.run(float("inf") if non_private else epsilon, delta, about, gaussian=gaussian)
+    return ledger.run(epsilon if private else float("inf"), delta, about, gaussian=gaussian)
 
 
 def _ledger_summary(ledger) -> Optional[dict]:
@@ -513,7 +512,7 @@ def fit(
         try:
             _check_public(k, epsilon, delta, algorithm)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
-            _split(columns)
+            _split(columns)  # the syntax; the names are matched to the input's schema below
             outputs = _reserve_outputs(staged, output=(output, None), plot=(plot, _plot_formats()))
             if labels is not None and on_spark:  # Spark writes a folder of Parquet files, renamed into place
                 outputs["labels"] = staged.reserve_folder(labels, "--labels")
@@ -530,11 +529,12 @@ def fit(
                 "epsilon": epsilon,
                 "delta": delta,
                 "secure_noise": seed is None,
-                **({"bounds": "data"} if wanted_bounds.from_data else {}),
             }
-            with _ledger_run(accounts, epsilon, delta, about, gaussian=algorithm in GAUSSIAN_ONLY) as accountant:
+            private = algorithm != "lloyd" and not wanted_bounds.from_data
+            gaussian = algorithm in GAUSSIAN_ONLY
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
-                chosen_bounds = _checked_bounds(wanted_bounds, source, "fit")
+                chosen_bounds = _checked_bounds(wanted_bounds, source)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
                 model = KMeans(
@@ -555,11 +555,11 @@ def fit(
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
         described = source.description if on_spark or name else f"{source.description} ({X.shape[0]} x {X.shape[1]})"
-        result = _write_fit_outputs(staged, outputs, model, source, X, algorithm, k, epsilon)
+        result = _write_fit_outputs(staged, outputs, model, source, X, algorithm, k)
     _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
 
 
-def _checked_bounds(wanted: BoundsRequest, source: Source, command: str):
+def _checked_bounds(wanted: BoundsRequest, source: Source):
     """The bounds for ``source``'s feature columns, checked against its schema before any row is read."""
     from ..geometry.domain import make_domain
 
@@ -582,7 +582,7 @@ class FitResult:
     nicv: float
 
 
-def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source, X, algorithm, k, epsilon):
+def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source, X, algorithm, k):
     """Write every output to its temporary twin, then rename them all into place."""
     from ..io import write_points
 
@@ -603,12 +603,17 @@ def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source
         if outputs.get("plot") is not None:
             from ..plotting import plot_clusters
 
-            title = f"private centers: {algorithm}, k = {k}, epsilon = {epsilon:g}"
+            spent = model.privacy_spent_.epsilon
+            title = (
+                f"private centers: {algorithm}, k = {k}, epsilon = {spent:.3g}"
+                if np.isfinite(spent)
+                else (f"centers, NOT private: {algorithm}, k = {k}")
+            )
             plot_clusters(outputs["plot"], rows, row_labels, model.cluster_centers_, title, columns=source.columns)
         staged.commit()
     except OSError as exc:  # the budget is spent: do not lose the release with the file
         print(_centers_csv(model.cluster_centers_, source.columns), end="")
-        fail(f"could not write the outputs ({exc.strerror or exc}); nothing was written, the centers are above", 1)
+        fail(f"could not write the outputs ({exc.strerror or exc}); the centers are printed above", 1)
     return result
 
 
@@ -713,10 +718,10 @@ def elbow(
             outputs = _reserve_outputs(staged, plot=(plot, _plot_formats()))
             accounts = _open_ledger(ledger, ledger_budget)
             about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
-            about.update(secure_noise=seed is None, **({"bounds": "data"} if wanted_bounds.from_data else {}))
-            with _ledger_run(accounts, epsilon, delta, about) as accountant:
+            about["secure_noise"] = seed is None
+            with _ledger_run(accounts, epsilon, delta, about, private=not wanted_bounds.from_data) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
-                chosen = _checked_bounds(wanted_bounds, source, "elbow")
+                chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
                 rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
                 with err_console.status(f"private greedy with k = {k_max} on {rows_text}"):
