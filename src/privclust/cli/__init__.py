@@ -795,8 +795,8 @@ def ledger_show(
         print(json.dumps(json_safe({"ledger": _ledger_summary(accounts), "entries": entries}), indent=2))
         return
     table = Table(title=f"ledger {path}", show_header=True)
-    for column in ("time", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
-        table.add_column(column)
+    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
+        table.add_column(column, no_wrap=column == "time (UTC)")
     for entry in entries:
         about = entry.get("about", {})
         one = PrivacyAccountant()
@@ -807,7 +807,8 @@ def ledger_show(
         status = "running or killed: whole request held" if entry.get("reserved") else "done"
         spent = f"{one.guarantee(own_delta)[0]:.4g}" if entry["spends"] else "-"
         command = about.get("command", "") + (f" {about['algorithm']}" if "algorithm" in about else "")
-        table.add_row(entry["time"], command, str(about.get("data", "")), requested, spent, status)
+        when = entry["time"][:16].replace("T", " ")  # UTC, to the minute
+        table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
     console.print(table)
     console.print(_ledger_line(accounts), highlight=False)
 
