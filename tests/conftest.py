@@ -1,5 +1,18 @@
+import os
+
 import numpy as np
 import pytest
+
+# Rich wraps messages at the terminal's width, read when a console is made: the CLI's consoles are made
+# wide, so long paths in its messages stay whole for the tests (pytest's own output keeps its width).
+_columns = os.environ.get("COLUMNS")
+os.environ["COLUMNS"] = "400"
+import privclust.cli  # noqa: E402,F401  (its consoles are created at import)
+
+if _columns is None:
+    del os.environ["COLUMNS"]
+else:
+    os.environ["COLUMNS"] = _columns
 
 
 @pytest.fixture

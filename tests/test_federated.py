@@ -24,7 +24,9 @@ from privclust.federated import (
     server_context,
 )
 from privclust.federated.ring import FRACTION_BITS, LIMIT, RingOverflowError, decode, encode
-from privclust.federated.wire import Kind, send
+from privclust.federated.secagg import SecAggParty
+from privclust.federated.server import PROTOCOL_VERSION
+from privclust.federated.wire import Kind, receive, send
 
 PARTIES = 3
 
@@ -100,12 +102,11 @@ def test_ring_encoding_round_trips_and_refuses_overflow():
     assert decode(encode(np.array([1e9])))[0] == 1e9
 
 
-def test_masks_are_keyed_and_cancel_only_with_the_seed():
-    seed = crypto.new_group_seed()
-    m0 = crypto.mask(seed, "s", 0, 0, 1000)
-    assert not np.array_equal(m0, crypto.mask(seed, "s", 0, 1, 1000))  # per round
-    assert not np.array_equal(m0, crypto.mask(seed, "s", 1, 0, 1000))  # per party
-    assert np.array_equal(m0, crypto.mask(seed, "s", 0, 0, 1000))  # reproducible by every client
+def test_masks_are_keyed_uniform_and_reproducible():
+    key = crypto.derive(os.urandom(32), "self", "s", 0, 0)
+    m0 = crypto.prg(key, 1000)
+    assert not np.array_equal(m0, crypto.prg(crypto.derive(key, "other"), 1000))  # per key
+    assert np.array_equal(m0, crypto.prg(key, 1000))  # reproducible from the key
     assert stats.kstest(m0.astype(float) / 2**64, "uniform").pvalue > 1e-4  # random keys: rare false alarms only
 
 
@@ -125,12 +126,12 @@ def test_three_parties_in_threads_agree_and_match_central_quality(certs, data):
 
 def test_without_noise_the_protocol_is_bit_exact(certs, data):
     """With noise disabled (tests only) every party gets exactly the sum of the fixed-point local sums."""
+    from ring_replay import RingReplay
+
     from privclust.algorithms import ALGORITHMS, FitContext
     from privclust.geometry.domain import make_domain
-    from privclust.privacy.budget import Budget, PrivacyAccountant
+    from privclust.privacy.budget import Budget
     from privclust.privacy.noise import Randomness
-    from privclust.queries.base import AggregateOracle
-    from privclust.queries.central import CentralOracle
 
     X, parts = data
     captured = {}
@@ -154,20 +155,7 @@ def test_without_noise_the_protocol_is_bit_exact(certs, data):
         crypto.geometry_seed = hook.original
     assert not errors, errors
 
-    class QuantisedSum(AggregateOracle):
-        """Central replay: exact local sums, fixed-point encoded, summed in the ring, no noise."""
-
-        def __init__(self):
-            domain = make_domain((-1, 1), 2)
-            self.local = [CentralOracle(p, PrivacyAccountant(), None, transform=domain.to_unit) for p in parts]
-            super().__init__(2, PrivacyAccountant(), None)
-
-        def release(self, query):
-            total = sum(encode(o.exact_sums(query)) for o in self.local)
-            values = decode(total)
-            return {b.name: values[:, cols] for b, cols in query.block_slices()}
-
-    ctx = FitContext(QuantisedSum(), 3, Budget(1.0, 1e-6), Randomness(captured["geometry"]), public_n=6000)
+    ctx = FitContext(RingReplay(parts), 3, Budget(1.0, 1e-6), Randomness(captured["geometry"]), public_n=6000)
     expected = ALGORITHMS["fastlloyd"](ctx)
     np.testing.assert_array_equal(out[0].centers, make_domain((-1, 1), 2).from_unit(expected.centers))
 
@@ -214,7 +202,7 @@ def test_server_sees_only_uniform_values_whatever_the_data(certs, data):
         shifted = [np.clip(p + shift, -1, 1) for p in parts]
         _, errors = run_in_threads(certs, shifted, server_kwargs={"record": record})
         assert not errors, errors
-        values = np.concatenate(record).astype(np.float64) / 2**64
+        values = np.concatenate([r[2] for r in record]).astype(np.float64) / 2**64
         assert stats.kstest(values, "uniform").pvalue > 1e-4
         seen.append(values)
     assert stats.ks_2samp(*seen).pvalue > 1e-4
@@ -234,6 +222,40 @@ def test_pre_shared_group_key(certs, data):
 def raw_client(address, certs, who="party-0"):
     raw = socket.create_connection(address, timeout=5)
     return tls(certs, who).wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def hello(sock, party, parties=2, **changes):
+    header = {
+        "version": PROTOCOL_VERSION,
+        "party": party,
+        "parties": parties,
+        "n_features": 2,
+        "nonce": crypto.new_nonce(),
+    }
+    send(sock, Kind.HELLO, {**header, **changes})
+
+
+class Scripted:
+    """A party driven one message at a time (real keys and shares), to misbehave at a chosen step."""
+
+    def __init__(self, certs, address, party, parties=2, who=None):
+        self.sock = raw_client(address, certs, who or f"party-{party}")
+        self.party, self.parties, self.nonce = party, parties, crypto.new_nonce()
+        hello(self.sock, party, parties, nonce=self.nonce)
+
+    def welcome(self):
+        _, header, _, _ = receive(self.sock, expect=Kind.WELCOME)
+        self.session, self.threshold = crypto.session_id(header), header["threshold"]
+        return header
+
+    def setup(self, group_key=None):
+        self.secagg = SecAggParty(self.party, self.parties, self.threshold, self.session, group_key)
+        send(self.sock, Kind.PUBKEY, {"public": self.secagg.public_key, "group_key": group_key is not None})
+        _, keys, _, _ = receive(self.sock, expect=Kind.PUBKEYS)
+        self.secagg.absorb_public_keys(keys["keys"])
+        send(self.sock, Kind.SHARES, self.secagg.setup_message())
+        _, relayed, _, _ = receive(self.sock, expect=Kind.SHARE)
+        self.secagg.absorb_setup(relayed)
 
 
 def start_server(certs, parties=2, **kw):
@@ -271,7 +293,7 @@ def start_honest_party(certs, parts, server, **kw):
 def test_wrong_number_of_parties_aborts(certs, data):
     server, thread, result = start_server(certs)
     sock = raw_client(server.address, certs)
-    send(sock, Kind.HELLO, {"version": 1, "party": 0, "parties": 5, "n_features": 2})
+    hello(sock, 0, parties=5)
     thread.join(10)
     assert "wrong number of parties" in result["abort"]
 
@@ -281,7 +303,7 @@ def test_dropout_aborts_everyone_cleanly(certs, data):
     server, thread, result = start_server(certs, parties=2)
     t, errors = start_honest_party(certs, parts, server)
     sock = raw_client(server.address, certs, "party-1")
-    send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
+    hello(sock, 1)
     time.sleep(0.5)
     sock.close()  # party 1 drops out after joining
     thread.join(15)
@@ -295,11 +317,9 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
     _, parts = data
     server, thread, result = start_server(certs, parties=2, max_bytes=4096)
     t, errors = start_honest_party(certs, parts, server, max_bytes=4096)
-    sock = raw_client(server.address, certs, "party-1")
-    send(sock, Kind.HELLO, {"version": 1, "party": 1, "parties": 2, "n_features": 2})
-    from privclust.federated.wire import receive
-
-    receive(sock, expect=Kind.WELCOME)
+    bad = Scripted(certs, server.address, 1)
+    bad.welcome()
+    sock = bad.sock
     if attack == "garbage":
         sock.sendall(b"\x00" * 64)
     elif attack == "oversized":
@@ -307,9 +327,7 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
     elif attack == "wrong-kind":
         send(sock, Kind.DONE, {})
     else:
-        send(sock, Kind.PUBKEY, {"public": crypto.KeyPair().public_hex})
-        receive(sock, expect=Kind.PUBKEYS)
-        receive(sock, expect=Kind.SHARE)
+        bad.setup()
         header = {
             "round": 5,
             "label": "rows",
@@ -324,53 +342,57 @@ def test_malformed_oversized_and_replayed_messages_abort(certs, data, attack):
 
 
 def test_unauthenticated_or_impersonating_clients_are_turned_away(certs, data):
-    _, parts = data
-    server, thread, result = start_server(certs, parties=2, timeout=3)
-    # No certificate at all: the TLS handshake fails.
-    raw = socket.create_connection(server.address, timeout=3)
     import ssl
 
+    server, thread, result = start_server(certs, parties=3, timeout=3)
+    # No certificate at all: the TLS handshake fails.
+    raw = socket.create_connection(server.address, timeout=3)
     anonymous = ssl.create_default_context(cafile=str(certs / "ca.pem"))
     with pytest.raises((ssl.SSLError, OSError)):
         conn = anonymous.wrap_socket(raw, server_hostname="127.0.0.1")
-        send(conn, Kind.HELLO, {"version": 1, "party": 0, "parties": 2, "n_features": 2})
+        hello(conn, 0, 3)
         conn.recv(1)
         conn.recv(1)
     # party-2's certificate claiming to be party 0:
     sock = raw_client(server.address, certs, "party-2")
-    send(sock, Kind.HELLO, {"version": 1, "party": 0, "parties": 2, "n_features": 2})
-    from privclust.federated.wire import receive
-
+    hello(sock, 0, 3)
     with pytest.raises(FederatedAbort, match="cannot join as party-0"):
         receive(sock)
+    # a CA-signed certificate of no party of this run (party-3 of a 3-party run):
+    sock = raw_client(server.address, certs, "party-3")
+    hello(sock, 3, 3)
+    with pytest.raises(FederatedAbort, match="not one of this run's 3 parties"):
+        receive(sock)
     thread.join(15)
-    assert "only 0 of 2 parties joined" in result["abort"]
+    assert "only 0 of 3 parties joined" in result["abort"]
+
+
+def in_threads(*calls):
+    """Run the calls at once (scripted parties must take each protocol step together)."""
+    threads = [threading.Thread(target=c) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
 
 
 def test_rounds_over_the_servers_budget_abort(certs):
     """The server keeps its own ledger: a round whose declared noise would overspend the job is refused."""
-    from privclust.federated.wire import receive
-
     server, thread, result = start_server(certs, parties=2)
-    socks = []
-    for i in range(2):  # the server completes one handshake at a time: hello right after connecting
-        socks.append(raw_client(server.address, certs, f"party-{i}"))
-        send(socks[-1], Kind.HELLO, {"version": 1, "party": i, "parties": 2, "n_features": 2})
-    for sock in socks:
-        receive(sock, expect=Kind.WELCOME)
-        send(sock, Kind.PUBKEY, {"public": None})  # pre-shared key mode
+    scripted = [Scripted(certs, server.address, i) for i in range(2)]
+    in_threads(*[lambda s=s: (s.welcome(), s.setup()) for s in scripted])
     header = {
         "round": 0,
         "label": "rows",
         "spec": {"n_buckets": 1, "blocks": [{"name": "count", "width": 1, "sensitivity": 1.0, "std": 0.01}]},
     }
     # mu = 100: far over the budget
-    for sock in socks:
-        send(sock, Kind.ROUND, header, b"\x00" * 8)
+    for s in scripted:
+        send(s.sock, Kind.ROUND, header, b"\x00" * 8)
     thread.join(15)
     assert "over the budget" in result["abort"]
     with pytest.raises(FederatedAbort, match="over the budget"):
-        receive(socks[0])
+        receive(scripted[0].sock)
 
 
 # --- real processes ---------------------------------------------------------------------------

@@ -7,13 +7,24 @@ import pytest
 
 from privclust import KMeans
 from privclust.algorithms.base import FitContext
-from privclust.algorithms.greedy import find_elbow, greedy, plan
+from privclust.algorithms.greedy import (
+    LevelValues,
+    Lifted,
+    _argmax_child,
+    _argmax_head,
+    _Greedy,
+    find_elbow,
+    greedy,
+    greedy_spec,
+)
 from privclust.elbow import elbow_curve
 from privclust.geometry.nets import make_levels
-from privclust.privacy.budget import Budget, PrivacyAccountant
+from privclust.metrics import assign
+from privclust.privacy.budget import Budget, PrivacyAccountant, Spend
+from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import Randomness, SeededNoise
-from privclust.queries.base import AggregateOracle, clip_blocks, sparse_threshold
-from privclust.queries.central import CentralOracle
+from privclust.queries import ADAPTIVE, DENSE, SPARSE, Released, clip_blocks, in_memory
+from privclust.queries.plan import Oracle
 
 
 def test_each_point_is_in_at_most_one_ball_per_sublattice_and_the_sublattices_find_every_ball():
@@ -35,6 +46,22 @@ def test_each_point_is_in_at_most_one_ball_per_sublattice_and_the_sublattices_fi
         assert found == expected
 
 
+def test_with_stride_one_each_point_is_credited_to_its_nearest_ball_only():
+    rng = np.random.default_rng(3)
+    level = make_levels(1.0, 3, 3, rng, stride=1)[2]
+    assert len(level.sublattices()) == 1
+    points = rng.uniform(-1, 1, (300, 3))
+    m, inside, value = level.nearest_in(points, level.sublattices()[0], 2)
+    for p, mi, ok, v in zip(points, m, inside, value):
+        near = level.near(p, level.radius)
+        dist = np.linalg.norm(level.centers(near) - p, axis=1)
+        if near.shape[0] and dist.min() < level.radius:
+            assert ok and np.array_equal(mi, near[np.argmin(dist)])
+            assert v == pytest.approx((1 - dist.min() / level.radius) ** 2)
+        else:
+            assert not ok and v == 0
+
+
 def test_ball_ids_round_trip():
     level = make_levels(2.0, 6, 3, np.random.default_rng(1))[5]
     m = np.random.default_rng(2).integers(level.low, level.high + 1, size=(500, 3))
@@ -46,46 +73,54 @@ def test_too_fine_nets_are_refused():
         make_levels(1.0, 30, 8, np.random.default_rng(0))
 
 
-class ExactSumsPlusCallerNoise(AggregateOracle):
-    """A second, independent implementation of the query interface: plain loops, noise from the caller."""
+class ExactSumsPlusCallerNoise(Oracle):
+    """A second, independent implementation of the seam: plain loops, its own calibration, noise from the caller.
 
-    def __init__(self, rows, accountant, add_noise):
-        super().__init__(rows.shape[1], accountant, SeededNoise(np.random.SeedSequence(0)))
+    It splits the budget itself (the Gaussian pool of (epsilon, delta / 2), the other half of delta for the
+    sparse levels' selection, as the greedy declares), so a greedy that drew noise or spends on its own, or
+    a central oracle that calibrated differently, would disagree with it."""
+
+    capabilities = frozenset({DENSE, SPARSE, ADAPTIVE})
+
+    def __init__(self, rows, budget, add_noise):
+        super().__init__(rows.shape[1], budget, PrivacyAccountant(budget))
         self.rows, self.add_noise, self.calls = rows, add_noise, 0
 
-    def _contributions(self, query):
+    def allot(self, parts, family):
+        from privclust.queries.plan import Allotment
+
+        selection = sum(p.delta for p in parts)
+        mu = gdp_mu(self.budget.epsilon, self.budget.delta - selection)
+        total = sum(p.share for p in parts)
+        return {p.name: Allotment(mu=mu * math.sqrt(p.share / total), delta=p.delta) for p in parts}
+
+    def answer(self, requests):
+        return [self._one(query, allotment) for query, allotment in requests]
+
+    def _one(self, query, allotment):
         buckets, values = query.contribution(self.rows.copy())
-        return np.asarray(buckets), clip_blocks(np.asarray(values, dtype=float), query)
-
-    def release(self, query):
-        self.accountant.check(query.spends())
-        buckets, values = self._contributions(query)
-        total = np.zeros((query.n_buckets, query.width))
-        for b, v in zip(buckets, values):
-            if b >= 0:
-                total[b] += v
-        out = {}
-        for (block, cols), spend in zip(query.block_slices(), query.spends()):
-            out[block.name] = total[:, cols] + self.add_noise(total[:, cols].shape, block.mechanism.std)
-            self.accountant.spend(spend)
-        self.calls += 1
-        return out
-
-    def release_sparse(self, query, delta):
-        buckets, values = self._contributions(query)
+        values = clip_blocks(np.asarray(values, dtype=float), query)
         sums = {}
-        for b, v in zip(buckets, values):
+        for b, v in zip(np.asarray(buckets), values):
             if b >= 0:
                 sums[int(b)] = sums.get(int(b), 0.0) + v
-        ids = np.array(sorted(sums), dtype=np.int64)
-        total = np.array([sums[i] for i in ids]).reshape(len(ids), query.width)
-        noisy = total + self.add_noise(total.shape, query.blocks[0].mechanism.std)
-        for spend in query.spends():
-            self.accountant.spend(spend)
-        self.accountant.spend_dp(f"{query.label}/threshold", 0.0, delta)
-        keep = noisy[:, 0] >= sparse_threshold(query.blocks[0].mechanism, delta)
+        ids = np.array(sorted(sums), dtype=np.int64) if query.sparse else np.arange(query.n_buckets)
+        total = np.array([sums.get(int(i), np.zeros(query.width)) for i in ids]).reshape(len(ids), query.width)
+        out, share_total = {}, sum(b.share for b in query.blocks)
+        for block, cols in query.block_slices():
+            std = block.bound / (allotment.mu * math.sqrt(block.share / share_total))
+            out[block.name] = total[:, cols] + self.add_noise(total[:, cols].shape, std)
+            self.accountant.spend(Spend(f"{query.label}/{block.name}", mu=block.bound / std))
         self.calls += 1
-        return ids[keep], {query.blocks[0].name: noisy[keep]}
+        if not query.sparse:
+            return Released(out)
+        self.accountant.spend(Spend(f"{query.label}/threshold", delta=allotment.delta))
+        first = query.blocks[0]
+        std = first.bound / allotment.mu
+        from scipy.stats import norm
+
+        keep = out[first.name][:, 0] >= first.bound + std * norm.isf(allotment.delta)
+        return Released({name: v[keep] for name, v in out.items()}, ids=ids[keep])
 
 
 @pytest.fixture
@@ -99,7 +134,8 @@ def _context(oracle, budget, k=3, seed=0, **params):
     return FitContext(oracle, k, budget, Randomness(seed), options={"params": params})
 
 
-def test_the_greedy_runs_unchanged_on_a_second_query_implementation(blobs3):
+@pytest.mark.parametrize("values, sublattices", [("nearest", 1), ("all", 4)])
+def test_the_greedy_runs_unchanged_on_a_second_query_implementation(blobs3, values, sublattices):
     X, centers = blobs3
     budget = Budget(4.0, 1e-5)
     drawn = []
@@ -108,18 +144,23 @@ def test_the_greedy_runs_unchanged_on_a_second_query_implementation(blobs3):
         drawn.append(std)
         return np.random.default_rng(len(drawn)).normal(0.0, std, size=shape)
 
-    oracle = ExactSumsPlusCallerNoise(X, PrivacyAccountant(budget), caller_noise)
-    result = greedy(_context(oracle, budget))
-    assert oracle.calls == 8 * 9 + 1 and len(drawn) == 8 * 9 + 3  # 8 levels x 9 sub-lattices, one lifting
+    oracle = ExactSumsPlusCallerNoise(X, budget, caller_noise)
+    result = greedy(_context(oracle, budget, values=values))
+    # 8 levels x (1 or 2^2 sub-lattices) level releases, one lifting of three blocks
+    assert oracle.calls == 8 * sublattices + 1 and len(drawn) == 8 * sublattices + 3
     assert np.all(np.linalg.norm(result.centers[:, None] - centers[None], axis=2).min(axis=0) < 0.15)
-    central = greedy(
-        _context(CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))), budget)
-    )
-    assert central.centers.shape == result.centers.shape
+    assert oracle.accountant.guarantee()[0] == pytest.approx(4.0, rel=1e-9)
+    central = in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(0)))
+    central_result = greedy(_context(central, budget, values=values))
+    assert central_result.centers.shape == result.centers.shape
+    # The two oracles calibrated the same noise for every release.
+    assert [s.mu for s in central.accountant.spends] == pytest.approx([s.mu for s in oracle.accountant.spends])
 
 
-@pytest.mark.parametrize("selection", ["histogram", "exponential"])
-def test_greedy_accounting_spends_exactly_the_budget(blobs3, selection):
+@pytest.mark.parametrize(
+    "selection, values, sublattices", [("histogram", "nearest", 1), ("histogram", "all", 4), ("exponential", None, 0)]
+)
+def test_greedy_accounting_spends_exactly_the_budget(blobs3, selection, values, sublattices):
     X, centers = blobs3
     model = KMeans(
         3,
@@ -128,13 +169,13 @@ def test_greedy_accounting_spends_exactly_the_budget(blobs3, selection):
         bounds=(-1, 1),
         algorithm="greedy",
         random_state=0,
-        algorithm_params={"selection": selection},
+        algorithm_params={"selection": selection, "values": values},
     ).fit(X)
     spent = model.privacy_spent_
     assert spent.epsilon == pytest.approx(1.0, rel=1e-6) and spent.delta == pytest.approx(1e-6)
     labels = [s.label for s in spent.steps]
     if selection == "histogram":  # in 2-D every level is small enough to release whole: no thresholds
-        assert sum(label.startswith("greedy level") for label in labels) == 8 * 9
+        assert sum(label.startswith("greedy level") for label in labels) == 8 * sublattices
         assert not any(label.endswith("/threshold") for label in labels)
     else:
         assert labels[0] == "greedy: exponential-mechanism choices (zCDP)"
@@ -156,7 +197,7 @@ def test_fine_levels_in_higher_dimension_use_thresholded_sparse_releases():
     ).fit(X)
     labels = [s.label for s in model.privacy_spent_.steps]
     thresholds = sum(label.endswith("/threshold") for label in labels)
-    assert 0 < thresholds < 6 * 81  # the coarse levels are released whole, the fine ones sparsely
+    assert 0 < thresholds < 6  # one release per level: the coarse levels whole, the fine ones sparsely
     assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
     assert model.privacy_spent_.delta == pytest.approx(1e-6)
 
@@ -164,14 +205,11 @@ def test_fine_levels_in_higher_dimension_use_thresholded_sparse_releases():
 def test_exponential_draws_are_calibrated_by_zcdp(blobs3):
     X, _ = blobs3
     budget = Budget(1.0, 1e-6)
-    ctx = _context(
-        CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(0))),
-        budget,
-        selection="exponential",
-    )
-    spec = plan(ctx)
+    ctx = _context(in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(0))), budget, selection="exponential")
+    spec = greedy_spec(ctx)
     rho = spec.k * spec.levels * spec.eps_draw**2 / 8.0  # each draw is eps'^2/8-zCDP
-    eps_sel, delta_sel = spec.selection_spend.epsilon, spec.selection_spend.delta
+    selection = next(p for p in spec.parts if p.name == spec.selection_part(0))
+    eps_sel, delta_sel = selection.epsilon, selection.delta
     assert rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_sel)) == pytest.approx(eps_sel)
     assert eps_sel == pytest.approx(0.6) and spec.k == 12  # selection share 0.6, boost 4
 
@@ -194,6 +232,9 @@ def test_greedy_quality_on_well_separated_clusters(blobs3):
         ({"selection": "magic"}, "selection must be"),
         ({"selection_share": 1.0}, "selection_share"),
         ({"boost": 0}, "boost"),
+        ({"values": "some"}, "values must be"),
+        ({"floor": -1.0}, "floor"),
+        ({"min_forbid": 0.0}, "min_forbid"),
         ({"nonsense": 1}, "unknown greedy parameters"),
     ],
 )
@@ -229,3 +270,92 @@ def test_elbow_curve_reports_one_run_and_a_curve(blobs3):
         curve.costs[0] > curve.costs[2] > curve.costs[-1]
     )  # one center explains less than three, three less than eight
     assert curve.elbow == 3  # three well-separated blobs
+
+
+def _eight_blobs(d, seed=0, n=20000):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-0.8, 0.8, (8, d))
+    X = np.clip(centers[rng.integers(0, 8, n)] + rng.normal(0, 0.05, (n, d)), -1, 1)
+    return X, centers
+
+
+@pytest.mark.parametrize("d, epsilon, margin", [(6, 100.0, 1.5), (6, 1.0, 3.0), (10, 1.0, 3.0)])
+def test_eight_well_separated_blobs_above_three_dimensions(d, epsilon, margin):
+    # Issue 17: through the JL map the greedy used to leave 3 of 8 clusters empty at epsilon = 100 (cost 18x
+    # k-means++ at d = 6) and 60x at epsilon = 1.  The floor is the cost of the generating centers.
+    X, centers = _eight_blobs(d)
+    floor = assign(X, centers)[1].mean()
+    for seed in range(3):
+        model = KMeans(8, epsilon=epsilon, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=seed).fit(X)
+        labels, sq = assign(X, model.cluster_centers_)
+        assert np.unique(labels).size == 8, f"seed {seed}: an empty cluster"
+        assert sq.mean() < margin * floor, f"seed {seed}: {sq.mean() / floor:.2f}x the generating centers' cost"
+
+
+def test_empty_balls_of_a_whole_level_release_rarely_clear_the_noise_floor():
+    # A whole-level release gives every ball noise, the empty ones too; weighted by r^z the largest of
+    # those pure-noise values beat the real balls of finer levels.  The floor lets about one empty ball
+    # per level through (``floor`` = 1), where without it half of them are listed.
+    from privclust.algorithms.greedy import projection_for, released_values
+
+    rng = np.random.default_rng(0)
+    X = np.clip(np.array([0.3, -0.2]) + rng.normal(0, 0.02, (4000, 2)), -1, 1)
+    budget = Budget(100.0, 1e-6)
+    far = {}
+    for floor in (0.0, 1.0):
+        oracle = in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(1)))
+        spec = greedy_spec(_context(oracle, budget, floor=floor))
+        geometry = np.random.default_rng(2)
+        levels = make_levels(math.sqrt(2.0), spec.levels, 2, geometry, spec.stride)
+        far[floor] = 0
+        tables, _ = released_values(spec.open(oracle), levels, projection_for(spec, 2, geometry), spec, 0)
+        for table in tables:
+            assert spec.dense[table.level.index]  # every ball of every level released
+            centers = table.level.centers(table.level.decode(table.ids))
+            near_data = np.linalg.norm(centers - [0.3, -0.2], axis=1) < table.level.radius + 0.1
+            assert near_data.any()  # the balls holding the data clear it
+            far[floor] += int(np.sum(~near_data))
+    assert far[1.0] <= 2 * spec.levels and far[0.0] > 20 * max(far[1.0], 1)
+
+
+def _table(level, balls, values):
+    ids = level.encode(np.asarray(balls, dtype=np.int64))
+    order = np.argsort(ids)
+    return LevelValues(level, ids[order], np.asarray(values, dtype=float)[order])
+
+
+def test_when_every_ball_is_forbidden_the_forbidding_radius_is_halved_before_falling_back():
+    # Two heavy balls one grid step apart on the only level: forbid = 2 makes the second unavailable
+    # once the first is chosen; halving forbid (down to min_forbid) lets the greedy take it.
+    level = make_levels(1.0, 1, 2, np.random.default_rng(0), stride=1)[0]
+    a, b = np.array([0, 0]), np.array([1, 0])
+    fallbacks = []
+
+    def fallback():
+        fallbacks.append(1)
+        return np.array([5.0, 5.0])
+
+    for min_forbid, expect_b in [(2.0, False), (0.5, True)]:
+        fallbacks.clear()
+        greedy_ = _Greedy([_table(level, [a, b], [90.0, 60.0])], 2.0, 2, min_forbid)
+        chosen = greedy_.run(3, _argmax_head, _argmax_child, fallback)
+        assert np.allclose(chosen[0], level.centers(a[None])[0])
+        took_b = any(np.allclose(c, level.centers(b[None])[0]) for c in chosen)
+        assert took_b == expect_b and len(fallbacks) == (2 if not expect_b else 1)
+
+
+def test_a_lifted_cell_whose_size_is_noise_keeps_its_mean_near_its_anchor():
+    sums = np.array([[300.0, -150.0], [4.0, 3.0]])
+    counts = np.array([600.0, 2.0])  # the second cell: a noisy size of 2 with count noise std 10
+    plain = Lifted(sums, np.zeros(2), counts)
+    assert np.allclose(plain.means, [[0.5, -0.25], [1.0, 1.0]])  # the noise cell lands on the box's corner
+    floored = Lifted(sums, np.zeros(2), counts, count_std=10.0)
+    assert np.allclose(floored.means[0], [0.5, -0.25])  # sizes well above the noise: the plain mean
+    assert np.allclose(floored.means[1], [4.0 / 30.0, 3.0 / 30.0])
+    anchored = Lifted(sums, np.zeros(2), counts, count_std=10.0, anchors=np.array([[0.0, 0.0], [-0.5, 0.5]]))
+    assert np.allclose(anchored.means[1], [-0.5 + (4.0 + 1.0) / 30.0, 0.5 + (3.0 - 1.0) / 30.0])
+
+
+def test_find_elbow_ignores_a_noisy_tail_that_dips_below_zero():
+    costs = np.array([2400.0, 1000.0, 15.0, 12.0, 10.0, 6.0, -1.0, -2.0])  # noisy estimates past the knee
+    assert find_elbow(costs) == 3

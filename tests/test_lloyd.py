@@ -12,29 +12,37 @@ from privclust.algorithms.lloyd import RHO, sulloyd_split
 from privclust.geometry.domain import fold
 from privclust.geometry.init import sphere_packing
 from privclust.privacy.gdp import gdp_mu
-from privclust.queries.central import CentralOracle
+from privclust.queries.central import CentralOracle, block_mechanisms
+
+
+class Seen:
+    """One release as the central oracle served it: the query and its blocks' calibrated mechanisms."""
+
+    def __init__(self, query, allotment):
+        self.query, self.structure = query, query.structure
+        self.mechanisms = block_mechanisms(query, allotment)
 
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Record every query the central oracle releases."""
+    """Record every release the central oracle serves."""
     seen = []
-    original = CentralOracle.release
+    original = CentralOracle.answer
 
-    def release(self, query):
-        seen.append(query)
-        return original(self, query)
+    def answer(self, requests):
+        seen.extend(Seen(q, a) for q, a in requests)
+        return original(self, requests)
 
-    monkeypatch.setattr(CentralOracle, "release", release)
+    monkeypatch.setattr(CentralOracle, "answer", answer)
     return seen
 
 
-def pld_epsilon_of(queries, delta):
+def pld_epsilon_of(releases, delta):
     """Independent check: compose every Gaussian block release in Google's PLD accountant."""
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
-    for q in queries:
-        for b in q.blocks:
-            acc.compose(dp_accounting.GaussianDpEvent(b.mechanism.std / b.mechanism.sensitivity))
+    for release in releases:
+        for m in release.mechanisms:
+            acc.compose(dp_accounting.GaussianDpEvent(m.std / m.sensitivity))
     return acc.get_epsilon(delta)
 
 
@@ -49,7 +57,7 @@ def test_gaussian_algorithms_spend_exactly_the_budget(blobs, spy, algorithm, pub
     assert m.privacy_spent_.epsilon <= eps * (1 + 1e-9)
     assert m.privacy_spent_.mu == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
     n_releases = 2 * m.n_iter_ + (public_n is None)
-    assert len(m.privacy_spent_.steps) == n_releases == sum(len(q.blocks) for q in spy)
+    assert len(m.privacy_spent_.steps) == n_releases == sum(len(r.mechanisms) for r in spy)
     # The noise actually added is enough, by an accountant that shares no code with ours.
     assert pld_epsilon_of(spy, delta) == pytest.approx(eps, rel=0.02)
 
@@ -66,7 +74,7 @@ def test_fastlloyd_noise_follows_the_seeds_split(blobs, spy):
     eta = 0.8 * beta / (2 * k ** (1 / d))
     for t, q in enumerate(spy):
         radius = beta / 2 if t == 0 else eta  # the "step" strategy
-        s, c = (b.mechanism for b in q.blocks)
+        s, c = q.mechanisms
         assert s.sensitivity == pytest.approx(radius) and q.structure.radius == pytest.approx(radius)
         assert s.std == pytest.approx(sigma_r * radius * math.sqrt(T))
         assert c.std == pytest.approx(sigma_c * math.sqrt(T))
@@ -91,11 +99,13 @@ def test_sulloyd_total_is_epsilon_and_pure(spy, d):
     m = KMeans(4, epsilon=0.9, bounds=(-1, 1), algorithm="sulloyd", random_state=0).fit(X)
     assert m.privacy_spent_.epsilon == pytest.approx(0.9)
     assert m.privacy_spent_.delta == 0.0
-    total = sum(b.mechanism.epsilon for q in spy for b in q.blocks)
+    total = sum(m.epsilon for r in spy for m in r.mechanisms)
     assert total == pytest.approx(0.9)
     # Per-coordinate Laplace scale is d / eps_sum: the l1 sensitivity of a sum of points in [-1, 1]^d is d.
-    s = spy[-1].blocks[0].mechanism
+    s = spy[-1].mechanisms[0]
     assert s.sensitivity == d and s.norm == "l1"
+    eps_sum, eps_count = sulloyd_split(0.9 * 0.95 / m.n_iter_, d)
+    assert s.epsilon == pytest.approx(eps_sum) and spy[-1].mechanisms[1].epsilon == pytest.approx(eps_count)
 
 
 def test_radius_constraint_drops_far_points():

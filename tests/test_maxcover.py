@@ -13,7 +13,6 @@ from privclust.geometry.projection import BallProjection, default_projection_dim
 from privclust.privacy import NoisyAverage, PrivacyAccountant, sample_exponential
 from privclust.privacy.budget import Budget
 from privclust.privacy.noise import SecureNoise, SeededNoise
-from privclust.queries.base import AggregateOracle
 
 
 def _em_probabilities(scores, eps, log_implicit=None):
@@ -189,16 +188,6 @@ def test_candidate_limits_are_checked_before_a_private_row_count(params):
 def test_maxcover_refuses_pure_dp_budgets():
     with pytest.raises(ValueError, match="delta > 0"):
         KMeans(2, delta=0.0, bounds=(-1, 1), algorithm="maxcover").fit(np.zeros((10, 2)))
-
-
-def test_mechanisms_needing_exact_rows_are_refused_by_other_privacy_models():
-    class SumsOnly(AggregateOracle):
-        def release(self, query):
-            raise AssertionError("not reached")
-
-    oracle = SumsOnly(2, PrivacyAccountant(), SeededNoise(np.random.SeedSequence(0)))
-    with pytest.raises(NotImplementedError, match="central model"):
-        oracle.run_mechanism([], lambda rows: None)
 
 
 def test_covers_too_big_for_memory_are_refused_before_the_cover_reads_rows():

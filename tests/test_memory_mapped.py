@@ -66,8 +66,8 @@ def test_check_data_refuses_a_one_dimensional_memory_map(tmp_path):
 
 def test_the_curator_holds_the_map_itself(tmp_path, rows):
     mapped = memmap_of(tmp_path, rows, np.int16)
-    with central_oracle(mapped, (0, 100), PrivacyAccountant(), Randomness(0).noise) as curated:
-        assert curated.rows is mapped
+    with central_oracle(mapped, (0, 100), None, PrivacyAccountant(), Randomness(0).noise) as curated:
+        assert curated.rows.data is mapped  # checked block by block, neither converted nor copied
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int16])

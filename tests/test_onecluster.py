@@ -147,9 +147,7 @@ def test_sample_and_aggregate_partition_does_not_depend_on_other_rows():
 def test_sample_and_aggregate_refuses_bad_parameters_before_f_runs(n_subsets, options, message):
     calls = []
     with pytest.raises(ValueError, match=message):
-        sample_and_aggregate(
-            lambda part: calls.append(1) or np.median(part), np.zeros((100, 1)), n_subsets, **options
-        )
+        sample_and_aggregate(lambda part: calls.append(1) or np.median(part), np.zeros((100, 1)), n_subsets, **options)
     assert calls == []
 
 

@@ -1,18 +1,46 @@
-"""The aggregate-query seam and its central implementation."""
+"""The query seam: queries declare what is public, plans carry the budget, oracles own the noise."""
+
+import math
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
+from privclust import KMeans
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
-from privclust.privacy.mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate, exponential_mechanism
+from privclust.privacy.gdp import gdp_mu
+from privclust.privacy.mechanisms import exponential_mechanism
 from privclust.privacy.noise import SeededNoise
-from privclust.queries import BucketSumQuery, CentralOracle, ValueBlock, clip_blocks, count_query
-from privclust.queries.base import voronoi_query
+from privclust.queries import (
+    ADAPTIVE,
+    DENSE,
+    EXACT,
+    SPARSE,
+    Block,
+    CapabilityError,
+    MemoryRows,
+    Part,
+    SumQuery,
+    clip_blocks,
+    count_query,
+    in_memory,
+    voronoi_query,
+)
+from privclust.queries.central import CentralOracle, sparse_threshold
+from privclust.queries.plan import Oracle, pooled_allotments
 from privclust.queries.voronoi import VoronoiCells
 
 
+def noise(seed=0):
+    return SeededNoise(np.random.SeedSequence(seed))
+
+
 def oracle(X, budget=None, seed=0, **kw):
-    return CentralOracle(X, PrivacyAccountant(budget), SeededNoise(np.random.SeedSequence(seed)), **kw)
+    return in_memory(X, budget, noise=noise(seed), **kw)
+
+
+def exact(X, query, **kw):
+    return MemoryRows(X, X.shape[1], **kw).sums([query])[0]
 
 
 def brute_force(X, cells, bound):
@@ -38,23 +66,16 @@ def test_voronoi_fast_path_matches_definition_and_brute_force(relative, radius, 
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (700, 3))
     cells = VoronoiCells(rng.uniform(-1, 1, (4, 3)), radius=radius, relative=relative)
-    query = voronoi_query("q", cells, NonPrivate() if bound is None else GaussianMechanism(bound, 1.0), NonPrivate())
-    fast = oracle(X, chunk_rows=128).exact_sums(query)
-    generic = oracle(X, chunk_rows=128).exact_sums(
-        BucketSumQuery(query.label, query.n_buckets, query.blocks, query.contribution)  # no structure: definition
-    )
+    query = voronoi_query("q", cells, Block("sum", 3, bound))
+    fast = exact(X, query, chunk_rows=128)
+    generic = exact(X, SumQuery(query.label, query.n_buckets, query.blocks, query.contribution), chunk_rows=128)
     ref = brute_force(X, cells, bound)
     np.testing.assert_allclose(fast, ref, atol=1e-7)
     np.testing.assert_allclose(generic, ref, atol=1e-9)
 
 
 def test_clip_blocks_enforces_each_blocks_norm():
-    q = BucketSumQuery(
-        "q",
-        1,
-        (ValueBlock("a", 2, GaussianMechanism(1.0, 1.0)), ValueBlock("b", 2, LaplaceMechanism(1.0, 1.0))),
-        contribution=lambda c: None,
-    )
+    q = SumQuery("q", 1, (Block("a", 2, 1.0), Block("b", 2, 1.0, norm="l1")), contribution=lambda c: None)
     v = np.array([[3.0, 4.0, 3.0, 1.0], [0.3, 0.4, 0.2, 0.2]])
     out = clip_blocks(v.copy(), q)
     np.testing.assert_allclose(out[0], [0.6, 0.8, 0.75, 0.25])
@@ -62,156 +83,223 @@ def test_clip_blocks_enforces_each_blocks_norm():
 
 
 def test_contributions_beyond_the_bound_cannot_leak():
-    # A contribution function that misbehaves (huge values) is clipped by the oracle.
     X = np.zeros((10, 1))
-    q = BucketSumQuery(
+    q = SumQuery(
         "q",
         2,
-        (ValueBlock("v", 1, GaussianMechanism(1.0, 1e-9)),),
+        (Block("v", 1, 1.0),),
         contribution=lambda c: (np.zeros(len(c), dtype=np.intp), np.full((len(c), 1), 1e6)),
     )
-    out = oracle(X).exact_sums(q)
-    np.testing.assert_allclose(out, [[10.0], [0.0]])
+    np.testing.assert_allclose(exact(X, q), [[10.0], [0.0]])
 
 
-def test_count_query_is_exact_row_count_plus_noise():
+def test_a_laplace_count_is_the_exact_count_plus_noise_of_the_parts_epsilon():
     X = np.zeros((1234, 2))
-    o = oracle(X)
-    assert o.exact_sums(count_query(NonPrivate()))[0, 0] == 1234
-    mech = LaplaceMechanism.calibrated(1.0, 1.0)
-    released = [oracle(X, seed=s).release(count_query(mech))["count"][0, 0] for s in range(400)]
+    assert exact(X, count_query())[0, 0] == 1234
+    released = []
+    for s in range(400):
+        plan = oracle(X, Budget(1.0), seed=s).plan([Part("rows", epsilon=1.0)], family="laplace")
+        released.append(plan.release(count_query(), "rows")["count"][0, 0])
     assert np.mean(released) == pytest.approx(1234, abs=0.3)
     assert np.std(released) == pytest.approx(np.sqrt(2), rel=0.15)
 
 
-def test_release_is_refused_before_data_is_read():
-    class Exploding(np.ndarray):
-        def __getitem__(self, item):
-            raise AssertionError("data was read")
+class Untouchable:
+    """Rows that must not be read: any attempt raises."""
 
-    X = np.zeros((5, 1))
-    o = oracle(X, budget=Budget(0.5))
-    o._prepared = None  # force lazy reads from the array
-    o._data = X.view(Exploding)
+    shape = (5, 1)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("data was read")
+
+
+def test_a_plan_over_a_shared_budget_is_refused_before_any_row_is_read():
+    shared = PrivacyAccountant(Budget(0.5))
+    o = in_memory(Untouchable(), Budget(1.0), accountant=PrivacyAccountant(Budget(1.0), parent=shared))
     with pytest.raises(BudgetExceededError):
-        o.release(count_query(LaplaceMechanism.calibrated(1.0, 1.0)))
-    assert o.accountant.spends == []
+        o.plan([Part("rows", epsilon=1.0)], family="laplace")
+    assert o.accountant.spends == [] and shared.spends == []
 
 
-def test_release_records_each_block_with_its_label():
+def test_no_row_is_read_before_the_first_release():
+    plan = oracle(Untouchable(), Budget(1.0)).plan([Part("rows", epsilon=1.0)], family="laplace")  # no row read
+    with pytest.raises(AssertionError, match="data was read"):
+        plan.release(count_query(), "rows")
+
+
+def test_block_noise_follows_its_share_and_every_block_is_charged():
     X = np.random.default_rng(1).uniform(-1, 1, (50, 2))
-    o = oracle(X, budget=Budget(5.0, 1e-6))
+    budget = Budget(5.0, 1e-6)
+    o = oracle(X, budget)
+    plan = o.plan([Part("it", share=1.0)])
     cells = VoronoiCells(np.array([[0.0, 0.0], [0.5, 0.5]]))
-    out = o.release(voronoi_query("it", cells, GaussianMechanism(2.0, 4.0), LaplaceMechanism(1.0, 2.0)))
+    out = plan.release(voronoi_query("it", cells, Block("sum", 2, 2.0, share=3.0), count_share=1.0), "it")
     assert out["sum"].shape == (2, 2) and out["count"].shape == (2, 1)
+    mu = gdp_mu(5.0, 1e-6)
+    assert out.std["sum"] == pytest.approx(2.0 / (mu * math.sqrt(0.75)))  # bound / (mu sqrt(share))
+    assert out.std["count"] == pytest.approx(1.0 / (mu * math.sqrt(0.25)))
     assert [s.label for s in o.accountant.spends] == ["it/sum", "it/count"]
-    assert o.accountant.spends[0].mu == pytest.approx(0.5)
-    assert o.accountant.spends[1].epsilon == pytest.approx(0.5)
+    spent = math.sqrt(sum(s.mu**2 for s in o.accountant.spends))
+    assert spent == pytest.approx(mu)
+    assert o.accountant.guarantee()[0] == pytest.approx(5.0, rel=1e-9)
+
+
+def test_pooled_parts_split_the_rest_of_the_budget_after_explicit_ones():
+    parts = [Part("a", share=3.0), Part("b", share=1.0), Part("x", epsilon=0.4, delta=2e-7)]
+    allot = pooled_allotments(Budget(1.0, 1e-6), parts, "gaussian")
+    mu = gdp_mu(0.6, 8e-7)
+    assert allot["a"].mu == pytest.approx(mu * math.sqrt(0.75)) and allot["b"].mu == pytest.approx(mu * 0.5)
+    assert allot["x"].epsilon == 0.4 and allot["x"].delta == 2e-7
+    laplace = pooled_allotments(Budget(1.0), [Part("a", share=1.0), Part("c", epsilon=0.25)], "laplace")
+    assert laplace["a"].epsilon == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="delta > 0"):
+        pooled_allotments(Budget(1.0), [Part("a", share=1.0)], "gaussian")
+    with pytest.raises(ValueError, match="more than the budget"):
+        pooled_allotments(Budget(1.0, 1e-6), [Part("x", epsilon=2.0)], "gaussian")
+
+
+def test_a_part_cannot_be_overdrawn():
+    X = np.zeros((20, 1))
+    plan = oracle(X, Budget(1.0, 1e-6)).plan([Part("rows", share=1.0)])
+    plan.release(count_query(), "rows", 0.5)
+    plan.release(count_query(), "rows", 0.5)
+    with pytest.raises(RuntimeError, match="overdrawn"):
+        plan.release(count_query(), "rows", 0.1)
+    with pytest.raises(KeyError):
+        plan.release(count_query(), "no such part")
 
 
 def test_memory_mapped_input_gives_same_sums(tmp_path):
     X = np.random.default_rng(3).uniform(-2, 2, (3000, 3))
-    path = tmp_path / "x.npy"
-    np.save(path, X)
-    mm = np.load(path, mmap_mode="r")
+    np.save(tmp_path / "x.npy", X)
+    mm = np.load(tmp_path / "x.npy", mmap_mode="r")
     cells = VoronoiCells(np.eye(3) * 0.5, radius=1.0, relative=True)
-    q = voronoi_query("q", cells, GaussianMechanism(1.0, 1.0), GaussianMechanism(1.0, 1.0))
+    q = voronoi_query("q", cells, Block("sum", 3, 1.0))
     clip = lambda rows: np.clip(rows, -1, 1)  # noqa: E731
-    a = oracle(X, transform=clip, chunk_rows=500).exact_sums(q)
-    b = oracle(mm, transform=clip, chunk_rows=500).exact_sums(q)
-    np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(
+        exact(X, q, transform=clip, chunk_rows=500), exact(mm, q, transform=clip, chunk_rows=500)
+    )
 
 
 def test_exponential_mechanism_accounts_and_validates():
-    acc = PrivacyAccountant(Budget(1.0))
-    noise = SeededNoise(np.random.SeedSequence(0))
-    picks = [exponential_mechanism([0, 0, 50], 0.1, 1.0, noise, PrivacyAccountant(), "x") for _ in range(50)]
+    acc, source = PrivacyAccountant(Budget(1.0)), noise()
+    picks = [exponential_mechanism([0, 0, 50], 0.1, 1.0, source, PrivacyAccountant(), "x") for _ in range(50)]
     assert np.mean(np.array(picks) == 2) > 0.8
-    exponential_mechanism([1.0, 2.0], 0.4, 1.0, noise, acc, "pick")
+    exponential_mechanism([1.0, 2.0], 0.4, 1.0, noise(), acc, "pick")
     assert acc.spends[0].epsilon == pytest.approx(0.4)
     with pytest.raises(BudgetExceededError):
-        exponential_mechanism([1.0, 2.0], 0.7, 1.0, noise, acc, "pick again")
+        exponential_mechanism([1.0, 2.0], 0.7, 1.0, noise(), acc, "pick again")
     with pytest.raises(ValueError):
-        exponential_mechanism([np.nan], 0.1, 1.0, noise, acc, "bad")
+        exponential_mechanism([np.nan], 0.1, 1.0, noise(), acc, "bad")
+
+
+def _lone_and_heavy(chunk):
+    return (chunk[:, 0] > 0.5).astype(np.intp), np.ones((len(chunk), 1))
 
 
 def test_sparse_release_threshold_is_calibrated_and_keeps_a_lone_row_with_probability_delta():
-    from scipy.stats import norm
-
-    from privclust.privacy.budget import PrivacyAccountant
-    from privclust.privacy.mechanisms import GaussianMechanism
-    from privclust.privacy.noise import SeededNoise
-    from privclust.queries.base import BucketSumQuery, ValueBlock, sparse_threshold
-    from privclust.queries.central import CentralOracle
-
-    mechanism = GaussianMechanism(sensitivity=1.0, std=2.0)
-    delta = 0.2
-    tau = sparse_threshold(mechanism, delta)
-    assert norm.sf((tau - 1.0) / 2.0) == pytest.approx(delta)  # a one-row bucket clears it w.p. delta
+    from privclust.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
     rows = np.vstack([np.zeros((1, 1)), np.ones((200, 1))])  # bucket 0: one row; bucket 1: 200 rows
-    query = BucketSumQuery(
-        "lone",
-        2,
-        (ValueBlock("value", 1, mechanism),),
-        lambda chunk: ((chunk[:, 0] > 0.5).astype(np.intp), np.ones((len(chunk), 1))),
-    )
+    query = SumQuery("lone", 2, (Block("value", 1, 1.0),), _lone_and_heavy, sparse=True)
+    delta = 0.2
     kept_lone = 0
     for seed in range(2000):
-        oracle = CentralOracle(rows, PrivacyAccountant(), SeededNoise(np.random.SeedSequence(seed)))
-        ids, out = oracle.release_sparse(query, delta)
-        assert 1 in ids  # the heavy bucket always survives
-        kept_lone += 0 in ids
+        o = oracle(rows, Budget(1.0, 0.4), seed=seed)
+        plan = o.plan([Part("sel", share=1.0, delta=delta)], needs={SPARSE})
+        out = plan.release(query, "sel")
+        assert 1 in out.ids  # the heavy bucket always survives
+        kept_lone += 0 in out.ids
     assert abs(kept_lone / 2000 - delta) < 0.03
-    assert oracle.accountant.spends[-1].delta == delta
+    mu = plan.allotment("sel").mu
+    assert mu == pytest.approx(gdp_mu(1.0, 0.2))  # the pool gets the delta the selection does not take
+    tau = sparse_threshold(GaussianMechanism(1.0, 1.0 / mu), delta)
+    assert norm.sf((tau - 1.0) * mu) == pytest.approx(delta)  # a one-row bucket clears it w.p. delta
+    assert o.accountant.spends[-1].delta == delta and o.accountant.spends[-1].label == "lone/threshold"
+    laplace_tau = sparse_threshold(LaplaceMechanism(1.0, 2.0), delta)
+    assert 0.5 * math.exp(-(laplace_tau - 1.0) / 2.0) == pytest.approx(delta)
 
 
 def test_stable_argmax_suppresses_a_single_count_at_the_promised_rate():
     from privclust.privacy.mechanisms import stable_argmax
-    from privclust.privacy.noise import SeededNoise
 
-    eps, delta = 1.0, 0.4
-    noise = SeededNoise(np.random.SeedSequence(0))
-    released = sum(stable_argmax(np.array([1.0]), eps, delta, noise) is not None for _ in range(4000))
+    eps, delta, source = 1.0, 0.4, noise()
+    released = sum(stable_argmax(np.array([1.0]), eps, delta, source) is not None for _ in range(4000))
     # P[1 + Lap(2/eps) >= 1 + 2 ln(2/delta)/eps] = exp(-ln(2/delta)) / 2 = delta / 4
     assert abs(released / 4000 - delta / 4) < 0.02
-    assert stable_argmax(np.array([3.0, 500.0]), eps, delta, noise) == 1
+    assert stable_argmax(np.array([3.0, 500.0]), eps, delta, source) == 1
 
 
-def _mixed_requests():
-    def cells(rows):
-        return np.floor((rows[:, 0] + 1.0) * 3).astype(np.int64), np.hstack([rows, np.ones((len(rows), 1))])
+def _cells(rows):
+    return np.floor((rows[:, 0] + 1.0) * 3).astype(np.int64), np.hstack([rows, np.ones((len(rows), 1))])
 
-    gauss = GaussianMechanism.for_mu(1.0, 1.0)
-    dense = BucketSumQuery("dense", 6, (ValueBlock("v", 3, gauss),), cells)
-    sparse = BucketSumQuery("sparse", 6, (ValueBlock("v", 3, gauss),), cells)
-    return [(dense, None), (sparse, 1e-6), (dense, None)]
+
+def _mixed():
+    dense = SumQuery("dense", 6, (Block("v", 3, 1.0),), _cells)
+    sparse = SumQuery("sparse", 6, (Block("v", 3, 1.0),), _cells, sparse=True)
+    return [(dense, "a", 0.5), (sparse, "b", 1.0), (dense, "a", 0.5)]
 
 
 @pytest.mark.parametrize("memory_mapped", [False, True])
-def test_release_many_answers_as_the_calls_one_by_one(tmp_path, memory_mapped):
+def test_release_many_answers_as_the_releases_one_by_one(tmp_path, memory_mapped):
     X = np.random.default_rng(0).uniform(-1, 1, (3000, 2))
     if memory_mapped:
         np.save(tmp_path / "x.npy", X)
         X = np.load(tmp_path / "x.npy", mmap_mode="r")
-    together = oracle(X, chunk_rows=256)
-    one_by_one = oracle(X, chunk_rows=256)
-    batched = together.release_many(_mixed_requests())
-    single = [one_by_one.release(q) if d is None else one_by_one.release_sparse(q, d) for q, d in _mixed_requests()]
+    parts = [Part("a", share=2.0), Part("b", share=1.0, delta=1e-7)]
+    together = oracle(X, Budget(20.0, 1e-5), chunk_rows=256)
+    one_by_one = oracle(X, Budget(20.0, 1e-5), chunk_rows=256)
+    batched = together.plan(parts, needs={SPARSE}).release_many(_mixed())
+    single_plan = one_by_one.plan(parts, needs={SPARSE})
+    single = [single_plan.release(q, part, f) for q, part, f in _mixed()]
     assert np.array_equal(batched[0]["v"], single[0]["v"]) and np.array_equal(batched[2]["v"], single[2]["v"])
-    assert np.array_equal(batched[1][0], single[1][0]) and np.allclose(batched[1][1]["v"], single[1][1]["v"])
+    assert np.array_equal(batched[1].ids, single[1].ids) and np.allclose(batched[1]["v"], single[1]["v"])
     assert [s.label for s in together.accountant.spends] == [s.label for s in one_by_one.accountant.spends]
 
 
-def test_release_many_is_refused_whole_before_any_row_is_read():
-    class Exploding(np.ndarray):
-        def __getitem__(self, item):
-            raise AssertionError("data was read")
+class SumsOnly(Oracle):
+    """An oracle with dense sums only, as a stand-in for a restricted privacy model."""
 
-    X = np.zeros((50, 2))
-    o = oracle(X, budget=Budget(1.0, 1e-6))
-    o._prepared = None
-    o._data = X.view(Exploding)
-    with pytest.raises(BudgetExceededError):
-        o.release_many(_mixed_requests())  # three Gaussian releases at mu = 1 are over (1, 1e-6)
-    assert o.accountant.spends == []
+    capabilities = frozenset({DENSE, ADAPTIVE})
+    model = "a dense-sums-only model"
+
+    def allot(self, parts, family):
+        return pooled_allotments(self.budget, parts, family)
+
+    def answer(self, requests):
+        raise AssertionError("a refused plan never releases")
+
+
+@pytest.mark.parametrize(
+    "algorithm, params",
+    [
+        ("maxcover", None),
+        ("onecluster", None),
+        ("greedy", {"selection": "exponential"}),
+        ("greedy", {"projection_dim": 4, "levels": 6}),  # fine levels need sparse releases
+        ("sulloyd", None),  # Laplace noise
+    ],
+)
+def test_an_oracle_lacking_a_capability_refuses_the_plan_before_anything_is_spent(algorithm, params):
+    from privclust.algorithms import ALGORITHMS, FitContext
+    from privclust.privacy.noise import Randomness
+
+    budget = Budget(1.0, 1e-6 if algorithm != "sulloyd" else 0.0)
+    ledger = PrivacyAccountant(budget)
+    o = SumsOnly(6, budget, ledger)
+    ctx = FitContext(o, 3, budget, Randomness(0), options={"params": params})
+    with pytest.raises(CapabilityError, match="nothing was spent"):
+        ALGORITHMS[algorithm](ctx)
+    assert ledger.spends == []
+
+
+def test_a_fit_charges_exactly_what_its_plan_reserved(blobs):
+    X, _ = blobs
+    for algorithm in ("fastlloyd", "greedy", "maxcover"):
+        model = KMeans(3, epsilon=0.8, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=0).fit(X)
+        assert model.privacy_spent_.epsilon == pytest.approx(0.8, rel=1e-6)
+        assert model.privacy_spent_.epsilon <= 0.8 * (1 + 1e-9)
+
+
+def test_central_oracle_declares_every_capability():
+    assert {DENSE, SPARSE, ADAPTIVE, EXACT} <= CentralOracle.capabilities

@@ -86,6 +86,18 @@ def test_missing_values_are_refused_without_saying_where():
     assert not any(str(i) in a for i in (3, 41))
 
 
+def test_a_spent_budget_refuses_before_any_row_is_read():
+    spent = PrivacyAccountant(Budget(1.0, 1e-6))
+    spent.spend_dp("earlier release", 1.0)
+    for algorithm in ("fastlloyd", "greedy", "maxcover", "onecluster", "sulloyd"):
+        with pytest.raises(BudgetExceededError):
+            KMeans(
+                3, bounds=(-1, 1), accountant=spent, algorithm=algorithm, delta=0.0 if algorithm == "sulloyd" else 1e-6
+            ).fit(Untouchable())
+    with pytest.raises(BudgetExceededError):
+        elbow_curve(Untouchable(), 5, bounds=(-1, 1), accountant=spent)
+
+
 def test_sample_and_aggregate_gives_an_outcome_of_one_kind_whatever_f_does():
     X, Y = neighbours(400, d=1)
     marker = 0.5  # the added row

@@ -9,11 +9,8 @@ import pytest
 from privclust import KMeans
 from privclust.privacy import PrivacyAccountant
 from privclust.privacy.budget import Budget
-from privclust.privacy.mechanisms import NonPrivate
-from privclust.privacy.noise import SeededNoise
-from privclust.queries import CentralOracle, count_query
-from privclust.queries.base import BucketSumQuery, ValueBlock, voronoi_query
-from privclust.queries.spark import SparkOracle, is_spark_frame, spark_session
+from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
+from privclust.queries.spark import SparkRows, is_spark_frame, spark_session
 from privclust.queries.voronoi import VoronoiCells
 
 # createDataFrame in these tests goes through PySpark's pandas checks; privclust's own path does not.
@@ -41,30 +38,27 @@ def _frame(spark, X, partitions=3):
     ).repartition(partitions)
 
 
-def _oracles(spark, X):
-    ledger = PrivacyAccountant()
-    noise = SeededNoise(np.random.SeedSequence(0))
+def _rows(spark, X):
     clip = lambda rows: np.clip(rows, -1.0, 1.0)  # noqa: E731
     return (
-        CentralOracle(X, ledger, noise, transform=clip, chunk_rows=50),
-        SparkOracle(_frame(spark, X, partitions=6), PrivacyAccountant(), noise, transform=clip),
+        MemoryRows(X, X.shape[1], transform=clip, chunk_rows=50),
+        SparkRows(_frame(spark, X, partitions=6), transform=clip),
     )
 
 
 def test_spark_sums_equal_the_in_memory_sums(spark):
     X = np.random.default_rng(0).uniform(-1.2, 1.2, (700, 3))
-    central, distributed = _oracles(spark, X)
+    central, distributed = _rows(spark, X)
     cells = VoronoiCells(np.array([[0.5, 0.5, 0.0], [-0.5, -0.5, 0.0]]), radius=0.8, relative=True)
-    voronoi = voronoi_query("step", cells, NonPrivate(), NonPrivate())
-    assert np.allclose(central.exact_sums(voronoi), distributed.exact_sums(voronoi))
-    assert distributed.exact_sums(count_query(NonPrivate()))[0, 0] == 700
+    voronoi = voronoi_query("step", cells, Block("sum", 3, 0.8))
 
     def grid(rows):
         return np.floor((rows[:, 0] + 1.0) * 4).astype(np.int64) * 1000, np.hstack([rows, np.ones((len(rows), 1))])
 
-    sparse = BucketSumQuery("cells", 10_000, (ValueBlock("sums", 4, NonPrivate()),), grid)
-    ids_a, sums_a = central.exact_sparse_sums(sparse)
-    ids_b, sums_b = distributed.exact_sparse_sums(sparse)
+    sparse = SumQuery("cells", 10_000, (Block("sums", 4, 2.0),), grid, sparse=True)
+    queries = [voronoi, count_query(), sparse]
+    (v_a, n_a, (ids_a, sums_a)), (v_b, n_b, (ids_b, sums_b)) = central.sums(queries), distributed.sums(queries)
+    assert np.allclose(v_a, v_b) and n_a[0, 0] == n_b[0, 0] == 700
     assert np.array_equal(ids_a, ids_b) and np.allclose(sums_a, sums_b)
     mapped_a, mapped_b = central.map_rows(lambda r: r[:, 0] * 2), distributed.map_rows(lambda r: r[:, 0] * 2)
     assert np.allclose(np.sort(mapped_a), np.sort(mapped_b))  # the same rows, in partition order

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._validation import check_delta, check_epsilon, check_n_clusters
 from .algorithms.base import FitContext
-from .algorithms.greedy import find_elbow, lift, plan, projection_for, run_greedy, solution_cost
+from .algorithms.greedy import find_elbow, greedy_spec, projection_for, select_and_lift, solution_cost
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.noise import Randomness
@@ -59,15 +59,15 @@ def elbow_curve(
     check_n_clusters(k_max, "k_max")
     ledger = fit_ledger(budget, bounds, accountant)
     randomness = Randomness(random_state)
-    with central_oracle(X, bounds, ledger, randomness.noise) as curated:
+    with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
         oracle, d = curated.oracle, curated.n_features
         ctx = FitContext(oracle, int(k_max), budget, randomness, options={"params": algorithm_params})
-        spec = plan(ctx, int(k_max))
+        spec = greedy_spec(ctx, int(k_max))
         if spec.restarts != 1:
             raise ValueError("the elbow curve uses one greedy run; drop 'restarts'")
+        plan = spec.open(oracle)
         rng = randomness.geometry()
         project = projection_for(spec, d, rng)
-        centers = run_greedy(ctx, spec, project, rng)
-        lifted = lift(oracle, project, centers, spec, d, fastlloyd_eta(d, int(k_max)))
+        _, lifted = select_and_lift(ctx, plan, spec, project, rng, 0, fastlloyd_eta(d, int(k_max)))
     costs = np.array([solution_cost(lifted, k, rng)[1] for k in range(1, int(k_max) + 1)])
     return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), ledger.report(budget.delta))

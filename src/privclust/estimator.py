@@ -12,9 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
 from .algorithms import ALGORITHMS, FitContext
 from .metrics import assign
+from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
-from .queries.curator import central_oracle, fit_ledger
+from .queries.curator import fit_ledger
 from .queries.spark import is_spark_frame
 
 __all__ = ["KMeans"]
@@ -73,6 +74,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     accountant : PrivacyAccountant or None
         A shared accountant; every release is also recorded there, and a fit
         that would exceed its budget is refused before any data is read.
+    privacy_model : {"central", "local", "shuffle"}
+        Who adds the noise (``privclust.models``): a trusted curator
+        (``central``); every user's own device, each row one user sending one
+        report (``local``: ``epsilon`` is each user's local guarantee, delta is
+        not used); or the devices at a larger local epsilon_0 with the reports
+        shuffled (``shuffle``: ``(epsilon, delta)`` is the central guarantee).
+        The local and shuffle models run ``algorithm="greedy"`` (one round of
+        reports); algorithms that need adaptive rounds or exact access are
+        refused before anything is spent.
 
     Attributes
     ----------
@@ -106,6 +116,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         postprocess: str | None = None,
         algorithm_params: dict | None = None,
         accountant: PrivacyAccountant | None = None,
+        privacy_model: str = "central",
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -121,6 +132,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.postprocess = postprocess
         self.algorithm_params = algorithm_params
         self.accountant = accountant
+        self.privacy_model = privacy_model
 
     def _check_params(self) -> Budget | None:
         if self.algorithm not in ALGORITHMS:
@@ -140,8 +152,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
+        check_privacy_model(self.privacy_model)
         if self.algorithm in NON_PRIVATE:
             return None
+        if self.privacy_model == "local":  # each user's report is pure epsilon-LDP: no delta
+            return Budget(check_epsilon(self.epsilon))
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta))
 
     def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
@@ -155,9 +170,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         budget = self._check_params()
         accountant = fit_ledger(budget, self.bounds, self.accountant)
         randomness = Randomness(self.random_state)
-        with central_oracle(X, self.bounds, accountant, randomness.noise) as curated:
+        with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
             result = self._run(curated.oracle, budget, randomness, callback)
-        domain, rows = curated.domain, curated.rows
+        domain, rows = curated.domain, curated.checked_rows()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter
@@ -165,6 +180,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.domain_ = domain
         self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
+        if getattr(curated.oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
+            self.fit_info_["local_epsilon"] = curated.oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
             self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
         if rows is not None:  # for the data holder, on the training rows in this process (not private)

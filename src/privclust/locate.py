@@ -17,9 +17,10 @@ import numpy as np
 from ._validation import check_delta, check_epsilon, check_int
 from .algorithms.onecluster import background_rows, locate, make_plan
 from .geometry.domain import make_domain
-from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
+from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
 from .privacy.noise import Randomness
 from .queries.curator import central_oracle, fit_ledger
+from .queries.plan import EXACT
 
 __all__ = ["OneCluster", "one_cluster", "sample_and_aggregate"]
 
@@ -79,13 +80,15 @@ def one_cluster(
     plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts, n_hint=public_n or background_rows(t))
     ledger = fit_ledger(budget, bounds, accountant)
     randomness = Randomness(random_state)
-    with central_oracle(X, bounds, ledger, randomness.noise) as curated:
-        oracle, domain = curated.oracle, curated.domain
+    with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
+        domain = curated.domain
+        parts = plan.parts()
+        served = curated.oracle.plan(parts, needs={EXACT}, what="1-cluster")
         rng = randomness.geometry()
-        center, radius, found = oracle.run_mechanism(
-            plan.spends(),
+        center, radius, found = served.run_exact(
+            [part.name for part in parts],
             lambda rows: locate(
-                rows.map_rows(lambda chunk: np.array(chunk, dtype=np.float64)), t, plan, oracle.noise, rng
+                rows.map_rows(lambda chunk: np.array(chunk, dtype=np.float64)), t, plan, rows.noise, rng
             ),
         )
     return OneCluster(
@@ -144,9 +147,12 @@ def sample_and_aggregate(
     unknown = set(one_cluster_options) - {"budget_split", "shifts"}
     if unknown:
         raise TypeError(f"unknown one_cluster options {sorted(unknown)}; accepted: budget_split, shifts")
-    plan = make_plan(budget.epsilon, budget.delta, one_cluster_options.get("budget_split"),
-                     one_cluster_options.get("shifts", 30), n_hint=n_subsets)
-    fit_ledger(budget, output_bounds, accountant).check(plan.spends())
+    plan = make_plan(
+        budget.epsilon, budget.delta, one_cluster_options.get("budget_split"), one_cluster_options.get("shifts", 30)
+    )
+    # The whole cost is charged up front (the plan's explicit parts), before f runs on any part.
+    spends = [Spend(part.name, epsilon=part.epsilon, delta=part.delta) for part in plan.parts()]
+    fit_ledger(budget, output_bounds, accountant).check(spends)
     fallback = domain.from_unit(np.zeros((1, width)))[0]
 
     X = np.asarray(X)

@@ -20,7 +20,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn import metrics as skm
 
 from ._parallel import map_chunks
-from .queries.central import chunk_rows_for
+from .queries.rows import chunk_rows_for
 from .queries.voronoi import nearest_center
 
 __all__ = [

@@ -8,9 +8,9 @@ from typing import Callable
 import numpy as np
 
 from ..privacy.budget import Budget
-from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism
 from ..privacy.noise import Randomness
-from ..queries.base import AggregateOracle, count_query
+from ..queries.base import count_query
+from ..queries.plan import Oracle, Part, Plan
 
 __all__ = [
     "FitContext",
@@ -18,7 +18,8 @@ __all__ = [
     "ALGORITHMS",
     "register",
     "estimate_rows",
-    "count_mechanism",
+    "count_part",
+    "ROW_COUNT_PART",
     "algorithm_params",
     "weighted_kmeans",
 ]
@@ -26,12 +27,17 @@ __all__ = [
 
 @dataclass
 class FitContext:
-    """Everything an algorithm may use: the oracle is its only door to the data."""
+    """Everything an algorithm may use: the oracle is its only door to the data.
 
-    oracle: AggregateOracle
+    An algorithm first declares its plan (``oracle.plan(parts, needs=...)``), which is checked
+    against the oracle's capabilities and the budget before any row is read, and then releases
+    through that plan only.  ``budget`` is public (the user's request): central-only algorithms
+    that price their own mechanisms (explicit parts) read it; the others declare shares."""
+
+    oracle: Oracle
     n_clusters: int
     budget: Budget | None  # None: non-private
-    randomness: Randomness
+    randomness: Randomness  # public geometry streams (the noise belongs to the oracle)
     public_n: int | None = None
     count_fraction: float = 0.05
     options: dict = field(default_factory=dict)
@@ -40,6 +46,10 @@ class FitContext:
     @property
     def n_features(self) -> int:
         return self.oracle.n_features
+
+    @property
+    def non_private(self) -> bool:
+        return self.budget is None
 
 
 @dataclass
@@ -87,25 +97,30 @@ def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
         return model.fit(points[heavy], sample_weight=weights[heavy]).cluster_centers_
 
 
-def count_mechanism(*, mu: float | None = None, epsilon: float | None = None) -> Mechanism:
-    """The mechanism that releases the row count (sensitivity 1) within its share of the budget."""
-    if mu is not None:
-        return GaussianMechanism.for_mu(mu, sensitivity=1.0)
-    return LaplaceMechanism.calibrated(epsilon, sensitivity=1.0)
+ROW_COUNT_PART = "row count"
 
 
-def estimate_rows(ctx: FitContext, mechanism: Mechanism | None) -> float:
+def count_part(ctx: FitContext, *, share: float | None = None, epsilon: float | None = None) -> list[Part]:
+    """The plan's part for a noisy row count -- none when the count is declared public (``public_n``).
+
+    ``share`` (of the pool) by default ``count_fraction``; ``epsilon`` for an explicit Laplace count."""
+    if ctx.public_n is not None:
+        return []
+    if epsilon is not None:
+        return [Part(ROW_COUNT_PART, epsilon=epsilon)]
+    return [Part(ROW_COUNT_PART, share=ctx.count_fraction if share is None else share)]
+
+
+def estimate_rows(ctx: FitContext, plan: Plan) -> float:
     """The row count for data-dependent heuristics: public if declared, else a noisy count.
 
     Under add/remove neighbouring the count is private, so it is either
-    declared by the user (``public_n``) or released through ``mechanism``
-    (its cost recorded like any other release).  The result is clamped to
+    declared by the user (``public_n``) or released from the plan's
+    :func:`count_part` (its cost recorded like any other release).  The result is clamped to
     [1, 2^53] -- post-processing: heuristics only need its order of magnitude, and
     at tiny epsilon the noise alone can be large enough to overflow them.
     """
     if ctx.public_n is not None:
         return float(ctx.public_n)
-    if mechanism is None:
-        raise ValueError("a private row count needs a mechanism")
-    noisy = ctx.oracle.release(count_query(mechanism))["count"]
+    noisy = plan.release(count_query(), ROW_COUNT_PART)["count"]
     return min(max(float(noisy[0, 0]), 1.0), MAX_ROW_ESTIMATE)

@@ -3,23 +3,40 @@
 Public geometry (``geometry.nets``): levels of balls of radius r_i = top 2^-i
 on shifted grids.  The value of a ball B(x, r) is sum over its points of
 (r - |p - x|)^z (z = 2: k-means, z = 1: k-median); we keep it in units of
-r^z, so one point adds at most 1 to a ball of its level.
+r^z, so one point adds at most 1 to a ball of its level.  ``values="all"``
+is that value; ``values="nearest"`` credits each point to the nearest ball
+of each level only, so a ball sums the points of the cube of side r centred
+on it (every point within r/2 of its center, none beyond r).
 
 The greedy, k times: take an (approximately) maximal-value *available* ball
-(over all levels), then descend to its best available child (a ball of the
-next level whose center is within r of it) until the finest level or until
-no child is left; the last ball's center is the next center.  A ball
-B(x, r) is *forbidden* by a chosen center c when |x - c| <= ``forbid`` * r.
-The first j centers solve j-clustering for every j <= k at once.
+(over all levels, values weighted by r^z), then descend to its best
+available child (a ball of the next level whose center is within r of it)
+until the finest level or until no child is left; the last ball's center is
+the next center.  A ball B(x, r) is *forbidden* by a chosen center c when
+|x - c| <= ``forbid`` * r.  The first j centers solve j-clustering for every
+j <= k at once.  When every listed ball is forbidden before all centers are
+chosen (boosting asks for 4k), ``forbid`` is halved, down to ``min_forbid``,
+so the remaining centers go where the mass is -- e.g. into two clusters that
+the JL map brought close together -- and only then to a uniform random point.
 
 Two ways to choose, both private:
 
-* ``selection="histogram"`` (any privacy model): per level and per
-  sub-lattice one sparse Gaussian release of the balls' values through the
-  oracle (``release_sparse``), all asked at once (``release_many``: one pass
-  over the rows); the greedy is then post-processing of the released
-  histograms.  Cost: levels x 3^d Gaussian releases of sensitivity
-  1 (GDP-composed) plus the partition-selection delta.
+* ``selection="histogram"`` (any privacy model): per level, one release of
+  the balls' values per sub-lattice (``values="nearest"``, the default: one;
+  ``"all"``: 2^d', a point lies in at most one ball of each), all asked at
+  once (``release_many``: one pass over the rows -- and, in the local model,
+  the one round every user answers): every ball of a small level, or the
+  non-empty balls of a large one above the partition-selection threshold (a
+  ``sparse`` query).  Cost: level i's S releases draw 1/S of its part each,
+  so a level costs its part whatever S (GDP composition), plus the
+  partition-selection delta.  Everything after is post-processing of the
+  released histograms: the greedy, and the *noise floor* -- a released value
+  counts only when it clears std Phi^-1(1 - ``floor`` / N) for a level of N
+  balls (std: the release's own error model).  Every ball of a whole-level
+  release gets noise, and an empty one shows pure noise, up to about
+  std sqrt(2 ln N); weighted by r^z it outweighs the real balls of finer
+  levels, which put centers in empty space above d = 2 (issue 17).  With the
+  floor about ``floor`` empty balls per level get through.
 * ``selection="exponential"`` (central model): every choice is an
   exponential-mechanism draw on the exact values, the head over every
   available ball of every level -- the empty ones implicitly -- and each
@@ -35,12 +52,23 @@ Then (Lemma 2.2) *lifting*: the Voronoi cells of the centers in the projected
 space split the original rows; one Gaussian release of every cell's sum,
 sum of squared norms and size (l2 sensitivities sqrt(d), d and 1 in the unit
 box) gives the centers in the original space and, by Lemma 2.5, each cell's
-cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  Boosting the
-approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster their
-lifted means weighted by the noisy sizes (post-processing).  Boosting the
+cost: sum |x|^2 - 2 <sum, m> + size |m|^2 for a center m.  A cell's mean
+divides its noisy sum by max(noisy size, 3 std of the size's noise), so a
+cell whose size is noise stays near its anchor (post-processing).  Boosting
+the approximation (Lemma C.1): solve for ``boost`` * k centers, then cluster
+their lifted means weighted by the noisy sizes that are significant
+(post-processing).  Boosting the
 success probability (Corollary 2.6): ``restarts`` independent runs, each with
-1/restarts of the budget, keep the one with the lowest estimated cost.  The
-elbow curve: the prefix solutions' costs estimated from one run's release.
+1/restarts of every part (of mu^2, composed exactly in GDP; of the selection
+delta), keep the one with the lowest estimated cost.  The elbow curve: the
+prefix solutions' costs estimated from one run's release.
+
+The plan (``greedy_spec``): per run and level a share of the oracle's pool
+(``selection_share`` split over the levels by ``level_growth``), each of the
+level's sub-lattice releases drawing an equal fraction of it; half of delta reserved
+for the sparse levels' partition selection; the rest of the pool for the
+lifting.  The exponential variant declares its zCDP bound as an explicit
+(epsilon, delta) part and needs exact access (the central model).
 """
 
 from __future__ import annotations
@@ -49,20 +77,29 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 from .._validation import check_int, check_number
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection
-from ..privacy.budget import Spend
-from ..privacy.gdp import gdp_mu
-from ..privacy.mechanisms import GaussianMechanism, NonPrivate, sample_exponential
+from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
-from ..queries.base import AggregateOracle, BucketSumQuery, ValueBlock, sparse_spends
+from ..queries.base import Block, SumQuery
+from ..queries.plan import ADAPTIVE, DENSE, EXACT, SPARSE, Oracle, Part, Plan
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
 from .lloyd import fastlloyd_eta
 
-__all__ = ["GreedyPlan", "LevelValues", "plan", "run_greedy", "lift", "solution_cost", "find_elbow", "greedy"]
+__all__ = [
+    "GreedySpec",
+    "LevelValues",
+    "greedy_spec",
+    "select_and_lift",
+    "lift",
+    "solution_cost",
+    "find_elbow",
+    "greedy",
+]
 
 OPTIONS = (
     "z",
@@ -74,44 +111,85 @@ OPTIONS = (
     "restarts",
     "selection_share",
     "level_growth",
+    "values",
+    "floor",
+    "min_forbid",
 )
 SELECTIONS = ("histogram", "exponential")
+VALUES = {"nearest": 1, "all": 2}  # how a point's value reaches a level's balls -> the sub-lattice stride
+PROJECTION_DIM = 4  # d' of the JL map when d > d' (with 3, the map merged clusters that are apart in R^d)
+MEAN_FLOOR = 3.0  # a lifted cell's mean divides by at least this many count noise stds (see Lifted.means)
 DENSE_BALLS = 2**17  # a sub-lattice with at most this many balls is released whole: no threshold, no delta
+FALSE_ALARMS = 0.05  # chance that noise alone passes a significance floor anywhere among the values tested
 
 
-def _sublattice_bound(radius: float, dim: int) -> float:
+def _sublattice_bound(radius: float, dim: int, stride: int) -> float:
     """An upper bound on a sub-lattice's ball count at this radius over [-1, 1]^dim (any shift)."""
-    return (math.ceil((2.0 + 2.0 * radius) / radius + 2.0) / 3.0 + 1.0) ** dim
+    return (math.ceil((2.0 + 2.0 * radius) / radius + 2.0) / stride + 1.0) ** dim
 
 
 @dataclass(frozen=True)
-class GreedyPlan:
-    """Every parameter and every share of the budget, fixed before data are read."""
+class GreedySpec:
+    """Every public parameter of a greedy fit and the parts of its budget, fixed before data are read."""
 
     k: int  # centers the greedy computes (boost * n_clusters)
     z: int
     levels: int
     forbid: float
+    min_forbid: float  # when no listed ball is available, forbid is halved while it stays >= this
     selection: str
     projection_dim: int | None  # None: no projection (d small)
+    stride: int  # sub-lattice stride: 1 (a point adds to its nearest ball per level), 2 (to every ball)
+    floor: float  # histogram: an empty ball's noisy value clears its level's floor with probability floor / balls
     restarts: int
-    mu_lift: float
-    mu_release: tuple[float, ...] | None  # histogram: per sub-lattice release, by level
-    dense: tuple[bool, ...] | None  # histogram: levels small enough to release every ball (no threshold)
-    delta_release: float | None  # histogram: partition-selection delta of each sparse release
+    share: float  # the selection's share of the budget (the rest lifts)
+    growth: float
+    dense: tuple[bool, ...]  # histogram: levels small enough to release every ball (no threshold)
     eps_draw: float | None  # exponential: eps' of each draw
-    selection_spend: Spend | None
+    parts: tuple[Part, ...]
+    adaptive_lifting: bool = True  # lift the chosen centers' cells (a second round), or a public grid's cells
+
+    @property
+    def needs(self) -> set[str]:
+        if self.selection == "exponential":
+            return {EXACT, ADAPTIVE}
+        sparse = {SPARSE} if not all(self.dense) else set()
+        return sparse | ({ADAPTIVE} if self.adaptive_lifting else {DENSE})
+
+    def level_part(self, run: int, level: int) -> str:
+        return _part_name(self.restarts, run, f"level {level}")
+
+    def lift_part(self, run: int) -> str:
+        return _part_name(self.restarts, run, "lifting")
+
+    def selection_part(self, run: int) -> str:
+        return _part_name(self.restarts, run, "exponential-mechanism choices (zCDP)")
+
+    def open(self, oracle: Oracle) -> Plan:
+        """The oracle's plan for these parts: refused before any row is read if it cannot be served."""
+        return oracle.plan(self.parts, needs=self.needs, what=f"the greedy ({self.selection} selection)")
+
+
+def _part_name(restarts: int, run: int, what: str) -> str:
+    return f"greedy{f' run {run + 1}' if restarts > 1 else ''}: {what}"
 
 
 def _int_option(value, name: str, default: int, low: int, high: int) -> int:
     return default if value is None else check_int(name, value, low, high)
 
 
-def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
-    """Validate the options and split the budget; raises before any data is read.
+def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
+    """Validate the options and lay out the budget's parts; raises before any data is read.
 
     The greedy computes ``boost`` times the fit's k centers, or exactly ``n_clusters`` when given
     (the elbow curve needs the greedy's own prefixes).
+
+    Parts (histogram selection): per run and level, a share of the pool proportional to
+    ``level_growth``^i of the selection's share (each of the level's 3^d' sub-lattice releases
+    draws 1/3^d' of it), with half of delta reserved for the sparse levels' partition selection;
+    per run, the lifting's share.  Runs (``restarts``) split everything equally.  Exponential
+    selection: per run an explicit (epsilon, delta) for all its draws (zCDP, see the module doc), the
+    rest of the budget for the lifting.
     """
     o = algorithm_params(ctx, "greedy", OPTIONS)
     k = n_clusters or ctx.n_clusters
@@ -120,84 +198,107 @@ def plan(ctx: FitContext, n_clusters: int | None = None) -> GreedyPlan:
     boost = _int_option(o["boost"], "boost", 4, 1, 10) if n_clusters is None else 1
     restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
     forbid = 4.0 if o["forbid"] is None else check_number("forbid", o["forbid"], 1.0, 64.0)
+    min_forbid = 1.0 if o["min_forbid"] is None else check_number("min_forbid", o["min_forbid"], 0.125, 64.0)
     selection = o["selection"] or "histogram"
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    # The histogram pays for every sub-lattice (stride^d' releases per level), so by default each point adds
+    # its value to its nearest ball only (one release per level); the exponential variant reads exact
+    # values, where full values cost nothing more.
+    values = o["values"] or ("nearest" if selection == "histogram" else "all")
+    if values not in VALUES:
+        raise ValueError(f"values must be one of {tuple(VALUES)}, got {values!r}")
+    stride = VALUES[values]
+    floor = 1.0 if o["floor"] is None else check_number("floor", o["floor"], 0.0, 1e6)
     d = ctx.n_features
     dim = o["projection_dim"]
     if dim is not None:
         dim = _int_option(dim, "projection_dim", 2, 1, 8)
-    elif d > 3:
-        dim = min(4, max(2, math.ceil(math.log2(max(k, 2)))))
+    elif d > PROJECTION_DIM:
+        dim = PROJECTION_DIM
     if dim is not None and dim >= d:
         dim = None
     share = 0.6
     if o["selection_share"] is not None:
         share = check_number("selection_share", o["selection_share"], 0.0, 1.0, open_low=True, open_high=True)
-    if ctx.budget.delta <= 0:
-        raise ValueError("the greedy needs delta > 0 (Gaussian releases)")
-
-    eps, delta = ctx.budget.epsilon / restarts, ctx.budget.delta / restarts
-    centers = boost * k
-    work_dim = dim or d
     growth = 1.0 if o["level_growth"] is None else check_number("level_growth", o["level_growth"], 1.0, 16.0)
+
+    work_dim = dim or d
+    top = 1.0 if dim else math.sqrt(d)
+    capabilities = ctx.oracle.capabilities
+    dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim, stride) <= DENSE_BALLS for i in range(levels))
+    if SPARSE not in capabilities and o["levels"] is None and not all(dense):
+        # No sparse release (the local model): the default levels stop where a sub-lattice gets too big
+        # to release whole.  Levels asked for explicitly are kept, and the plan is refused instead.
+        levels = max(2, dense.index(False))
+        dense = dense[:levels]
+    parts: list[Part] = []
+    eps_draw = None
     if selection == "histogram":
-        top = 1.0 if dim else math.sqrt(d)
-        dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim) <= DENSE_BALLS for i in range(levels))
-        sparse_releases = sum(not x for x in dense) * 3**work_dim
-        delta_gdp = delta / 2.0 if sparse_releases else delta
-        mu = gdp_mu(eps, delta_gdp)
         # Level i gets a share of mu^2 proportional to growth^i: fine levels hold small values and need
         # the least noise; coarse balls hold many points and stand out anyway.
-        weights = np.array([growth**i for i in range(levels)])
-        per_level = math.sqrt(share) * mu * np.sqrt(weights / weights.sum())
-        mu_release = tuple(float(m) / 3 ** (work_dim / 2.0) for m in per_level)
-        spec = dict(
-            mu_lift=math.sqrt(1.0 - share) * mu,
-            mu_release=mu_release,
-            dense=dense,
-            delta_release=delta / 2.0 / sparse_releases if sparse_releases else None,
-            eps_draw=None,
-            selection_spend=None,
-        )
+        weights = np.array([growth**i for i in range(levels)]) / sum(growth**i for i in range(levels))
+        sparse_parts = restarts * sum(not x for x in dense)
+        selection_delta = ctx.budget.delta / 2.0 / sparse_parts if sparse_parts and ctx.budget else 0.0
+        for run in range(restarts):
+            for i in range(levels):
+                part_delta = 0.0 if dense[i] else selection_delta
+                parts.append(
+                    Part(_part_name(restarts, run, f"level {i}"), share * weights[i] / restarts, 0.0, part_delta)
+                )
+            parts.append(Part(_part_name(restarts, run, "lifting"), share=(1.0 - share) / restarts))
     else:
-        eps_sel, delta_sel = share * eps, delta / 2.0
+        ctx.oracle.require({EXACT, ADAPTIVE}, "the greedy (exponential selection)")
+        if ctx.budget is None:
+            raise ValueError("the exponential selection is a private mechanism: it needs a budget")
+        eps_sel, delta_sel = share * ctx.budget.epsilon / restarts, ctx.budget.delta / restarts / 2.0
         log_inv = math.log(1.0 / delta_sel)
         rho = (math.sqrt(log_inv + eps_sel) - math.sqrt(log_inv)) ** 2  # eps = rho + 2 sqrt(rho ln(1/delta))
-        spec = dict(
-            mu_lift=gdp_mu((1.0 - share) * eps, delta / 2.0),
-            mu_release=None,
-            dense=None,
-            delta_release=None,
-            eps_draw=math.sqrt(8.0 * rho / (centers * levels)),
-            selection_spend=Spend("greedy: exponential-mechanism choices (zCDP)", epsilon=eps_sel, delta=delta_sel),
-        )
-    result = GreedyPlan(
-        k=centers,
+        eps_draw = math.sqrt(8.0 * rho / (boost * k * levels))
+        for run in range(restarts):
+            parts.append(
+                Part(
+                    _part_name(restarts, run, "exponential-mechanism choices (zCDP)"), epsilon=eps_sel, delta=delta_sel
+                )
+            )
+            parts.append(Part(_part_name(restarts, run, "lifting"), share=1.0 / restarts))
+    return GreedySpec(
+        adaptive_lifting=ADAPTIVE in capabilities,
+        k=boost * k,
         z=z,
         levels=levels,
         forbid=float(forbid),
+        min_forbid=float(min_forbid),
         selection=selection,
         projection_dim=dim,
+        stride=stride,
+        floor=float(floor),
         restarts=restarts,
-        **spec,
+        share=share,
+        growth=growth,
+        dense=dense,
+        eps_draw=eps_draw,
+        parts=tuple(parts),
     )
-    ctx.oracle.accountant.check(planned_spends(result, d) * restarts)
-    return result
 
 
-def _lift_query(label: str, project, centers: np.ndarray, plan_: GreedyPlan, d: int) -> BucketSumQuery:
-    mu = plan_.mu_lift / math.sqrt(3.0)
-    blocks = [
-        ValueBlock("sum", d, GaussianMechanism.for_mu(mu, math.sqrt(d))),
-        ValueBlock("sumsq", 1, GaussianMechanism.for_mu(mu, float(d))),
-        ValueBlock("count", 1, GaussianMechanism.for_mu(mu, 1.0)),
-    ]
-    return projected_cells_query(label, project, centers, blocks, moment_values)
+def _lift_blocks(d: int, reach: float | None = None) -> tuple[Block, ...]:
+    """[sum, sum of squared norms, size] blocks, equal shares: bounds sqrt(d), d, 1 for unit-box rows (every
+    coordinate within +-1), or reach, reach^2, 1 for rows within ``reach`` of their center."""
+    if reach is None:
+        summed = Block("sum", d, math.sqrt(d), coordinate_bound=1.0)
+        return (summed, Block("sumsq", 1, float(d)), Block("count", 1, 1.0, count=True))
+    return (Block("sum", d, reach), Block("sumsq", 1, reach * reach), Block("count", 1, 1.0, count=True))
 
 
-def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int, mechanism, dense=False):
-    """Per-ball values of one sub-lattice: by ball id (sparse) or by dense bucket over all its balls."""
+def _level_query(
+    label: str, level: Level, residue: np.ndarray, project, z: int, dense=False, parent: Level | None = None
+) -> SumQuery:
+    """Per-ball values of one sub-lattice: by dense bucket over all its balls, or by ball id (sparse).
+
+    A sparse query of a one-release level (stride 1) names its candidates from the balls kept at the
+    coarser ``parent`` level: the balls whose cube (a point is credited to its nearest ball, so a ball
+    holds the cube of side r about its center) meets a kept parent's cube."""
     size = int(np.prod(level.sublattice_box(residue)[1])) if dense else int(np.prod(level.radix.astype(float)))
 
     def contribution(chunk):
@@ -206,23 +307,13 @@ def _level_query(label: str, level: Level, residue: np.ndarray, project, z: int,
         ids = level.sublattice_bucket(safe, residue) if dense else level.encode(safe)
         return np.where(inside, ids, -1), value[:, None]
 
-    return BucketSumQuery(
-        label=label, n_buckets=max(size, 1), blocks=(ValueBlock("value", 1, mechanism),), contribution=contribution
-    )
+    narrows = None
+    if not dense and parent is not None and level.stride == 1:
 
+        def narrows(kept: np.ndarray) -> np.ndarray:
+            return level.cubes_meeting(parent, np.asarray(kept, dtype=np.int64))
 
-def planned_spends(plan_: GreedyPlan, d: int) -> list[Spend]:
-    spends = []
-    if plan_.selection == "histogram":
-        dim = plan_.projection_dim or d
-        for mu, dense in zip(plan_.mu_release, plan_.dense):
-            mechanism = GaussianMechanism.for_mu(mu, 1.0)
-            probe = BucketSumQuery("greedy level", 1, (ValueBlock("value", 1, mechanism),), lambda c: (None, None))
-            spends += (probe.spends() if dense else sparse_spends(probe, plan_.delta_release)) * 3**dim
-    else:
-        spends.append(plan_.selection_spend)
-    spends += [GaussianMechanism.for_mu(plan_.mu_lift / math.sqrt(3.0), 1.0).spend("greedy: lifting")] * 3
-    return spends
+    return SumQuery(label, max(size, 1), (Block("value", 1, 1.0),), contribution, sparse=not dense, narrows=narrows)
 
 
 @dataclass
@@ -247,27 +338,58 @@ def _merge(level: Level, parts: list[tuple[np.ndarray, np.ndarray]]) -> LevelVal
     return LevelValues(level, ids[order], values[order])
 
 
-def released_values(oracle: AggregateOracle, levels: list[Level], project, plan_: GreedyPlan) -> list[LevelValues]:
-    """The histogram selection's releases: per level and sub-lattice one Gaussian release, of every ball
-    (small levels) or of the non-empty balls above the partition-selection threshold."""
+def significant(std: float, tested: int, level: float = FALSE_ALARMS) -> float:
+    """The value that noise of standard deviation ``std`` exceeds with probability ``level`` over ``tested``
+    values at once (a Bonferroni bound on the Gaussian tail): above it a released value is signal."""
+    if std <= 0 or tested < 1:
+        return 0.0
+    return float(std * norm.isf(level / tested))
+
+
+def released_values(
+    plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int, extra: list | None = None
+) -> tuple[list[LevelValues], list]:
+    """The histogram selection's releases: per level and sub-lattice one release, of every ball (small
+    levels) or of the non-empty balls above the partition-selection threshold (sparse levels); and the
+    answers of ``extra`` requests asked in the same round (the lifting, when it is fixed in advance)."""
     # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
-    # oracle at once: one pass over the rows instead of one per sub-lattice.
+    # oracle at once: one pass over the rows instead of one per sub-lattice -- and, in the local model,
+    # the one round every user answers.
     requests, owners = [], []
     for level in levels:
-        mechanism = GaussianMechanism.for_mu(plan_.mu_release[level.index], 1.0)
-        dense = plan_.dense[level.index]
-        for residue in level.sublattices():
-            query = _level_query(f"greedy level {level.index}", level, residue, project, plan_.z, mechanism, dense)
-            requests.append((query, None if dense else plan_.delta_release))
+        dense = spec.dense[level.index]
+        residues = level.sublattices()
+        parent = levels[level.index - 1] if level.index > 0 else None
+        for residue in residues:
+            query = _level_query(f"greedy level {level.index}", level, residue, project, spec.z, dense, parent)
+            requests.append((query, spec.level_part(run, level.index), 1.0 / len(residues)))
             owners.append((level, residue, dense))
+    answers = plan.release_many(requests + list(extra or []))
     parts = {level.index: [] for level in levels}
-    for (level, residue, dense), answer in zip(owners, oracle.release_many(requests)):
-        if dense:
-            parts[level.index].append((level.encode(level.sublattice_balls(residue)), answer["value"][:, 0]))
-        else:
-            ids, out = answer
-            parts[level.index].append((ids, out["value"][:, 0]))
-    return [_merge(level, parts[level.index]) for level in levels]
+    stds = {level.index: 0.0 for level in levels}
+    for (level, residue, dense), answer in zip(owners, answers):
+        ids = level.encode(level.sublattice_balls(residue)) if dense else answer.ids
+        parts[level.index].append((ids, answer["value"][:, 0]))
+        stds[level.index] = max(stds[level.index], float(np.max(answer.std.get("value", 0.0))))
+    tables = []
+    for level in levels:
+        table = _merge(level, parts[level.index])
+        keep = table.values >= noise_floor(level, stds[level.index], spec.floor)
+        tables.append(LevelValues(level, table.ids[keep], table.values[keep]))
+    return tables, answers[len(owners) :]
+
+
+def noise_floor(level: Level, std: float, floor: float) -> float:
+    """The released value below which a ball of ``level`` counts as empty (post-processing).
+
+    A whole-level release lists every ball, and an empty one shows pure noise N(0, std^2); over a level
+    of N balls the largest is about std sqrt(2 ln N), and weighted by r^z it would beat the real balls of
+    finer levels.  An empty ball clears this floor with probability ``floor`` / N: about ``floor`` empty
+    balls per level get through.  ``floor`` = 0, or exact values (std 0): no floor."""
+    if floor <= 0.0 or std <= 0.0:
+        return 0.0
+    log_p = math.log(floor) - level.log_size
+    return std * float(norm.isf(math.exp(min(log_p, math.log(0.5)))))
 
 
 def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:
@@ -276,8 +398,7 @@ def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValu
     for level in levels:
         parts = []
         for residue in level.sublattices():
-            query = _level_query("exact", level, residue, project, z, NonPrivate())
-            ids, sums = access.sparse_sums(query)
+            ids, sums = access.sums(_level_query("exact", level, residue, project, z))
             parts.append((ids, sums[:, 0]))
         tables.append(_merge(level, parts))
     return tables
@@ -286,11 +407,24 @@ def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValu
 class _Greedy:
     """Algorithm 1 over value tables, with a pluggable choice rule."""
 
-    def __init__(self, tables: list[LevelValues], forbid: float, z: int):
+    def __init__(self, tables: list[LevelValues], forbid: float, z: int, min_forbid: float | None = None):
         self.tables, self.forbid, self.z = tables, forbid, z
+        self.min_forbid = forbid if min_forbid is None else min_forbid
         self.chosen: list[np.ndarray] = []
         self._alive = [np.ones(t.ids.size, dtype=bool) for t in tables]  # listed balls not yet forbidden
         self._index = [t.level.decode(t.ids) for t in tables]
+
+    def relax(self) -> bool:
+        """Halve the forbidding factor, if that keeps it at least ``min_forbid``, and recompute which
+        listed balls are available; False when it cannot be halved."""
+        if self.forbid / 2.0 < self.min_forbid:
+            return False
+        self.forbid /= 2.0
+        chosen, self.chosen = self.chosen, []
+        self._alive = [np.ones(t.ids.size, dtype=bool) for t in self.tables]
+        for center in chosen:
+            self.choose(center)
+        return True
 
     def available(self, level: Level, centers: np.ndarray) -> np.ndarray:
         ok = np.ones(centers.shape[0], dtype=bool)
@@ -322,6 +456,8 @@ class _Greedy:
     def run(self, k: int, head, child, fallback) -> np.ndarray:
         for _ in range(k):
             start = head(self)
+            while start is None and self.relax():  # every listed ball is forbidden: pack the centers closer
+                start = head(self)
             if start is None:
                 self.choose(fallback())
                 continue
@@ -408,40 +544,146 @@ def _uniform_empty(greedy: _Greedy, i: int, noise: NoiseSource) -> np.ndarray:
             return m
 
 
-def run_greedy(ctx: FitContext, plan_: GreedyPlan, project, rng: np.random.Generator) -> np.ndarray:
-    """Centers (in the projected space) of one private greedy run."""
-    dim = plan_.projection_dim or ctx.n_features
-    top = 1.0 if plan_.projection_dim else math.sqrt(dim)
-    levels = make_levels(top, plan_.levels, dim, rng)
-    oracle = ctx.oracle
+def select_and_lift(
+    ctx: FitContext, plan: Plan, spec: GreedySpec, project, rng: np.random.Generator, run: int, reach: float
+) -> tuple[np.ndarray, "Lifted"]:
+    """One private greedy run: its centers (in the projected space) and their lifting.
+
+    With adaptive rounds the lifting is a second release over the chosen centers' cells; without (the
+    local model) it is asked in the selection's round, over the cells of a public grid, and the chosen
+    centers' cells are put together from them afterwards (post-processing)."""
+    d = ctx.n_features
+    dim = spec.projection_dim or d
+    top = 1.0 if spec.projection_dim else math.sqrt(dim)
+    levels = make_levels(top, spec.levels, dim, rng, spec.stride)
 
     def fallback():
-        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if plan_.projection_dim else 1.0)
+        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if spec.projection_dim else 1.0)
 
-    if plan_.selection == "histogram":
-        tables = released_values(oracle, levels, project, plan_)
-        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, _argmax_head, _argmax_child, fallback)
+    if spec.selection == "exponential":
 
-    head, child = _exponential_rules(plan_.eps_draw, oracle.noise)
+        def mechanism(access):
+            head, child = _exponential_rules(spec.eps_draw, access.noise)
+            tables = exact_values(access, levels, project, spec.z)
+            return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, head, child, fallback)
 
-    def mechanism(access):
-        tables = exact_values(access, levels, project, plan_.z)
-        return _Greedy(tables, plan_.forbid, plan_.z).run(plan_.k, head, child, fallback)
+        centers = plan.run_exact([spec.selection_part(run)], mechanism)
+        return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
+    grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
+    extra = [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
+    tables, lifted_cells = released_values(plan, levels, project, spec, run, extra)
+    centers = _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
+    if grid is not None:
+        return centers, grid.lifted(lifted_cells[0], centers, spec.projection_dim is not None)
+    return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
 
-    return oracle.run_mechanism([plan_.selection_spend], mechanism)
+
+# A lifting fixed in advance (the local model) sums a public grid's cells into the chosen centers' regions.
+# A frequency oracle's noise per cell does not shrink with the cell, so large cells beat small ones
+# (measured on 2-d blobs at eps = 2: 16 cells per axis gave a median NICV 0.026 x one center, 64 per
+# axis 0.13) -- but the cells must still tell clusters apart, so the resolution per axis is kept in every
+# dimension (4 per axis in 4-d put all the data in one cell).  A cell takes part when its noisy size is
+# CELL_Z standard deviations above zero.
+LIFT_PER_AXIS = 16
+LIFT_MAX_CELLS = 2**20
+CELL_Z = 3.0
+
+
+@dataclass(frozen=True)
+class LiftGrid:
+    """A public grid over the working space's box [-1, 1]^dim: the buckets of a lifting fixed in advance."""
+
+    dim: int
+    per_axis: int
+
+    @classmethod
+    def for_dim(cls, dim: int) -> "LiftGrid":
+        return cls(dim, max(2, min(LIFT_PER_AXIS, int(math.floor(LIFT_MAX_CELLS ** (1.0 / dim) + 1e-9)))))
+
+    @property
+    def side(self) -> float:
+        return 2.0 / self.per_axis
+
+    def cell_of(self, points: np.ndarray) -> np.ndarray:
+        index = np.clip(np.floor((points + 1.0) / self.side).astype(np.int64), 0, self.per_axis - 1)
+        return np.ravel_multi_index(tuple(index.T), (self.per_axis,) * self.dim)
+
+    def centers(self) -> np.ndarray:
+        axis = -1.0 + self.side * (np.arange(self.per_axis) + 0.5)
+        return np.stack(np.meshgrid(*[axis] * self.dim, indexing="ij"), -1).reshape(-1, self.dim)
+
+    def query(self, project, d: int, projected: bool) -> SumQuery:
+        """Per cell of the (projected) points: [x, |x|^2, size] in the original space when projected; else
+        the size alone (the cell's center stands for its rows, within half a cell)."""
+        if projected:
+            return SumQuery(
+                "greedy: lifting (grid)",
+                self.per_axis**self.dim,
+                _lift_blocks(d),
+                lambda chunk: (self.cell_of(project(chunk)), moment_values(chunk)),
+            )
+        return SumQuery(
+            "greedy: lifting (grid)",
+            self.per_axis**self.dim,
+            (Block("count", 1, 1.0, count=True),),
+            lambda chunk: (self.cell_of(chunk), np.ones((chunk.shape[0], 1))),
+        )
+
+    def lifted(self, released, centers: np.ndarray, projected: bool) -> "Lifted":
+        """The chosen centers' cells' moments, put together from the grid cells nearest each (post-processing).
+
+        Only cells whose noisy size clears ``CELL_Z`` times its noise (the release's error model) take part:
+        an empty cell's estimate is pure noise, and a center's region holds many of them."""
+        cells = self.centers()
+        counts = released["count"][:, 0]
+        count_std = float(np.max(released.std.get("count", 0.0)))
+        keep = counts > CELL_Z * count_std
+        if projected:
+            sums, sumsq = released["sum"], released["sumsq"][:, 0]
+        else:  # a cell's rows, stood for by its center: their spread within the cell is side^2 / 12 per axis
+            sums = counts[:, None] * cells
+            sumsq = counts * ((cells * cells).sum(1) + self.dim * self.side**2 / 12.0)
+        owner, _ = nearest_center(cells[keep], centers)
+        k = centers.shape[0]
+        sums, sumsq, counts = sums[keep], sumsq[keep], counts[keep]
+        per = np.stack([np.bincount(owner, weights=sums[:, j], minlength=k) for j in range(sums.shape[1])], 1)
+        cells_per = np.bincount(owner, minlength=k)
+        return Lifted(
+            per,
+            np.bincount(owner, weights=sumsq, minlength=k),
+            np.bincount(owner, weights=counts, minlength=k),
+            count_std * np.sqrt(cells_per),  # a region's size: the sum of its cells' independent noises
+        )
 
 
 @dataclass
 class Lifted:
-    """One Gaussian release over the cells of projected centers: per-cell noisy sum, sum of squares, size."""
+    """One Gaussian release over the cells of projected centers: per-cell noisy sum, sum of squares, size
+    (and the noise of each size, from the release's error model)."""
 
     sums: np.ndarray
     sumsq: np.ndarray
     counts: np.ndarray
+    count_std: np.ndarray | float = 0.0
+    anchors: np.ndarray | None = None  # per cell, where its mean stays when its size is noise (None: the origin)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The sizes that are significant (above what their noise reaches over all the cells), else 0."""
+        floor = significant(1.0, self.counts.size) * np.asarray(self.count_std)
+        return np.where(self.counts > floor, self.counts, 0.0)
 
     @property
     def means(self) -> np.ndarray:
-        means = self.sums / np.maximum(self.counts, 1.0)[:, None]
+        """Each cell's mean, anchor + (sum - size anchor) / max(size, 3 count_std), clipped to the box.
+
+        A cell whose noisy size is within the noise (an empty cell, or a few rows) would otherwise divide
+        a noisy sum by a number near 1 and land on the box's edge; with the floor on the divisor it stays
+        near its anchor.  Cells well above the noise get their plain mean (post-processing either way)."""
+        anchors = np.zeros_like(self.sums) if self.anchors is None else self.anchors
+        floor = np.maximum(1.0, MEAN_FLOOR * np.asarray(self.count_std, dtype=np.float64))
+        divisor = np.maximum(self.counts, floor)
+        means = anchors + (self.sums - self.counts[:, None] * anchors) / divisor[:, None]
         return np.clip(means, -1.0, 1.0)
 
     def cost(self, assigned: np.ndarray) -> float:
@@ -452,23 +694,18 @@ class Lifted:
         return float(np.sum(terms))
 
 
-def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPlan, d: int, reach: float) -> Lifted:
-    """The cells' noisy sums, sums of squared norms and sizes, in the original space.
+def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, d: int, reach: float) -> Lifted:
+    """The cells' noisy sums, sums of squared norms and sizes, in the original space (all of ``part``).
 
-    With a projection: the projected Voronoi cells of ``centers``, values [x, |x|^2, 1] at sensitivities
+    With a projection: the projected Voronoi cells of ``centers``, values [x, |x|^2, 1] at bounds
     sqrt(d), d, 1.  Without one, the centers already live in the original space, and the rows within
-    ``reach`` of their nearest center give [x - c, |x - c|^2, 1] at sensitivities reach, reach^2, 1 (a
+    ``reach`` of their nearest center give [x - c, |x - c|^2, 1] at bounds reach, reach^2, 1 (a
     FastLloyd-style local step: far less noise); the sums are turned back into the same moments.
     """
-    if plan_.projection_dim is not None:
-        out = oracle.release(_lift_query("greedy: lifting", project, centers, plan_, d))
-        return Lifted(out["sum"], out["sumsq"][:, 0], out["count"][:, 0])
-    mu = plan_.mu_lift / math.sqrt(3.0)
-    blocks = [
-        ValueBlock("sum", d, GaussianMechanism.for_mu(mu, reach)),
-        ValueBlock("sumsq", 1, GaussianMechanism.for_mu(mu, reach * reach)),
-        ValueBlock("count", 1, GaussianMechanism.for_mu(mu, 1.0)),
-    ]
+    if spec.projection_dim is not None:
+        query = projected_cells_query("greedy: lifting", project, centers, _lift_blocks(d), moment_values)
+        out = plan.release(query, part)
+        return Lifted(out["sum"], out["sumsq"][:, 0], out["count"][:, 0], out.std.get("count", 0.0))
 
     def contribution(chunk):
         nearest, sq = nearest_center(chunk, centers)
@@ -478,23 +715,27 @@ def lift(oracle: AggregateOracle, project, centers: np.ndarray, plan_: GreedyPla
         values[:, d + 1] = 1.0
         return np.where(sq < reach * reach, nearest, -1), values
 
-    out = oracle.release(BucketSumQuery("greedy: local lifting", centers.shape[0], tuple(blocks), contribution))
+    query = SumQuery("greedy: local lifting", centers.shape[0], _lift_blocks(d, reach), contribution)
+    out = plan.release(query, part)
     counts, relative, spread = out["count"][:, 0], out["sum"], out["sumsq"][:, 0]
     sums = relative + counts[:, None] * centers  # sum of x = sum of (x - c) + size c
     sumsq = spread + 2.0 * np.einsum("ij,ij->i", centers, relative) + counts * (centers * centers).sum(1)
-    return Lifted(sums, sumsq, counts)
+    return Lifted(sums, sumsq, counts, out.std.get("count", 0.0), centers)
 
 
 def find_elbow(costs: np.ndarray) -> int:
     """The k (1-based) farthest below the chord of the normalised log-cost curve (the "kneedle" rule on logs).
 
     k-means costs fall roughly geometrically while k is below the number of clusters and slowly after,
-    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.
+    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.  The costs
+    are noisy estimates: past the elbow they are small and may dip to or below zero, which on a log scale
+    would look like a second, deeper kink; so costs are floored at the smallest positive estimate.
     """
     costs = np.asarray(costs, dtype=np.float64)
     if costs.size < 3:
         return int(costs.size)
-    floor = max(float(np.max(costs)) * 1e-9, np.finfo(float).tiny)
+    positive = costs[costs > 0]
+    floor = float(positive.min()) if positive.size else 1.0
     y = np.log(np.maximum(costs, floor))
     x = np.linspace(0.0, 1.0, costs.size)
     span = y.max() - y.min()
@@ -507,28 +748,28 @@ def solution_cost(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.
     """(k centers, their estimated cost): the lifted means clustered into k, weighted by their noisy sizes
     (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only."""
     means = lifted.means
-    centers = means if means.shape[0] == k else weighted_kmeans(means, np.maximum(lifted.counts, 0.0), k, rng)
+    centers = means if means.shape[0] == k else weighted_kmeans(means, lifted.weights, k, rng)
     nearest, _ = nearest_center(means, centers)
     return centers, lifted.cost(centers[nearest])
 
 
-def projection_for(plan_: GreedyPlan, d: int, rng: np.random.Generator):
-    if plan_.projection_dim is None:
+def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
+    if spec.projection_dim is None:
         return lambda rows: rows
-    return BallProjection.draw(d, plan_.projection_dim, rng)
+    return BallProjection.draw(d, spec.projection_dim, rng)
 
 
 @register("greedy")
 def greedy(ctx: FitContext) -> FitResult:
     """The private greedy; see the module docstring for the steps and the privacy argument."""
-    spec = plan(ctx)
+    spec = greedy_spec(ctx)
+    plan = spec.open(ctx.oracle)
     d = ctx.n_features
     rng = ctx.randomness.geometry()
     best, best_cost, estimates = None, math.inf, []
     for run in range(spec.restarts):
         project = projection_for(spec, d, rng)
-        centers = run_greedy(ctx, spec, project, rng)
-        lifted = lift(ctx.oracle, project, centers, spec, d, fastlloyd_eta(d, ctx.n_clusters))
+        _, lifted = select_and_lift(ctx, plan, spec, project, rng, run, fastlloyd_eta(d, ctx.n_clusters))
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:

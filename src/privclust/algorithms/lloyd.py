@@ -8,6 +8,12 @@ post-processing -- which is fixed before the first release.
 
 Privacy arguments (add/remove neighbouring, data normalised to [-1, 1]^d):
 
+Every member declares the same plan (``queries.plan``): a part for the noisy
+row count (``count_fraction`` of the pool; none with ``public_n``) and a part
+for the iterations (the rest); each of the T iterations draws 1/T of the
+latter, and each iteration's two blocks (sums, counts) take the seed's shares
+of it.  The oracle turns that into noise; in the central model:
+
 ``fastlloyd`` (FastLloyd, seed 003 Sec. 5).  Total budget (eps, delta) ->
 mu = GDP mu for (eps, delta) (analytic Gaussian).  Without a declared public
 row count, a share ``count_fraction`` of mu^2 releases a noisy count (one
@@ -52,31 +58,40 @@ import numpy as np
 
 from ..geometry.domain import fold
 from ..geometry.init import sphere_packing
-from ..privacy.budget import Spend
-from ..privacy.gdp import gdp_mu
-from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, NonPrivate
-from ..queries.base import BucketSumQuery, voronoi_query
+from ..queries.base import Block, SumQuery, voronoi_query
+from ..queries.plan import ADAPTIVE, Part, Plan
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, count_mechanism, estimate_rows, register
+from .base import FitContext, FitResult, count_part, estimate_rows, register
 
-__all__ = ["LloydStep", "run_lloyd", "radius_step", "fastlloyd_eta", "fastlloyd", "glloyd", "sulloyd", "lloyd"]
+__all__ = [
+    "LloydStep",
+    "run_lloyd",
+    "fastlloyd_step",
+    "fastlloyd_eta",
+    "fastlloyd",
+    "glloyd",
+    "sulloyd",
+    "lloyd",
+    "LLOYD_PART",
+    "sulloyd_split",
+]
 
 RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
 ERROR_PER_ITERATION = 0.004  # Su et al.'s tolerated per-iteration MSE (times B, with B = 1)
 POSTPROCESS = ("fold", "clip", "none")
+LLOYD_PART = "Lloyd iterations"
 
 
 @dataclass(frozen=True)
 class LloydStep:
-    """The public plan of one iteration."""
+    """The public plan of one iteration: which rows count, what is summed, how the center moves."""
 
-    sum_mechanism: Mechanism
-    count_mechanism: Mechanism
+    sum_block: Block  # the sums' bound, norm and share of the iteration's budget
+    count_share: float
     radius: float | None = None  # assign only points closer than this; None: all points
     relative: bool = False  # release sums of (x - center) instead of x
     clip_move: bool = False  # never move a center by more than ``radius``
-    sigmas: tuple[float, float] | None = None  # (sigma_R, sigma_C) of a FastLloyd step, for reports
 
 
 def fastlloyd_eta(d: int, k: int, alpha: float = 0.8) -> float:
@@ -85,31 +100,23 @@ def fastlloyd_eta(d: int, k: int, alpha: float = 0.8) -> float:
     return min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)
 
 
-def radius_step(mu: float, d: int, radius: float, n_steps: int) -> LloydStep:
-    """One of ``n_steps`` FastLloyd iterations at ``radius``, all together mu-GDP.
-
-    The seed's split: sum noise sigma_R * radius, count noise sigma_C, with
-    sigma_R = sigma sqrt(1 + sqrt(4d)) / (4d)^(1/4) and
-    sigma_C = sigma sqrt(1 + sqrt(4d)), sigma = 1/mu, both times
-    sqrt(n_steps); then 1/sigma_R^2 + 1/sigma_C^2 = mu^2 over the n_steps.
-    """
-    sigma = 1.0 / mu
+def fastlloyd_shares(d: int) -> tuple[float, float]:
+    """The seed's split of one iteration's mu^2 between relative sums and counts (eq. 7):
+    sigma_R = sigma sqrt(1 + sqrt(4d)) / (4d)^(1/4) and sigma_C = sigma sqrt(1 + sqrt(4d)),
+    i.e. shares sqrt(4d) / (1 + sqrt(4d)) and 1 / (1 + sqrt(4d)) of mu^2."""
     spread = 1.0 + math.sqrt(4.0 * d)
-    sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
-    sigma_c = sigma * math.sqrt(spread)
-    return LloydStep(
-        sum_mechanism=GaussianMechanism(sensitivity=radius, std=sigma_r * radius * math.sqrt(n_steps)),
-        count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(n_steps)),
-        radius=radius,
-        relative=True,
-        clip_move=True,
-        sigmas=(sigma_r, sigma_c),
-    )
+    return math.sqrt(4.0 * d) / spread, 1.0 / spread
 
 
-def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> BucketSumQuery:
+def fastlloyd_step(d: int, radius: float) -> LloydStep:
+    """One FastLloyd iteration at ``radius``: relative sums (l2 bound ``radius``), counts, moves clipped."""
+    sum_share, count_share = fastlloyd_shares(d)
+    return LloydStep(Block("sum", d, radius, share=sum_share), count_share, radius, relative=True, clip_move=True)
+
+
+def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> SumQuery:
     cells = VoronoiCells(centers, radius=step.radius, relative=step.relative)
-    return voronoi_query(f"iteration {iteration + 1}", cells, step.sum_mechanism, step.count_mechanism)
+    return voronoi_query(f"iteration {iteration + 1}", cells, step.sum_block, step.count_share)
 
 
 def _postprocess(centers: np.ndarray, how: str) -> np.ndarray:
@@ -122,16 +129,19 @@ def _postprocess(centers: np.ndarray, how: str) -> np.ndarray:
 
 def run_lloyd(
     ctx: FitContext,
+    plan: Plan,
     centers: np.ndarray,
     steps: list[LloydStep],
     postprocess: str,
     min_count: float = 1.0,
     stop_when_stable: bool = False,
+    part: str = LLOYD_PART,
 ) -> tuple[np.ndarray, int]:
-    """Run the planned iterations; returns the final centers (unit box) and iterations run."""
+    """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
+    (unit box) and the iterations run."""
     done = 0
     for t, step in enumerate(steps):
-        released = ctx.oracle.release(_step_query(centers, step, t))
+        released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
         sums, counts = released["sum"], released["count"][:, 0]
         usable = counts > min_count
         new = centers.copy()
@@ -169,21 +179,11 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
     return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
 
 
-def _gaussian_split(ctx: FitContext) -> tuple[float, float | None]:
-    """(mu for Lloyd, mu for the row count or None), checked against the budget."""
-    eps, delta = ctx.budget.epsilon, ctx.budget.delta
-    if delta <= 0:
-        raise ValueError("Gaussian algorithms need delta > 0; use algorithm='sulloyd' for pure epsilon-DP")
-    mu = gdp_mu(eps, delta)
-    if ctx.public_n is not None:
-        mu_count, mu_lloyd = None, mu
-    else:
-        mu_count, mu_lloyd = math.sqrt(ctx.count_fraction) * mu, math.sqrt(1.0 - ctx.count_fraction) * mu
-    planned = [Spend("Lloyd iterations (all)", mu=mu_lloyd)]
-    if mu_count is not None:
-        planned.append(Spend("row count", mu=mu_count))
-    ctx.oracle.accountant.check(planned)
-    return mu_lloyd, mu_count
+def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
+    """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
+    the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
+    parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
+    return ctx.oracle.plan(parts, family=family, needs={ADAPTIVE}, what=what)
 
 
 def _check_postprocess(how: str) -> str:
@@ -203,20 +203,21 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if strategy not in ("step", "constant"):
         raise ValueError(f"radius_strategy must be 'step' or 'constant', got {strategy!r}")
     postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
-    mu_lloyd, mu_count = _gaussian_split(ctx)
+    plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
     centers = _initial_centers(ctx)
-    n = estimate_rows(ctx, count_mechanism(mu=mu_count) if mu_count is not None else None)
+    n = estimate_rows(ctx, plan)
 
-    sigma = 1.0 / mu_lloyd
+    sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     beta = 2.0 * math.sqrt(d)
     eta = fastlloyd_eta(d, k, alpha)
     spread = 1.0 + math.sqrt(4.0 * d)
     T = _option(ctx, "max_iter", None) or _clamp_iterations(
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
-    steps = [radius_step(mu_lloyd, d, beta / 2.0 if (strategy == "step" and t == 0) else eta, T) for t in range(T)]
-    sigma_r, sigma_c = steps[0].sigmas
-    centers, done = run_lloyd(ctx, centers, steps, postprocess)
+    steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
+    centers, done = run_lloyd(ctx, plan, centers, steps, postprocess)
+    sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
+    sigma_c = sigma * math.sqrt(spread)
     return FitResult(centers, done, n, {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c})
 
 
@@ -225,23 +226,21 @@ def glloyd(ctx: FitContext) -> FitResult:
     """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
     postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
-    mu_lloyd, mu_count = _gaussian_split(ctx)
+    plan = lloyd_plan(ctx, "gaussian", "GLloyd")
     centers = _initial_centers(ctx)
-    n = estimate_rows(ctx, count_mechanism(mu=mu_count) if mu_count is not None else None)
+    n = estimate_rows(ctx, plan)
 
-    sigma = 1.0 / mu_lloyd
+    sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     T = _option(ctx, "max_iter", None) or _clamp_iterations(
         ERROR_PER_ITERATION * n**2 / (k**3 * d * (2.0 * RHO + math.sqrt(d)) ** 2 * sigma**2)
     )
-    sigma_s = sigma * math.sqrt(1.0 + 2.0 * RHO / math.sqrt(d))
-    sigma_c = sigma_s * math.sqrt(math.sqrt(d) / (2.0 * RHO))
-    sensitivity = math.sqrt(d)
-    step = LloydStep(
-        sum_mechanism=GaussianMechanism(sensitivity=sensitivity, std=sigma_s * sensitivity * math.sqrt(T)),
-        count_mechanism=GaussianMechanism(sensitivity=1.0, std=sigma_c * math.sqrt(T)),
-    )
-    centers, done = run_lloyd(ctx, centers, [step] * T, postprocess)
-    return FitResult(centers, done, n, {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_c})
+    # sigma_S = sigma sqrt(1 + 2 rho / sqrt(d)), sigma_C = sigma_S sqrt(sqrt(d) / (2 rho)): shares of mu^2
+    # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
+    a = 2.0 * RHO / math.sqrt(d)
+    step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
+    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    sigma_s = sigma * math.sqrt(1.0 + a)
+    return FitResult(centers, done, n, {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a)})
 
 
 def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
@@ -256,34 +255,30 @@ def sulloyd(ctx: FitContext) -> FitResult:
     """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
     k, d = ctx.n_clusters, ctx.n_features
     postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
-    eps = ctx.budget.epsilon
-    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
-    eps_lloyd = eps - (eps_count or 0.0)
-    planned = [Spend("Lloyd iterations (all)", epsilon=eps_lloyd)]
-    if eps_count is not None:
-        planned.append(Spend("row count", epsilon=eps_count))
-    ctx.oracle.accountant.check(planned)
+    plan = lloyd_plan(ctx, "laplace", "SuLloyd")
     centers = _initial_centers(ctx)
-    n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
+    n = estimate_rows(ctx, plan)
 
+    eps_lloyd = plan.allotment(LLOYD_PART).epsilon
     count_weight = (4.0 * d * RHO**2) ** (1.0 / 3.0)
     eps_min = math.sqrt(500.0 * k**3 / n**2 * (d + count_weight) ** 3)
     T = _option(ctx, "max_iter", None) or _clamp_iterations(eps_lloyd / eps_min)
+    # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
+    # box: Laplace scale d / eps_S per coordinate) and the count.
+    step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
+    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
-    step = LloydStep(
-        sum_mechanism=LaplaceMechanism.calibrated(eps_sum, sensitivity=float(d)),
-        count_mechanism=LaplaceMechanism.calibrated(eps_cnt, sensitivity=1.0),
-    )
-    centers, done = run_lloyd(ctx, centers, [step] * T, postprocess)
     return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt})
 
 
 @register("lloyd")
 def lloyd(ctx: FitContext) -> FitResult:
     """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
+    d = ctx.n_features
     max_iter = int(_option(ctx, "max_iter", 100))
-    step = LloydStep(sum_mechanism=NonPrivate(), count_mechanism=NonPrivate())
+    plan = ctx.oracle.plan([Part(LLOYD_PART, share=1.0)], needs={ADAPTIVE}, what="Lloyd")
+    step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done = run_lloyd(
-        ctx, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
+        ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
     )
     return FitResult(centers, done, None)

@@ -53,14 +53,13 @@ import numpy as np
 from .._validation import check_int, check_number, check_shares
 from ..geometry.grid import dense_ids
 from ..geometry.projection import BallProjection, default_projection_dim
-from ..privacy.budget import Spend
-from ..privacy.gdp import gdp_mu
-from ..privacy.mechanisms import ExponentialCandidates, LaplaceMechanism, NoisyAverage, NonPrivate
+from ..privacy.mechanisms import ExponentialCandidates, NoisyAverage
 from ..privacy.noise import NoiseSource
-from ..queries.base import ValueBlock
+from ..queries.base import Block
+from ..queries.plan import ADAPTIVE, EXACT, LAPLACE, Part
 from ..queries.voronoi import count_values, projected_cells_query
-from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register, weighted_kmeans
-from .lloyd import fastlloyd_eta, radius_step, run_lloyd
+from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register, weighted_kmeans
+from .lloyd import LLOYD_PART, fastlloyd_eta, fastlloyd_step, run_lloyd
 
 __all__ = ["MaxCoverPlan", "greedy_grid_cover", "grid_sides", "level_grid_size", "maxcover"]
 
@@ -70,6 +69,11 @@ MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
 MAX_CANDIDATES = 200_000
 MAX_COVER_BYTES = 4 * 2**30  # refuse covers whose per-level keys would not fit in a few GiB
 OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd")
+COVER, PROXY, AVERAGE = (
+    "max cover: greedy grid cover (Lemma 17)",
+    "max cover: proxy counts",
+    "max cover: NoisyAVG per cluster",
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class MaxCoverPlan:
     eps_proxy: float
     eps_average: float
     delta_average: float
-    mu_lloyd: float | None
+    final_lloyd: bool  # the final FastLloyd round takes the rest of (epsilon, delta): a Gaussian pool
     growth: float
     candidates_per_level: int | None
     projection_dim: int | None
@@ -92,21 +96,27 @@ class MaxCoverPlan:
         """eps_E of each exponential-mechanism draw (Lemma 17 solved for it)."""
         return 2.0 * self.eps_cover / (math.e * math.log(1.0 / self.delta_cover))
 
-    def spends(self) -> list[Spend]:
+    def parts(self) -> list[Part]:
+        """The plan's parts: explicit (epsilon, delta) for the cover, the proxy counts (Laplace), NoisyAVG and
+        the row count (Laplace); the final Lloyd round, if any, is the pool: the rest of the budget."""
         out = [
-            Spend("max cover: greedy grid cover (Lemma 17)", epsilon=self.eps_cover, delta=self.delta_cover),
-            Spend("max cover: proxy counts", epsilon=self.eps_proxy),
-            Spend("max cover: NoisyAVG per cluster", epsilon=self.eps_average, delta=self.delta_average),
+            Part(COVER, epsilon=self.eps_cover, delta=self.delta_cover),
+            Part(PROXY, epsilon=self.eps_proxy),
+            Part(AVERAGE, epsilon=self.eps_average, delta=self.delta_average),
         ]
-        if self.mu_lloyd is not None:
-            out.append(Spend("max cover: final Lloyd round", mu=self.mu_lloyd))
+        if self.final_lloyd:
+            out.append(Part(LLOYD_PART, share=1.0))
         if self.eps_count is not None:
-            out.append(Spend("row count", epsilon=self.eps_count))
+            out.append(Part(ROW_COUNT_PART, epsilon=self.eps_count))
         return out
+
+
+NEEDS = {EXACT, LAPLACE, ADAPTIVE}
 
 
 def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
+    ctx.oracle.require(NEEDS, "maxcover")
     options = algorithm_params(ctx, "maxcover", OPTIONS)
     given = options["budget_split"]
     split = dict(DEFAULT_SPLIT) if given is None else check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
@@ -145,7 +155,7 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
         eps_proxy=split["proxy"] * rest,
         eps_average=split["average"] * rest,
         delta_average=part_delta,
-        mu_lloyd=gdp_mu(split["lloyd"] * rest, part_delta) if final else None,
+        final_lloyd=final,
         growth=growth,
         candidates_per_level=None if per_level is None else int(per_level),
         projection_dim=None if dim is None else int(dim),
@@ -153,7 +163,6 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
     # The levels grow with log n; whatever n is, there is at least the levels of n = 1, so a
     # request over the limit even then is refused here, before the row count reads any data.
     _check_candidates(len(grid_sides(1.0, growth)), per_level or ctx.n_clusters)
-    ctx.oracle.accountant.check(result.spends())
     return result
 
 
@@ -281,7 +290,8 @@ def maxcover(ctx: FitContext) -> FitResult:
     """Max-cover k-means (seed 004, Algorithm 1); see the module docstring for the privacy argument."""
     k, d = ctx.n_clusters, ctx.n_features
     spec = plan(ctx)
-    n = estimate_rows(ctx, count_mechanism(epsilon=spec.eps_count) if spec.eps_count is not None else None)
+    budget = ctx.oracle.plan(spec.parts(), needs=NEEDS, what="maxcover")
+    n = estimate_rows(ctx, budget)
     dim = spec.projection_dim
     if dim is None:  # the seed's ln(n)/2, lowered until one level's cover fits in memory
         dim = min(default_projection_dim(n), MAX_PROJECTION_DIM)
@@ -299,18 +309,15 @@ def maxcover(ctx: FitContext) -> FitResult:
         )
     rng = ctx.randomness.geometry()
     project = BallProjection.draw(d, dim, rng)
-    cover_spend, proxy_spend, average_spend = spec.spends()[:3]
 
-    candidates = ctx.oracle.run_mechanism(
-        [cover_spend],
+    candidates = budget.run_exact(
+        [COVER],
         lambda rows: greedy_grid_cover(
-            rows.map_rows(project), sides, per_level, spec.eps_draw, ctx.oracle.noise, rng, ctx.callback
+            rows.map_rows(project), sides, per_level, spec.eps_draw, rows.noise, rng, ctx.callback
         ),
     )
-    proxy = LaplaceMechanism.calibrated(spec.eps_proxy, sensitivity=1.0)
-    counts = ctx.oracle.release(
-        projected_cells_query(proxy_spend.label, project, candidates, [ValueBlock("count", 1, proxy)], count_values)
-    )["count"][:, 0]
+    proxy = projected_cells_query(PROXY, project, candidates, [Block("count", 1, 1.0, norm="l1")], count_values)
+    counts = budget.release(proxy, PROXY)["count"][:, 0]
     # Post-processing: a candidate whose noisy count is within the largest noise expected among
     # |C| empty ones carries no signal, and would only pull centers towards empty space.
     floor = math.log(max(candidates.shape[0], 2)) / spec.eps_proxy
@@ -318,15 +325,16 @@ def maxcover(ctx: FitContext) -> FitResult:
     projected_centers = weighted_kmeans(candidates, weights, k, rng)
 
     average = NoisyAverage(epsilon=spec.eps_average, delta=spec.delta_average, diameter=2.0 * math.sqrt(d))
+    # Exact sums of [x, 1] per part (rows in the unit box: |x| <= sqrt(d), so the bound clips nothing).
     split = projected_cells_query(
-        average_spend.label, project, projected_centers, [ValueBlock("parts", d + 1, NonPrivate())], _rows_and_one
+        AVERAGE, project, projected_centers, [Block("parts", d + 1, math.sqrt(d + 1.0))], _rows_and_one
     )
 
     def noisy_averages(rows):
         sums = rows.sums(split)
-        return average.apply(sums[:, :d], sums[:, d], -np.ones(d), np.ones(d), ctx.oracle.noise)
+        return average.apply(sums[:, :d], sums[:, d], -np.ones(d), np.ones(d), rows.noise)
 
-    centers = np.clip(ctx.oracle.run_mechanism([average_spend], noisy_averages), -1.0, 1.0)
+    centers = np.clip(budget.run_exact([AVERAGE], noisy_averages), -1.0, 1.0)
     info = {
         "projection_dim": dim,
         "levels": len(sides),
@@ -334,7 +342,6 @@ def maxcover(ctx: FitContext) -> FitResult:
         "eps_draw": spec.eps_draw,
     }
     n_iter = 0
-    if spec.mu_lloyd is not None:
-        step = radius_step(spec.mu_lloyd, d, fastlloyd_eta(d, k), 1)
-        centers, n_iter = run_lloyd(ctx, centers, [step], "fold")
+    if spec.final_lloyd:
+        centers, n_iter = run_lloyd(ctx, budget, centers, [fastlloyd_step(d, fastlloyd_eta(d, k))], "fold")
     return FitResult(centers, n_iter, n, info)

@@ -2,7 +2,7 @@
 
 Given t, find a ball holding about t points whose radius is within a
 constant of the smallest such ball's.  Everything runs in the unit box of the
-declared bounds, on the curator's side (``oracle.run_mechanism``): the steps
+declared bounds, on the curator's side (``plan.run_exact``): the steps
 are not noisy sums.
 
 **GoodRadius.**  For a radius r let c_r(x) = min(t, #points within r of x)
@@ -57,10 +57,10 @@ from scipy.spatial import cKDTree
 
 from .._validation import check_int, check_shares, positive_finite
 from ..geometry.grid import cell_ids
-from ..privacy.budget import Spend
 from ..privacy.mechanisms import NoisyAverage, first_above_threshold, stable_argmax
 from ..privacy.noise import NoiseSource
-from .base import FitContext, FitResult, algorithm_params, count_mechanism, estimate_rows, register
+from ..queries.plan import EXACT, LAPLACE, Part
+from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 
 __all__ = ["OneClusterPlan", "CappedCounts", "good_radius", "good_center", "locate", "radius_grid"]
 
@@ -91,15 +91,16 @@ class OneClusterPlan:
     def part_delta(self) -> float:
         return self.delta / 3.0  # the heavy box and the two averages share delta
 
-    def spends(self, prefix: str = "1-cluster") -> list[Spend]:
+    def parts(self, prefix: str = "1-cluster") -> list[Part]:
+        """The six steps' explicit costs (basic composition), as parts of a plan (exact access)."""
         dd = self.part_delta
         return [
-            Spend(f"{prefix}: GoodRadius (sparse vector)", epsilon=self.part("radius")),
-            Spend(f"{prefix}: box shift (sparse vector)", epsilon=self.part("shift")),
-            Spend(f"{prefix}: heavy box (stability histogram)", epsilon=self.part("box"), delta=dd),
-            Spend(f"{prefix}: heavy interval per axis (noisy max)", epsilon=self.part("axes")),
-            Spend(f"{prefix}: NoisyAVG in the box", epsilon=self.part("average"), delta=dd),
-            Spend(f"{prefix}: NoisyAVG in the ball of radius r", epsilon=self.part("refine"), delta=dd),
+            Part(f"{prefix}: GoodRadius (sparse vector)", epsilon=self.part("radius")),
+            Part(f"{prefix}: box shift (sparse vector)", epsilon=self.part("shift")),
+            Part(f"{prefix}: heavy box (stability histogram)", epsilon=self.part("box"), delta=dd),
+            Part(f"{prefix}: heavy interval per axis (noisy max)", epsilon=self.part("axes")),
+            Part(f"{prefix}: NoisyAVG in the box", epsilon=self.part("average"), delta=dd),
+            Part(f"{prefix}: NoisyAVG in the ball of radius r", epsilon=self.part("refine"), delta=dd),
         ]
 
 
@@ -127,7 +128,9 @@ def make_plan(
         if split is None
         else check_shares("the 1-cluster budget split", split, tuple(DEFAULT_SPLIT))
     )
-    return OneClusterPlan(float(epsilon), float(delta), shares, check_int("shifts", shifts, 1, MAX_SHIFTS), float(n_hint))
+    return OneClusterPlan(
+        float(epsilon), float(delta), shares, check_int("shifts", shifts, 1, MAX_SHIFTS), float(n_hint)
+    )
 
 
 def radius_grid(d: int) -> np.ndarray:
@@ -237,7 +240,7 @@ def good_center(
 def locate(
     points: np.ndarray, t: int, plan: OneClusterPlan, noise: NoiseSource, rng: np.random.Generator
 ) -> tuple[np.ndarray, float, bool]:
-    """(center, radius, found) of one private 1-cluster on unit-box ``points``; costs ``plan.spends()``."""
+    """(center, radius, found) of one private 1-cluster on unit-box ``points``; costs ``plan.parts()``."""
     d = points.shape[1]
     radii = radius_grid(d)
     # KD-trees degrade to brute force in high dimension: count neighbours in a public JL image instead
@@ -265,16 +268,18 @@ def onecluster(ctx: FitContext) -> FitResult:
     most of it.  Post-processing: no extra privacy cost.
     """
     k = ctx.n_clusters
+    ctx.oracle.require({EXACT, LAPLACE}, "1-cluster")
     options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
     eps, delta = ctx.budget.epsilon, ctx.budget.delta
     eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
     rest = eps - (eps_count or 0.0)
     plan = make_plan(rest / k, delta / k, options["budget_split"], options["shifts"] or 30)
     t_given = None if options["t"] is None else check_int("t", options["t"])
-    rounds = [s for i in range(k) for s in plan.spends(f"1-cluster round {i + 1}")]
+    rounds = [part for i in range(k) for part in plan.parts(f"1-cluster round {i + 1}")]
     factor = 2.0 if options["cover_factor"] is None else positive_finite("cover_factor", options["cover_factor"])
-    ctx.oracle.accountant.check(rounds + ([Spend("rows", epsilon=eps_count)] if eps_count else []))
-    n = estimate_rows(ctx, count_mechanism(epsilon=eps_count) if eps_count is not None else None)
+    parts = rounds + count_part(ctx, epsilon=eps_count)
+    budget = ctx.oracle.plan(parts, needs={EXACT, LAPLACE}, what="1-cluster")
+    n = estimate_rows(ctx, budget)
     t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))
     plan = dataclasses.replace(plan, n_hint=n)  # the public or noisy count, never the rows' own
     rng = ctx.randomness.geometry()
@@ -284,7 +289,7 @@ def onecluster(ctx: FitContext) -> FitResult:
         centers, radii, found = [], [], []
         remaining = points
         for i in range(k):
-            center, radius, ok = locate(remaining, t, plan, ctx.oracle.noise, rng)
+            center, radius, ok = locate(remaining, t, plan, rows.noise, rng)
             radius *= factor
             centers.append(center)
             radii.append(radius)
@@ -294,5 +299,5 @@ def onecluster(ctx: FitContext) -> FitResult:
                 ctx.callback(i + 1, k)
         return np.array(centers), np.array(radii), found
 
-    centers, radii, found = ctx.oracle.run_mechanism(rounds, rounds_of_one_cluster)
+    centers, radii, found = budget.run_exact([part.name for part in rounds], rounds_of_one_cluster)
     return FitResult(centers, k, n, {"radii": radii, "found": found, "t": t})

@@ -40,6 +40,7 @@ from ..metrics import nicv
 from ..privacy.budget import Budget, BudgetExceededError
 from .bench import bench_app
 from .federated import federated_app
+from .local import local_app
 
 
 def _flags_take_no_value() -> None:
@@ -66,6 +67,7 @@ app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(federated_app, name="federated")
+app.add_typer(local_app, name="local")
 ledger_app = typer.Typer(
     help="A privacy budget kept in a file, spent by every fit and elbow run given --ledger FILE.",
     no_args_is_help=True,

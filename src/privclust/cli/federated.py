@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
+import os
+import tempfile
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -36,6 +41,77 @@ def _tls(certs: Optional[Path], stem: str, plain: bool, server: bool):
         _fail(f"cannot load TLS files {stem}.pem/{stem}.key/ca.pem from {certs}: {exc}")
 
 
+def _server_address(server: str) -> tuple[str, int]:
+    """(host, port) from HOST:PORT or [IPv6]:PORT, or a clear error."""
+    host, sep, port = server.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        _fail(f"--server must be HOST:PORT with a port in 1 .. 65535, got {server!r}")
+    return host, int(port)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output path that cannot be written before any data is read or any budget spent."""
+    folder = output.parent
+    if output.is_dir():
+        _fail(f"--output {output} is a folder; give a file name")
+    if not folder.is_dir():
+        _fail(f"--output: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        _fail(f"--output: the folder {folder} is not writable")
+
+
+def _write_atomically(output: Path, centers) -> None:
+    """Write to a temporary name in the same folder, then rename: the file is whole or absent."""
+    from ..io import write_points
+
+    handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=output.suffix)
+    os.close(handle)
+    try:
+        write_points(temporary, centers)
+        os.replace(temporary, output)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _read_data(data: Path):
+    """This party's rows, checked before connecting; read errors are reported as such (no data values)."""
+    import pandas as pd
+
+    from ..io import read_points
+
+    try:
+        return read_points(data)
+    except gzip.BadGzipFile:
+        _fail(f"cannot read {data}: not a gzip file")
+    except (EOFError, zlib.error):
+        _fail(f"cannot read {data}: the compressed file is truncated or corrupt")
+    except UnicodeDecodeError:
+        _fail(f"cannot read {data}: not UTF-8 text")
+    except pd.errors.ParserError:
+        _fail(f"cannot read {data}: malformed CSV (rows of different lengths or bad quoting)")
+    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as exc:
+        _fail(f"cannot read {data}: {exc}")
+    except OSError as exc:
+        _fail(f"cannot read {data}: {type(exc).__name__}")
+
+
+def _positive(value: float, option: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        _fail(f"{option} must be a positive number, got {value}")
+    return value
+
+
+def _bounds(text: str) -> list[float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        _fail(f"--bounds must be 'LOWER,UPPER', got {text!r}")
+    return [lo, hi]
+
+
 @federated_app.command("make-certs")
 def make_certs_command(
     out: Path = typer.Argument(..., help="Folder for ca.pem, server.pem/.key and party-i.pem/.key."),
@@ -44,8 +120,17 @@ def make_certs_command(
 ) -> None:
     """Create a CA, a server certificate and one certificate per party (mutual TLS)."""
     from ..federated import make_certs
+    from ..federated.server import MAX_PARTIES
 
-    make_certs(out, parties, hosts=[h.strip() for h in host.split(",") if h.strip()])
+    if not 2 <= parties <= MAX_PARTIES:
+        _fail(f"--parties must be 2 .. {MAX_PARTIES}, got {parties}")
+    hosts = [h.strip() for h in host.split(",") if h.strip()]
+    if not hosts:
+        _fail("--host names no host")
+    try:
+        make_certs(out, parties, hosts=hosts)
+    except OSError as exc:
+        _fail(f"cannot write certificates to {out}: {exc}")
     console.print(f"wrote certificates for {parties} parties to {out}: give party i its party-i.* and ca.pem")
 
 
@@ -62,15 +147,24 @@ def serve(
     port_file: Optional[Path] = typer.Option(None, help="Write the port actually used here."),
     certs: Optional[Path] = typer.Option(None, help="Folder with server.pem, server.key, ca.pem."),
     insecure_plain_tcp: bool = typer.Option(False, help="No TLS (local tests only)."),
-    timeout: float = typer.Option(60.0, help="Seconds to wait for any party before aborting."),
+    timeout: float = typer.Option(
+        60.0, help="Seconds to wait for the parties to join (since the last join) and for each round's messages."
+    ),
     max_mib: float = typer.Option(64.0, help="Largest message accepted, in MiB."),
+    threshold: Optional[int] = typer.Option(
+        None, help="Parties that must survive every round (a majority, the default, up to all of them)."
+    ),
 ) -> None:
     """Coordinate one federated run: sum masked values, add the DP noise, broadcast."""
     from ..federated import FederatedAbort, FederatedServer, Job
 
+    _positive(timeout, "--timeout")
+    if not math.isfinite(max_mib) or not 1 / 256 <= max_mib <= 16384:
+        _fail(f"--max-mib must be 1/256 .. 16384, got {max_mib}")
+    if not 0 <= port <= 65535:
+        _fail(f"--port must be 0 .. 65535, got {port}")
     try:
-        lo, hi = (float(v) for v in bounds.split(","))
-        job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=[lo, hi], algorithm=algorithm)
+        job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=_bounds(bounds), algorithm=algorithm)
         server = FederatedServer(
             job,
             parties,
@@ -79,6 +173,7 @@ def serve(
             ssl_context=_tls(certs, "server", insecure_plain_tcp, True),
             timeout=timeout,
             max_bytes=int(max_mib * 2**20),
+            threshold=threshold,
         )
     except ValueError as exc:
         _fail(str(exc))
@@ -111,33 +206,67 @@ def join_command(
     server: str = typer.Option("127.0.0.1:7790", help="HOST:PORT of the server."),
     certs: Optional[Path] = typer.Option(None, help="Folder with party-<i>.pem, party-<i>.key, ca.pem."),
     group_key: Optional[Path] = typer.Option(
-        None, help="A 32-byte key file shared by the parties instead of key agreement."
+        None,
+        help="A file of at least 32 random bytes shared by the parties: the output masks and the initial "
+        "centers come from it (and every party's nonce) instead of from a secret agreed through the server.",
     ),
     insecure_plain_tcp: bool = typer.Option(False, help="No TLS (local tests only)."),
-    timeout: float = typer.Option(60.0, help="Seconds to wait for the server."),
+    timeout: float = typer.Option(
+        60.0, help="Seconds to wait for the server (during the rounds at least twice the server's own timeout)."
+    ),
     output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
+    max_epsilon: float = typer.Option(1.0, help="Refuse a run whose announced epsilon is larger."),
+    max_delta: float = typer.Option(1e-6, help="Refuse a run whose announced delta is larger."),
+    k: Optional[int] = typer.Option(None, "--k", help="Refuse a run with another number of clusters."),
+    bounds: Optional[str] = typer.Option(None, help="Refuse a run with other bounds 'LOWER,UPPER'."),
+    min_threshold: Optional[int] = typer.Option(
+        None, help="Refuse a run that goes on with fewer surviving parties (default: a majority)."
+    ),
 ) -> None:
-    """Take part in a federated run with this party's rows."""
-    from ..federated import FederatedAbort, join
-    from ..io import read_points, write_points
+    """Take part in a federated run with this party's rows.
 
-    try:
-        X = read_points(data)
-        host, _, port = server.rpartition(":")
-        key = None
-        if group_key is not None:
+    Everything that can be checked locally is checked before connecting: the server address,
+    the output path, the data file, the keys; the announced job is checked against the limits
+    before anything derived from the data is sent."""
+    from ..federated import FederatedAbort, JobLimits, join
+
+    address = _server_address(server)
+    _check_output(output)
+    _positive(timeout, "--timeout")
+    _positive(max_epsilon, "--max-epsilon")
+    if not 0 < max_delta < 1:
+        _fail(f"--max-delta must lie in (0, 1), got {max_delta}")
+    if not 2 <= parties or not 0 <= party < parties:
+        _fail(f"--party must be 0 .. {parties - 1} and --parties at least 2, got {party} of {parties}")
+    X = _read_data(data)
+    key = None
+    if group_key is not None:
+        try:
             key = group_key.read_bytes()
-            if len(key) < 32:
-                _fail(f"{group_key} holds {len(key)} bytes; a group key needs at least 32 random bytes")
-        context = _tls(certs, f"party-{party}", insecure_plain_tcp, False)
-        result = join(X, (host, int(port)), party, parties, ssl_context=context, group_key=key, timeout=timeout)
-    except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
-        _fail(str(exc))
+        except OSError as exc:
+            _fail(f"cannot read the group key {group_key}: {exc}")
+        if len(key) < 32:
+            _fail(f"{group_key} holds {len(key)} bytes; a group key needs at least 32 random bytes")
+    context = _tls(certs, f"party-{party}", insecure_plain_tcp, False)
+    limits = JobLimits(
+        max_epsilon=max_epsilon,
+        max_delta=max_delta,
+        n_clusters=k,
+        bounds=_bounds(bounds) if bounds is not None else None,
+        min_threshold=min_threshold,
+    )
+    try:
+        result = join(X, address, party, parties, ssl_context=context, group_key=key, timeout=timeout, limits=limits)
     except FederatedAbort as exc:
         _fail(f"run aborted: {exc}")
+    except ValueError as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot reach the server at {server}: {exc}")
-    write_points(output, result.centers)
+    try:
+        _write_atomically(output, result.centers)
+    except OSError as exc:
+        _fail(f"cannot write the centers to {output}: {exc}")
     print(
         json.dumps(
             {

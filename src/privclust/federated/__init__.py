@@ -6,7 +6,7 @@
 """
 
 from .certs import client_context, make_certs, server_context
-from .client import FederatedClientOracle, FederatedResult, join
+from .client import FederatedClientOracle, FederatedResult, JobLimits, join
 from .server import FederatedServer, Job, ServerReport
 from .wire import FederatedAbort, ProtocolError
 
@@ -16,6 +16,7 @@ __all__ = [
     "ServerReport",
     "FederatedClientOracle",
     "FederatedResult",
+    "JobLimits",
     "join",
     "make_certs",
     "server_context",

@@ -1,17 +1,19 @@
 """A federated party: runs the unchanged algorithm against a masked-aggregation oracle.
 
-Each party runs the same algorithm code as the central model; only the oracle
-differs.  :class:`FederatedClientOracle` answers a query by computing this
-party's exact clipped per-bucket sums (the central oracle's own code, on local
-rows), encoding them in the ring, adding this party's mask, and sending one
-message; the server's reply is the masked noisy aggregate, from which the
-party subtracts every party's mask.  The initial centers come from a seed all
-parties derive from the group seed, and every later step depends only on
-released values, so all parties hold identical centers throughout.
+Each party runs the same algorithm code as the central model; only the oracle differs.
+:class:`FederatedClientOracle` is the federated privacy model: it splits the job's budget
+as the curator does (a Gaussian pool, ``queries.plan``), answers a release by computing
+this party's exact clipped per-bucket sums over its own rows (``queries.rows``, the same
+code as the central model's) and handing them, encoded in the ring, to
+:class:`MaskedAggregation`, which masks them, carries the round's messages and returns
+the aggregate noised by the server with the block noise the plan calibrated.  The initial centers come from a seed all
+parties derive from the group secret, and every later step depends only on released
+values, so all parties hold identical centers throughout.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import ssl
 import time
@@ -22,13 +24,16 @@ import numpy as np
 from .._validation import check_data
 from ..algorithms import ALGORITHMS, FitContext
 from ..geometry.domain import make_domain
-from ..privacy.budget import PrivacyAccountant
+from ..privacy.budget import Budget, PrivacyAccountant
 from ..privacy.noise import Randomness
-from ..queries.base import AggregateOracle, BucketSumQuery
-from ..queries.central import CentralOracle
+from ..queries.base import Released
+from ..queries.central import block_mechanisms
+from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, Oracle, pooled_allotments
+from ..queries.rows import MemoryRows, Rows
 from . import crypto
 from .ring import decode, encode
-from .server import PROTOCOL_VERSION, Job
+from .secagg import SecAggParty
+from .server import MAX_PARTIES, MAX_TIMEOUT, PROTOCOL_VERSION, Job
 from .wire import (
     DEFAULT_MAX_BYTES,
     FederatedAbort,
@@ -41,7 +46,7 @@ from .wire import (
     send_abort,
 )
 
-__all__ = ["FederatedClientOracle", "FederatedResult", "join"]
+__all__ = ["FederatedClientOracle", "FederatedResult", "JobLimits", "MaskedAggregation", "join"]
 
 
 class _Channel:
@@ -60,56 +65,73 @@ class _Channel:
         return header, payload
 
 
-class FederatedClientOracle(AggregateOracle):
-    def __init__(
-        self,
-        channel: _Channel,
-        local: CentralOracle,
-        accountant: PrivacyAccountant,
-        session: str,
-        party: int,
-        parties: int,
-        group_seed: bytes,
-    ):
-        super().__init__(local.n_features, accountant, noise=None)
-        self._channel, self._local = channel, local
-        self._session, self._party, self._parties, self._seed = session, party, parties, group_seed
+class MaskedAggregation:
+    """One masked aggregation per round over the channel: ROUND, then UNMASK / REVEAL, then RESULT.
+
+    Takes and returns plain ring vectors; the query-facing oracle stays apart."""
+
+    def __init__(self, channel: _Channel, secagg: SecAggParty):
+        self._channel, self._secagg = channel, secagg
+
+    def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
+        masked = self._secagg.mask(round_index, encoded)
+        self._channel.send(Kind.ROUND, {"round": round_index, **header}, ring_payload(masked))
+        request, _ = self._channel.receive(Kind.UNMASK)
+        if request.get("round") != round_index:
+            raise ProtocolError(f"the server asked for the shares of round {request.get('round')!r}, not {round_index}")
+        reveal = self._secagg.reveal(round_index, request.get("survivors"), request.get("dropped"))
+        self._channel.send(Kind.REVEAL, {"round": round_index, **reveal})
+        reply, payload = self._channel.receive(Kind.RESULT)
+        if reply.get("round") != round_index:
+            raise ProtocolError(f"the server answered round {reply.get('round')!r}, expected {round_index}")
+        total = self._secagg.unmask(round_index, ring_values(payload, encoded.size), reply.get("survivors"))
+        self._secagg.advance(round_index, reply.get("alive"), reply.get("next"))
+        return total
+
+
+class FederatedClientOracle(Oracle):
+    """One party's view of the federated model: dense Gaussian sums, one masked round per release."""
+
+    capabilities = frozenset({DENSE, ADAPTIVE})
+    model = "the federated model (masked aggregation; the server adds Gaussian noise)"
+
+    def __init__(self, rows: Rows, budget: Budget, accountant: PrivacyAccountant, aggregation: MaskedAggregation):
+        super().__init__(rows.n_features, budget, accountant)
+        self._rows, self._aggregation = rows, aggregation
         self.rounds = 0
         self.round_seconds: list[float] = []
         self._last_spec = None
 
-    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
-        spends = query.spends()
-        self.accountant.check(spends)
+    def allot(self, parts, family):
+        return pooled_allotments(self.budget, parts, family)
+
+    def answer(self, requests) -> list[Released]:
+        return [self._round(query, allotment) for query, allotment in requests]
+
+    def _round(self, query, allotment) -> Released:
+        if allotment.mu is None or query.sparse:
+            raise CapabilityError(f"{self.model} releases dense Gaussian sums only")
         start = time.perf_counter()
-        exact = self._local.exact_sums(query)
-        count = exact.size
-        masked = encode(exact).ravel() + crypto.mask(self._seed, self._session, self._party, self.rounds, count)
+        mechanisms = block_mechanisms(query, allotment)
+        exact = self._rows.sums([query])[0]
         spec = {
             "n_buckets": query.n_buckets,
             "blocks": [
-                {"name": b.name, "width": b.width, "sensitivity": b.mechanism.sensitivity, "std": b.mechanism.std}
-                for b in query.blocks
+                {"name": b.name, "width": b.width, "sensitivity": m.sensitivity, "std": m.std}
+                for b, m in zip(query.blocks, mechanisms)
             ],
         }
-        header = {"round": self.rounds, "label": query.label}
+        header = {"label": query.label}
         if spec != self._last_spec:  # the noise parameters travel only when they change
             header["spec"] = self._last_spec = spec
-        self._channel.send(Kind.ROUND, header, ring_payload(masked))
-        reply, payload = self._channel.receive(Kind.RESULT)
-        if reply.get("round") != self.rounds:
-            raise ProtocolError(f"the server answered round {reply.get('round')}, expected {self.rounds}")
-        total = ring_values(payload, count)
-        for party in range(self._parties):
-            total -= crypto.mask(self._seed, self._session, party, self.rounds, count)
+        total = self._aggregation.aggregate(self.rounds, header, encode(exact).ravel())
         values = decode(total).reshape(exact.shape)
-        out = {}
-        for (block, cols), spend in zip(query.block_slices(), spends):
-            out[block.name] = values[:, cols]
-            self.accountant.spend(spend)
+        out = {block.name: values[:, cols] for block, cols in query.block_slices()}
+        for block, mechanism in zip(query.blocks, mechanisms):
+            self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
         self.rounds += 1
         self.round_seconds.append(time.perf_counter() - start)
-        return out
+        return Released(out, {b.name: m.std for b, m in zip(query.blocks, mechanisms)})
 
 
 @dataclass
@@ -123,38 +145,92 @@ class FederatedResult:
     round_seconds: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class JobLimits:
+    """What this party agrees to: a job announced beyond them is refused before any data-derived message.
+
+    ``None`` leaves a parameter to the server.  ``min_threshold`` defaults to a majority (the
+    server's threshold must be at least this)."""
+
+    max_epsilon: float | None = None
+    max_delta: float | None = None
+    n_clusters: int | None = None
+    bounds: object = None
+    min_threshold: int | None = None
+
+
+def _same_bounds(a, b) -> bool:
+    if isinstance(a, dict) or isinstance(b, dict) or np.ndim(a) == 0 or np.ndim(b) == 0:
+        radius = lambda v: v["radius"] if isinstance(v, dict) else v  # noqa: E731
+        try:
+            return float(radius(a)) == float(radius(b))
+        except (KeyError, TypeError, ValueError):
+            return False
+    try:
+        return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_job(job: Job, threshold: int, parties: int, limits: JobLimits) -> None:
+    """Refuse (ValueError naming the limit) a job this party did not agree to."""
+    if limits.max_epsilon is not None and job.epsilon > limits.max_epsilon:
+        raise ValueError(f"the server announces epsilon {job.epsilon}, above this party's limit {limits.max_epsilon}")
+    if limits.max_delta is not None and job.delta > limits.max_delta:
+        raise ValueError(f"the server announces delta {job.delta}, above this party's limit {limits.max_delta}")
+    if limits.n_clusters is not None and job.n_clusters != limits.n_clusters:
+        raise ValueError(f"the server announces k = {job.n_clusters}, this party expects {limits.n_clusters}")
+    if limits.bounds is not None and not _same_bounds(job.bounds, limits.bounds):
+        raise ValueError(f"the server announces bounds {job.bounds}, this party expects {limits.bounds}")
+    least = max(2, parties // 2 + 1, limits.min_threshold or 0)
+    if threshold < least:
+        raise ValueError(f"the server announces threshold {threshold}, this party requires at least {least}")
+
+
+def _check_welcome(welcome: dict, party: int, parties: int, nonce: str, d: int, limits: JobLimits):
+    """(job, threshold, session, server timeout) from the server's WELCOME, checked; ValueError refuses."""
+    if welcome.get("version") != PROTOCOL_VERSION:
+        raise ProtocolError(f"the server speaks protocol {welcome.get('version')!r}, this party {PROTOCOL_VERSION}")
+    if welcome.get("parties") != parties:
+        raise ProtocolError(f"the server announces {welcome.get('parties')!r} parties, this party expects {parties}")
+    nonces = welcome.get("nonces")
+    if not isinstance(nonces, dict) or set(nonces) != {str(i) for i in range(parties)}:
+        raise ProtocolError("the server relayed the wrong set of party nonces")
+    if nonces[str(party)] != nonce or not all(crypto.is_hex(v, crypto.SEED_BYTES) for v in nonces.values()):
+        raise ProtocolError("the server did not relay this party's fresh nonce: the session is not fresh")
+    if not crypto.is_hex(welcome.get("server_nonce"), crypto.SEED_BYTES):
+        raise ProtocolError("the server sent no nonce")
+    threshold, server_timeout = welcome.get("threshold"), welcome.get("timeout")
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or not 2 <= threshold <= parties:
+        raise ProtocolError(f"the server announces an invalid threshold {threshold!r}")
+    if (
+        isinstance(server_timeout, bool)
+        or not isinstance(server_timeout, (int, float))
+        or not (math.isfinite(server_timeout) and server_timeout > 0)
+    ):
+        raise ProtocolError("the server announces an invalid timeout")
+    try:
+        job = Job(**welcome["job"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"the server announces an invalid job: {exc}") from None
+    if job.n_features is not None and job.n_features != d:
+        raise ValueError(f"the job has {job.n_features} features, this party's data {d}")
+    make_domain(job.bounds, d)  # bounds that do not fit this party's columns
+    check_job(job, threshold, parties, limits)
+    return job, threshold, crypto.session_id(welcome), float(server_timeout)
+
+
 def _connect(address, ssl_context: ssl.SSLContext | None, timeout: float, server_name: str | None):
     raw = socket.create_connection(tuple(address), timeout=timeout)
     raw.settimeout(timeout)
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small message per round: send it now
     if ssl_context is None:
         return raw
-    return ssl_context.wrap_socket(raw, server_hostname=server_name or address[0])
-
-
-def _group_seed(channel: _Channel, session: str, party: int, parties: int, group_key: bytes | None) -> bytes:
-    if group_key is not None:
-        channel.send(Kind.PUBKEY, {"public": None})
-        return crypto.derive(group_key, "group", session)
-    pair = crypto.KeyPair()
-    channel.send(Kind.PUBKEY, {"public": pair.public_hex})
-    keys, _ = channel.receive(Kind.PUBKEYS)
-    keys = keys.get("keys", {})
-    if sorted(keys) != sorted(str(i) for i in range(parties)):
-        raise ProtocolError("the server relayed the wrong set of public keys")
-    if party == 0:
-        seed = crypto.new_group_seed()
-        shares = {
-            str(j): crypto.seal_seed(pair.shared_key(keys[str(j)], session, 0, j), seed, session)
-            for j in range(1, parties)
-        }
-        channel.send(Kind.SHARES, {"shares": shares})
-        return seed
-    header, _ = channel.receive(Kind.SHARE)
     try:
-        return crypto.open_seed(pair.shared_key(keys["0"], session, 0, party), header["sealed"], session)
-    except Exception as exc:  # invalid tag: tampered or misrouted share
-        raise ProtocolError(f"the group key share does not authenticate: {exc}") from None
+        return ssl_context.wrap_socket(raw, server_hostname=server_name or address[0])
+    except BaseException:
+        raw.close()
+        raise
 
 
 def join(
@@ -168,40 +244,66 @@ def join(
     max_bytes: int = DEFAULT_MAX_BYTES,
     server_name: str | None = None,
     callback=None,
+    limits: JobLimits | None = None,
 ) -> FederatedResult:
-    """Take part in a federated run with this party's rows; returns the released centers."""
+    """Take part in a federated run with this party's rows; returns the released centers.
+
+    The party checks the announced job against ``limits`` and refuses it before sending
+    anything derived from its data.  While the rounds run it waits for the server at least
+    twice the server's dropout timeout (the server may be waiting out a dropped party)."""
     X = check_data(data)
+    if isinstance(parties, bool) or not isinstance(parties, int) or not 2 <= parties <= MAX_PARTIES:
+        raise ValueError(f"parties must be an integer in 2 .. {MAX_PARTIES}, got {parties!r}")
+    if isinstance(party, bool) or not isinstance(party, int) or not 0 <= party < parties:
+        raise ValueError(f"party must be an integer in 0 .. {parties - 1}, got {party!r}")
+    if group_key is not None and len(group_key) < crypto.SEED_BYTES:
+        raise ValueError(f"a group key needs at least {crypto.SEED_BYTES} random bytes")
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    limits = limits or JobLimits()
     sock = _connect(address, ssl_context, timeout, server_name)
     channel = _Channel(sock, max_bytes)
     try:
+        nonce = crypto.new_nonce()
         channel.send(
-            Kind.HELLO, {"version": PROTOCOL_VERSION, "party": party, "parties": parties, "n_features": X.shape[1]}
+            Kind.HELLO,
+            {"version": PROTOCOL_VERSION, "party": party, "parties": parties, "n_features": X.shape[1], "nonce": nonce},
         )
         welcome, _ = channel.receive(Kind.WELCOME)
-        session, job = welcome["session"], Job(**welcome["job"])
-        seed = _group_seed(channel, session, party, parties, group_key)
+        try:
+            job, threshold, session, server_timeout = _check_welcome(welcome, party, parties, nonce, X.shape[1], limits)
+        except ValueError as exc:
+            raise ValueError(f"party {party} refuses the job: {exc}") from None
+        sock.settimeout(min(max(timeout, 2 * server_timeout + 10), 3 * MAX_TIMEOUT))
+        secagg = SecAggParty(party, parties, threshold, session, group_key)
+        channel.send(Kind.PUBKEY, {"public": secagg.public_key, "group_key": group_key is not None})
+        keys, _ = channel.receive(Kind.PUBKEYS)
+        secagg.absorb_public_keys(keys.get("keys"))
+        channel.send(Kind.SHARES, secagg.setup_message())
+        relayed, _ = channel.receive(Kind.SHARE)
+        secagg.absorb_setup(relayed)
         domain = make_domain(job.bounds, X.shape[1])
         accountant = PrivacyAccountant(job.budget())
-        local = CentralOracle(X, PrivacyAccountant(), noise=None, transform=domain.to_unit)
-        oracle = FederatedClientOracle(channel, local, accountant, session, party, parties, seed)
+        rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
+        oracle = FederatedClientOracle(rows, job.budget(), accountant, MaskedAggregation(channel, secagg))
         ctx = FitContext(
             oracle=oracle,
             n_clusters=job.n_clusters,
             budget=job.budget(),
-            randomness=Randomness(crypto.geometry_seed(seed, session)),
+            randomness=Randomness(crypto.geometry_seed(secagg.group_secret, session)),
             public_n=job.public_n,
             options={"alpha": job.alpha, "max_iter": job.max_iter},
             callback=callback,
         )
         result = ALGORITHMS[job.algorithm](ctx)
-        channel.send(Kind.DONE, {"session": session})
-    except (ProtocolError, FederatedAbort, OSError, ValueError) as exc:
+        channel.send(Kind.DONE, {})
+    except FederatedAbort:
+        raise
+    except (ProtocolError, OSError, ValueError) as exc:
         send_abort(sock, f"party {party}: {exc}")
-        sock.close()
-        if isinstance(exc, FederatedAbort):
-            raise
         raise FederatedAbort(f"party {party}: {exc}") from exc
-    sock.close()
+    finally:
+        sock.close()
     report = accountant.report()
     return FederatedResult(
         centers=domain.from_unit(result.centers),

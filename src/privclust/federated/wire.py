@@ -11,10 +11,21 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 
 import numpy as np
 
-__all__ = ["ProtocolError", "FederatedAbort", "send", "send_abort", "receive", "Kind", "DEFAULT_MAX_BYTES"]
+__all__ = [
+    "ProtocolError",
+    "FederatedAbort",
+    "send",
+    "send_abort",
+    "receive",
+    "frame_size",
+    "parse_frame",
+    "Kind",
+    "DEFAULT_MAX_BYTES",
+]
 
 MAGIC = b"PCF1"
 _PREFIX = struct.Struct(">4sBIQ")
@@ -30,7 +41,7 @@ class FederatedAbort(RuntimeError):
 
 
 class Kind:
-    HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT = range(1, 11)
+    HELLO, WELCOME, PUBKEY, PUBKEYS, SHARES, SHARE, ROUND, RESULT, DONE, ABORT, UNMASK, REVEAL = range(1, 13)
     NAMES = {
         1: "HELLO",
         2: "WELCOME",
@@ -42,6 +53,8 @@ class Kind:
         8: "RESULT",
         9: "DONE",
         10: "ABORT",
+        11: "UNMASK",
+        12: "REVEAL",
     }
 
 
@@ -53,18 +66,54 @@ def send(sock: socket.socket, kind: int, header: dict, payload: bytes = b"") -> 
     return len(frame)
 
 
-def send_abort(sock: socket.socket, reason: str) -> None:
-    """Tell a peer the run is aborted, if its connection still works."""
+def send_abort(sock: socket.socket, reason: str, timeout: float = 2.0) -> None:
+    """Tell an authenticated peer the run is aborted, if its connection still works; waits at most
+    ``timeout`` seconds (a peer that does not read must not hold anyone up)."""
     try:
+        sock.settimeout(timeout)
         send(sock, Kind.ABORT, {"reason": reason})
-    except OSError:
+    except (OSError, ValueError):
         pass
 
 
-def _read_exact(sock: socket.socket, size: int) -> bytes:
+def frame_size(prefix: bytes, max_bytes: int, expect: int | None = None) -> int:
+    """Total size of the frame starting with ``prefix`` (at least PREFIX_SIZE bytes), checked first."""
+    magic, kind, head_len, payload_len = _PREFIX.unpack(prefix[: _PREFIX.size])
+    if magic != MAGIC:
+        raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
+    if kind not in Kind.NAMES:
+        raise ProtocolError(f"malformed frame: unknown message kind {kind}")
+    if head_len + payload_len > max_bytes:
+        raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
+    if expect is not None and kind != expect:
+        raise ProtocolError(f"expected {Kind.NAMES[expect]}, got {Kind.NAMES[kind]}")
+    return _PREFIX.size + head_len + payload_len
+
+
+def parse_frame(frame: bytes):
+    """(kind, header, payload) of one complete frame already checked by ``frame_size``."""
+    _, kind, head_len, _ = _PREFIX.unpack(frame[: _PREFIX.size])
+    try:
+        header = json.loads(frame[_PREFIX.size : _PREFIX.size + head_len]) if head_len else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ProtocolError("malformed frame: header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("malformed frame: header is not an object")
+    return kind, header, frame[_PREFIX.size + head_len :]
+
+
+PREFIX_SIZE = _PREFIX.size
+
+
+def _read_exact(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
     chunks, left = [], size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        try:
+            if deadline is not None:  # a peer trickling bytes must not stretch the wait
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = sock.recv(min(left, 1 << 20))
+        except (socket.timeout, TimeoutError):
+            raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
         if not chunk:
             raise ProtocolError("the peer closed the connection")
         chunks.append(chunk)
@@ -72,12 +121,13 @@ def _read_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None):
-    """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort."""
-    try:
-        magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size))
-    except socket.timeout:
-        raise ProtocolError("timed out waiting for a peer (did a party drop out?)") from None
+def receive(
+    sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int | None = None, deadline: float | None = None
+):
+    """(kind, header, payload, bytes read) of the next frame; ABORT frames raise FederatedAbort.
+
+    ``deadline`` (``time.monotonic()``) bounds the whole frame, not each read."""
+    magic, kind, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size, deadline))
     if magic != MAGIC:
         raise ProtocolError("malformed frame: bad magic bytes (not a privclust federated peer?)")
     if kind not in Kind.NAMES:
@@ -85,12 +135,12 @@ def receive(sock: socket.socket, max_bytes: int = DEFAULT_MAX_BYTES, expect: int
     if head_len + payload_len > max_bytes:
         raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
     try:
-        header = json.loads(_read_exact(sock, head_len)) if head_len else {}
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = json.loads(_read_exact(sock, head_len, deadline)) if head_len else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise ProtocolError("malformed frame: header is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed frame: header is not an object")
-    payload = _read_exact(sock, payload_len) if payload_len else b""
+    payload = _read_exact(sock, payload_len, deadline) if payload_len else b""
     if kind == Kind.ABORT:
         raise FederatedAbort(str(header.get("reason", "aborted by a peer")))
     if expect is not None and kind != expect:

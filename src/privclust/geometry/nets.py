@@ -3,11 +3,20 @@
 Level i has radius r_i = top * 2^-i and a net: the grid of side r_i shifted by
 a public uniform offset, whose points are the centers of the level's balls.
 The grid's covering radius is r_i sqrt(d) / 2.  A point lies in several
-balls of a level; split the grid into the 3^d sub-lattices {m : m = a mod 3}
-(a in {0, 1, 2}^d): their points are 3 r_i > 2 r_i apart, so a point lies in
-at most one ball of each sub-lattice.  Queries over one sub-lattice are then
-ordinary one-bucket-per-row summations, and the seam's privacy argument
-applies unchanged.
+balls of a level (at most 2^d: every ball holding it is a corner of the grid
+cube it lies in).  Queries need one bucket per point, so a level is read
+through *sub-lattices* {m : m = a mod s} (a in {0, .., s-1}^d) of stride s:
+
+* s = 2: points of a sub-lattice are 2 r_i apart and balls are open
+  (|p - x| < r), so a point lies in at most one ball of each of the 2^d
+  sub-lattices, and together they give every ball its full value;
+* s = 1: one sub-lattice, the whole grid; a point is credited only to the
+  ball of its nearest grid point, so a ball's value sums the points of the
+  cube of side r_i centred on it -- every point within r_i / 2 of its
+  center, none beyond r_i.
+
+Either way a sub-lattice query is an ordinary one-bucket-per-row summation,
+and the seam's privacy argument applies unchanged.
 """
 
 from __future__ import annotations
@@ -20,18 +29,20 @@ import numpy as np
 
 __all__ = ["Level", "make_levels"]
 
-STRIDE = 3  # sub-lattice stride: 3 grid steps = 3 r > 2 r, balls of one sub-lattice are disjoint
+STRIDE = 2  # default sub-lattice stride: 2 grid steps = 2 r, open balls of one sub-lattice are disjoint
 
 
 @dataclass(frozen=True, eq=False)
 class Level:
-    """The balls of one level: centers shift + r * m for integer m with low <= m <= high."""
+    """The balls of one level: centers shift + r * m for integer m with low <= m <= high, read through
+    sub-lattices of stride ``stride`` (see the module docstring)."""
 
     index: int
     radius: float
     shift: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    stride: int = STRIDE
 
     @property
     def dim(self) -> int:
@@ -64,28 +75,28 @@ class Level:
         return m
 
     def sublattices(self) -> list[np.ndarray]:
-        return [np.array(a, dtype=np.int64) for a in itertools.product(range(STRIDE), repeat=self.dim)]
+        return [np.array(a, dtype=np.int64) for a in itertools.product(range(self.stride), repeat=self.dim)]
 
     def nearest_in(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(index m, inside, ((r - dist) / r)^z) of each point's nearest ball of the sub-lattice ``residue``."""
-        step = STRIDE * self.radius
+        step = self.stride * self.radius
         base = self.shift + self.radius * residue
-        m = residue + STRIDE * np.round((points - base) / step).astype(np.int64)
+        m = residue + self.stride * np.round((points - base) / step).astype(np.int64)
         dist = np.linalg.norm(points - self.centers(m), axis=1)
         inside = (dist < self.radius) & np.all((m >= self.low) & (m <= self.high), axis=1)
         value = np.where(inside, np.maximum(1.0 - dist / self.radius, 0.0) ** z, 0.0)
         return m, inside, value
 
     def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(first j, count per axis) of the sub-lattice's balls m = residue + 3 j inside the index box."""
-        first = -((residue - self.low) // STRIDE)  # ceil((low - residue) / 3)
-        last = (self.high - residue) // STRIDE
+        """(first j, count per axis) of the sub-lattice's balls m = residue + stride j inside the index box."""
+        first = -((residue - self.low) // self.stride)  # ceil((low - residue) / stride)
+        last = (self.high - residue) // self.stride
         return first, np.maximum(last - first + 1, 0)
 
     def sublattice_bucket(self, m: np.ndarray, residue: np.ndarray) -> np.ndarray:
         """Dense bucket (0 .. size-1) of balls m of the sub-lattice ``residue``."""
         first, count = self.sublattice_box(residue)
-        j = (m - residue) // STRIDE - first
+        j = (m - residue) // self.stride - first
         bucket = np.zeros(m.shape[0], dtype=np.int64)
         for axis in range(self.dim):
             bucket = bucket * int(count[axis]) + j[:, axis]
@@ -94,8 +105,26 @@ class Level:
     def sublattice_balls(self, residue: np.ndarray) -> np.ndarray:
         """Every ball m of the sub-lattice, in bucket order."""
         first, count = self.sublattice_box(residue)
-        axes = [residue[a] + STRIDE * (first[a] + np.arange(count[a])) for a in range(self.dim)]
+        axes = [residue[a] + self.stride * (first[a] + np.arange(count[a])) for a in range(self.dim)]
         return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, self.dim)
+
+    def cubes_meeting(self, parent: "Level", ids: np.ndarray) -> np.ndarray:
+        """Ids of this level's balls whose cube (side r about the center: the points a stride-1 level credits
+        to the ball) meets the cube of one of ``parent``'s balls ``ids``; sorted, distinct.
+
+        Two cubes meet when their centers are closer than the half-sum of their sides on every axis, so each
+        axis has a short public range of candidates (3 when the parent's side is twice this level's)."""
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        centers = parent.centers(parent.decode(ids))
+        half = (parent.radius + self.radius) / 2.0
+        first = np.ceil((centers - half - self.shift) / self.radius - 1e-9).astype(np.int64)
+        last = np.floor((centers + half - self.shift) / self.radius + 1e-9).astype(np.int64)
+        width = int((last - first).max()) + 1
+        offsets = np.stack(np.meshgrid(*[np.arange(width)] * self.dim, indexing="ij"), -1).reshape(-1, self.dim)
+        m = first[:, None, :] + offsets[None, :, :]
+        ok = np.all((m <= last[:, None, :]) & (m >= self.low) & (m <= self.high), axis=2)
+        return np.unique(self.encode(m[ok]))
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""
@@ -108,15 +137,18 @@ class Level:
         return grid[np.linalg.norm(self.centers(grid) - center, axis=1) <= reach]
 
 
-def make_levels(top: float, count: int, dim: int, rng: np.random.Generator) -> list[Level]:
-    """Levels 0 .. count-1 with radii top * 2^-i over the box [-1, 1]^dim, each with its own public shift."""
+def make_levels(top: float, count: int, dim: int, rng: np.random.Generator, stride: int = STRIDE) -> list[Level]:
+    """Levels 0 .. count-1 with radii top * 2^-i over the box [-1, 1]^dim, each with its own public shift,
+    read through sub-lattices of stride ``stride`` (1 or 2)."""
+    if stride not in (1, 2):
+        raise ValueError(f"the sub-lattice stride must be 1 or 2, got {stride!r}")
     levels = []
     for i in range(count):
         r = top * 2.0**-i
         shift = rng.uniform(0.0, r, size=dim)
         low = np.floor((-1.0 - r - shift) / r).astype(np.int64)
         high = np.ceil((1.0 + r - shift) / r).astype(np.int64)
-        level = Level(i, r, shift, low, high)
+        level = Level(i, r, shift, low, high, stride)
         if level.log_size >= math.log(2.0**62):
             raise ValueError(
                 f"level {i} has about e^{level.log_size:.0f} balls in {dim} dimensions, too many to index; "

@@ -173,6 +173,13 @@ class Randomness:
         """A new independent stream for data-independent (public) randomness."""
         return np.random.default_rng(self._geometry_root.spawn(1)[0])
 
+    def devices(self) -> np.random.Generator:
+        """The randomness of the users' own randomizers (local and shuffle models): OS entropy, unless the
+        run is seeded for an experiment."""
+        if self.secure:
+            return np.random.default_rng(secrets.randbits(128))
+        return np.random.default_rng(self._geometry_root.spawn(1)[0].spawn(1)[0])
+
 
 def _seed_sequence(random_state) -> np.random.SeedSequence:
     if isinstance(random_state, np.random.SeedSequence):

@@ -1,99 +1,156 @@
-"""The aggregate-query interface: the only way algorithms touch private data.
+"""What a query declares about itself -- all of it public -- and what a release returns.
 
-A :class:`BucketSumQuery` asks, for each of ``n_buckets`` buckets (a Voronoi
-cell, a grid cell, a ball, or the single bucket of a plain count), for the
-noisy sum of a bounded vector function of the points in it -- the
-"generalized bucketized vector summation" of seed 000; a histogram is the
-special case where the value is 1.
+A :class:`SumQuery` asks, for each of ``n_buckets`` buckets (a Voronoi cell, a
+grid cell, a ball, or the single bucket of a plain count), for the noisy sum of
+a bounded vector function of the points in it -- the "generalized bucketized
+vector summation" of seed 000 (Cohen-Addad et al.); a histogram is the special
+case where the value is 1.
 
-The query names its *public* parameters only: a ``contribution`` function
-that maps a chunk of points to one bucket id per point (``-1``: no bucket)
-and one value row per point (a fresh array: oracles clip it in place), and, per block of value columns, the mechanism
-that will noise that block's sums.  Where the function runs and who adds the
-noise is the privacy model's business: an :class:`AggregateOracle`.  The
-central oracle runs it over an in-memory array and adds the noise itself;
-distributed, federated, local and continual oracles answer the same query
-differently.
+The query declares only what is public: a ``contribution`` function that maps
+a chunk of points to one bucket id per point (``-1``: no bucket) and one value
+row per point (a fresh array: oracles clip it in place); per :class:`Block` of
+value columns, its width, the norm bound every row's value is clipped to (the
+block's sensitivity) and its *share* of the query's budget; and whether its
+bucket universe is huge (``sparse``: only non-empty buckets can be listed).
+It says nothing about noise.  Who evaluates the contribution and how the sums
+are noised is the privacy model's business: an oracle (``queries.plan``),
+which turns an algorithm's declared plan into noise and spends.
 
 Privacy argument shared by every oracle: each point falls in at most one
-bucket and its value row is clipped, block by block, to the norm bound the
-block's mechanism assumes (l2 for Gaussian, l1 for Laplace).  Adding or
-removing one point therefore changes one bucket's block sums by at most that
-bound, so releasing all buckets' noisy block sums costs exactly one
+bucket and its value row is clipped, block by block, to the block's norm
+bound.  Adding or removing one point therefore changes one bucket's block sums
+by at most that bound, so releasing all buckets' noisy block sums costs one
 application of each block's mechanism (parallel composition over buckets).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Callable, TypeVar
+import math
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from ..privacy.budget import PrivacyAccountant, Spend
-from ..privacy.mechanisms import Mechanism
-from ..privacy.noise import NoiseSource
-
 __all__ = [
-    "ValueBlock",
-    "BucketSumQuery",
-    "AggregateOracle",
-    "ExactAccess",
-    "sparse_threshold",
-    "sparse_spends",
+    "Block",
+    "SumQuery",
+    "Released",
     "clip_blocks",
     "row_norms",
     "count_query",
     "voronoi_query",
     "ROW_COUNT",
+    "NORMS",
 ]
 
-T = TypeVar("T")
 Contribution = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+NORMS = ("l2", "l1")
 
 
 @dataclass(frozen=True)
-class ValueBlock:
-    """A group of value columns released with one mechanism."""
+class Block:
+    """A group of value columns: every row's value here is clipped to ``bound`` in ``norm``.
+
+    ``share`` is the block's relative share of its query's budget (shares of mu^2 for Gaussian
+    noise, of epsilon for Laplace noise: the units that compose additively).  ``count`` says
+    every row in a bucket contributes exactly 1 here (a public fact an oracle may use: the local
+    model estimates counts from the bucket reports themselves).  ``coordinate_bound``, if given, says
+    every coordinate of a value lies within +-it (rows in the unit box, say): an oracle that randomizes
+    coordinates one at a time (the local model) scales by it instead of the norm bound."""
 
     name: str
     width: int
-    mechanism: Mechanism
+    bound: float
+    norm: str = "l2"
+    share: float = 1.0
+    count: bool = False
+    coordinate_bound: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"block {self.name!r} needs a positive width, got {self.width!r}")
+        if not (math.isfinite(self.bound) and self.bound > 0):
+            raise ValueError(f"block {self.name!r} needs a positive finite bound, got {self.bound!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"block {self.name!r}: norm must be one of {NORMS}, got {self.norm!r}")
+        if not (math.isfinite(self.share) and self.share > 0):
+            raise ValueError(f"block {self.name!r} needs a positive share, got {self.share!r}")
+
+    def scale_to_bound(self, norms: np.ndarray, margin: float = 0.0) -> np.ndarray:
+        """Per row, the factor that brings a value of norm ``norms`` within the bound (shrunk by a relative
+        ``margin``): 1 where it already is.  Every clipping of a contribution goes through here."""
+        bound = self.bound * (1.0 - margin)
+        factors = np.ones(np.shape(norms))
+        over = norms > bound
+        factors[over] = bound / norms[over]
+        return factors
+
+    @property
+    def l2_bound(self) -> float:
+        """The l2 sensitivity of the block's sums (an l1 bound B bounds the l2 norm by B too)."""
+        return self.bound
+
+    @property
+    def l1_bound(self) -> float:
+        """The l1 sensitivity of the block's sums (an l2 bound B bounds the l1 norm by B sqrt(width))."""
+        return self.bound if self.norm == "l1" else self.bound * math.sqrt(self.width)
 
 
 @dataclass(frozen=True)
-class BucketSumQuery:
-    """Noisy per-bucket sums of a bounded vector function of the points."""
+class SumQuery:
+    """Per-bucket sums of a bounded vector function of the points; see the module docstring."""
 
     label: str
     n_buckets: int
-    blocks: tuple[ValueBlock, ...]
+    blocks: tuple[Block, ...]
     contribution: Contribution
-    # Optional description of the buckets (``VoronoiCells``, ``ROW_COUNT``) that
-    # lets an oracle answer faster; ``contribution`` remains the definition.
+    # Optional description of the buckets (``VoronoiCells``, ``ROW_COUNT``) that lets rows be summed
+    # faster; ``contribution`` remains the definition.
     structure: object | None = None
+    sparse: bool = False  # a huge bucket universe: only the non-empty buckets are listed (and thresholded)
+    # For a sparse query: a public map from the buckets kept by the query released just before it (a
+    # coarser level) to this query's candidate buckets.  An oracle that cannot list the non-empty buckets of
+    # a huge universe (the local model: it sees only reports) decodes these candidates only.
+    narrows: Callable[[np.ndarray], np.ndarray] | None = None
 
     def __post_init__(self):
         if self.n_buckets < 1:
             raise ValueError("a query needs at least one bucket")
         names = [b.name for b in self.blocks]
-        if len(set(names)) != len(names):
-            raise ValueError(f"block names must be unique, got {names}")
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"a query needs blocks with unique names, got {names}")
 
     @property
     def width(self) -> int:
         return sum(b.width for b in self.blocks)
 
-    def block_slices(self) -> list[tuple[ValueBlock, slice]]:
+    def block_slices(self) -> list[tuple[Block, slice]]:
         out, start = [], 0
         for block in self.blocks:
             out.append((block, slice(start, start + block.width)))
             start += block.width
         return out
 
-    def spends(self) -> list[Spend]:
-        return [b.mechanism.spend(f"{self.label}/{b.name}") for b in self.blocks]
+    def shares(self) -> list[float]:
+        """Each block's share of the query's budget, normalised to sum to 1."""
+        total = sum(b.share for b in self.blocks)
+        return [b.share / total for b in self.blocks]
+
+
+@dataclass
+class Released:
+    """What one release gives back: noisy per-block sums and their noise (the per-bucket error model).
+
+    ``values[name]`` has one row per bucket (dense) or per kept bucket (sparse, ``ids`` lists them);
+    ``std[name]`` is the standard deviation of the noise on each value of the block -- a number, or
+    an array with one entry per row when the error differs by bucket (local model)."""
+
+    values: dict[str, np.ndarray]
+    std: dict[str, float | np.ndarray] = field(default_factory=dict)
+    ids: np.ndarray | None = None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
 
 
 def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
@@ -103,138 +160,32 @@ def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
     return np.sqrt(np.einsum("ij,ij->i", rows, rows))
 
 
-def clip_blocks(values: np.ndarray, query: BucketSumQuery) -> np.ndarray:
-    """Scale each row's block down to its mechanism's norm bound (in place)."""
+def clip_blocks(values: np.ndarray, query: SumQuery) -> np.ndarray:
+    """Scale each row's block down to the block's norm bound (in place)."""
     for block, cols in query.block_slices():
-        norm = block.mechanism.norm
-        if norm is None:
-            continue
-        part = values[:, cols]
-        size = row_norms(part, norm)
-        bound = block.mechanism.sensitivity
-        over = size > bound
-        if np.any(over):
-            values[over, cols] = part[over] * (bound / size[over])[:, None]
+        values[:, cols] *= block.scale_to_bound(row_norms(values[:, cols], block.norm))[:, None]
     return values
 
 
 ROW_COUNT = "row count"  # structure marker: one bucket, every row contributes 1
 
 
-def count_query(mechanism: Mechanism, label: str = "rows") -> BucketSumQuery:
-    """The noisy number of rows: one bucket, value 1."""
+def count_query(label: str = "rows") -> SumQuery:
+    """The number of rows: one bucket, value 1."""
 
     def contribution(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         m = chunk.shape[0]
         return np.zeros(m, dtype=np.intp), np.ones((m, 1))
 
-    return BucketSumQuery(
-        label=label,
-        n_buckets=1,
-        blocks=(ValueBlock("count", 1, mechanism),),
-        contribution=contribution,
-        structure=ROW_COUNT,
-    )
+    return SumQuery(label, 1, (Block("count", 1, 1.0, count=True),), contribution, structure=ROW_COUNT)
 
 
-def voronoi_query(label: str, cells, sum_mechanism: Mechanism, count_mechanism: Mechanism) -> BucketSumQuery:
-    """Noisy per-cell sums ``[x - c or x]`` and counts over the Voronoi ``cells`` (see ``queries.voronoi``)."""
-    d = cells.centers.shape[1]
-    return BucketSumQuery(
+def voronoi_query(label: str, cells, sum_block: Block, count_share: float = 1.0) -> SumQuery:
+    """Per-cell sums ``[x - c or x]`` (``sum_block``) and counts over the Voronoi ``cells`` (``queries.voronoi``)."""
+    return SumQuery(
         label=label,
         n_buckets=cells.n_cells,
-        blocks=(ValueBlock("sum", d, sum_mechanism), ValueBlock("count", 1, count_mechanism)),
+        blocks=(sum_block, Block("count", 1, 1.0, share=count_share, count=True)),
         contribution=cells.contribution,
         structure=cells,
     )
-
-
-class AggregateOracle(ABC):
-    """Answers bucket-sum queries over private data in one privacy model.
-
-    Subclasses implement :meth:`release`; every release is checked against
-    and recorded in ``accountant`` -- checked *before* data is read, so a
-    refused query releases nothing.
-    """
-
-    def __init__(self, n_features: int, accountant: PrivacyAccountant, noise: NoiseSource):
-        self.n_features = int(n_features)
-        self.accountant = accountant
-        self.noise = noise
-
-    @abstractmethod
-    def release(self, query: BucketSumQuery) -> dict[str, np.ndarray]:
-        """Noisy sums, one ``(n_buckets, width)`` array per block name."""
-
-    def release_sparse(self, query: BucketSumQuery, delta: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Noisy sums of the non-empty buckets whose noisy first column clears a threshold.
-
-        For queries over huge bucket universes (every ball of a fine net):
-        Gaussian partition selection.  Buckets holding rows get the block
-        noise as in :meth:`release`; a bucket is kept when its noisy first
-        value reaches ``sparse_threshold(mechanism, delta)``.  A bucket only
-        one neighbour has holds one row, so its first value is at most the
-        sensitivity and it is released with probability at most ``delta``:
-        the release costs the blocks' spends plus (0, delta).  Returns
-        (bucket ids, {block name: (kept, width) array}).
-        """
-        raise NotImplementedError(f"{type(self).__name__} has no sparse release")
-
-    def release_many(self, requests: list[tuple[BucketSumQuery, float | None]]) -> list:
-        """Several releases fixed in advance: ``(query, None)`` is :meth:`release`, ``(query, delta)``
-        is :meth:`release_sparse`; the answers come in order.
-
-        The answers, their noise and their spends are those of the calls one by one (none of the
-        queries depends on another's answer, so nothing adaptive is lost); an oracle may compute
-        the exact sums of all of them in one pass over its rows.  Every spend is checked before
-        any row is read.
-        """
-        self.accountant.check([s for query, delta in requests for s in request_spends(query, delta)])
-        return [self.release(q) if delta is None else self.release_sparse(q, delta) for q, delta in requests]
-
-    def run_mechanism(self, spends: list[Spend], mechanism: Callable[["ExactAccess"], T]) -> T:
-        """Run a mechanism that needs exact access to the rows (central model only).
-
-        Some mechanisms are not noisy sums: the exponential mechanism over
-        exact cover counts, NoisyAVG's noisy-size test.  A trusted curator can
-        run them; ``spends`` (their proven cost) is checked before the rows
-        are read and recorded after.  Other privacy models cannot.
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} answers bucket-sum queries only; this algorithm needs exact access to the "
-            "rows (the central model). Run it on the data holder's side, or choose an algorithm that uses "
-            "noisy sums only (fastlloyd, glloyd, sulloyd)."
-        )
-
-
-def sparse_threshold(mechanism, delta: float) -> float:
-    """The keep-threshold of :meth:`AggregateOracle.release_sparse` for a Gaussian first block."""
-    from scipy.stats import norm
-
-    if not 0 < delta < 1:
-        raise ValueError(f"the sparse release's delta must lie in (0, 1), got {delta!r}")
-    return float(mechanism.sensitivity + mechanism.std * norm.isf(delta))
-
-
-def request_spends(query: BucketSumQuery, delta: float | None) -> list[Spend]:
-    return query.spends() if delta is None else sparse_spends(query, delta)
-
-
-def sparse_spends(query: BucketSumQuery, delta: float) -> list[Spend]:
-    return [*query.spends(), Spend(f"{query.label}/threshold", delta=float(delta))]
-
-
-class ExactAccess(ABC):
-    """What a central-model mechanism may read: the transformed rows, chunk by chunk, or exact sums."""
-
-    @abstractmethod
-    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """``fn`` applied to every chunk of rows (unit-box coordinates), results concatenated in row order."""
-
-    @abstractmethod
-    def sums(self, query: BucketSumQuery) -> np.ndarray:
-        """The exact clipped per-bucket sums of ``query``, shape (n_buckets, width)."""
-
-    @abstractmethod
-    def sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
-        """(ids of the non-empty buckets, their exact clipped sums)."""

@@ -2,8 +2,12 @@
 
 Every entry point that clusters private rows in the central model
 (``KMeans.fit``, ``elbow_curve``, ``one_cluster``) opens its oracle here, so
-the checks on the input, the declared domain and the choice of engine are
-made once, the same way, before anything is spent.
+the checks on the input, the declared domain and the choice of where the rows
+live are made once, the same way.  Only the input's public schema (its number
+of columns) is read here; the rows themselves are checked and read when the
+first release is computed -- after the algorithm's plan has been checked
+against the budget -- except for ``bounds="data"``, which reads them at once
+(and is charged as a non-private step first).
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from .._validation import check_data
 from ..geometry.domain import Domain, make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
-from .central import CentralOracle, CuratorOracle
+from .central import CentralOracle
+from .rows import MemoryRows
 from .spark import is_spark_frame
 
-__all__ = ["Curated", "central_oracle", "fit_ledger", "DATA_BOUNDS"]
+__all__ = ["Curated", "central_oracle", "fit_ledger", "input_features", "DATA_BOUNDS"]
 
 # bounds="data" reads the domain off the rows: no DP guarantee survives that, so it is charged as a
 # non-private step -- reported as epsilon = inf and refused by any finite shared budget, like "lloyd".
@@ -39,38 +44,55 @@ def fit_ledger(budget: Budget | None, bounds, parent: PrivacyAccountant | None) 
     return PrivacyAccountant(None if reads_bounds_off_data(bounds) else budget, parent=parent)
 
 
+def input_features(X, what: str = "X") -> int:
+    """The number of feature columns of ``X`` from its shape alone (public schema; no row is read)."""
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        shape = check_data(X, what).shape  # lists and the like: already in memory; checks the shape
+    if shape[1] == 0:
+        raise ValueError(f"{what} has no features (columns)")
+    return int(shape[1])
+
+
 @dataclass(frozen=True)
 class Curated:
-    oracle: CuratorOracle
+    oracle: CentralOracle
     domain: Domain
     n_features: int
-    rows: np.ndarray | None  # the checked rows when they are in this process; None on Spark
+    rows: MemoryRows | None  # the rows when they are in this process; None on Spark
+
+    def checked_rows(self) -> np.ndarray | None:
+        """The checked training array, for what the data holder alone may see (labels_, inertia_)."""
+        return None if self.rows is None else self.rows.data
 
 
 @contextmanager
-def central_oracle(X, bounds, accountant: PrivacyAccountant, noise: NoiseSource) -> Iterator[Curated]:
-    """Check ``X`` and the declared ``bounds``, and open the curator's oracle over the rows.
+def central_oracle(
+    X, bounds, budget: Budget | None, accountant: PrivacyAccountant, noise: NoiseSource
+) -> Iterator[Curated]:
+    """Check the declared ``bounds`` against the input's schema and open the curator's oracle over the rows.
 
     Nothing here compares a parameter with the rows (k with n, say): every refusal is a function of
     the parameters and of the input's public schema, never of the private rows' values or count."""
     if is_spark_frame(X):
-        from .spark import SparkOracle, spark_features
+        from .spark import SparkRows, spark_features
 
         if isinstance(bounds, str):
             raise ValueError("bounds='data' is not supported for Spark input: declare public bounds")
-        n_features = spark_features(X)
-        domain = make_domain(bounds, n_features)
-        oracle = SparkOracle(X, accountant, noise, transform=domain.to_unit)
+        domain = make_domain(bounds, spark_features(X))
+        rows = SparkRows(X, transform=domain.to_unit)
         try:
-            yield Curated(oracle, domain, n_features, None)
+            yield Curated(CentralOracle(rows, budget, accountant, noise), domain, rows.n_features, None)
         finally:
-            oracle.close()
+            rows.close()
         return
-    data_bounds = reads_bounds_off_data(bounds)
-    if data_bounds:
+    if reads_bounds_off_data(bounds):
         accountant.check([DATA_BOUNDS])  # refused by a finite budget before any row is read
-    rows = check_data(X)
-    domain = make_domain(bounds, rows.shape[1], data=rows)
-    if data_bounds:
+        data = check_data(X)
+        domain = make_domain(bounds, data.shape[1], data=data)
         accountant.spend(DATA_BOUNDS)
-    yield Curated(CentralOracle(rows, accountant, noise, transform=domain.to_unit), domain, rows.shape[1], rows)
+        X = data
+    else:
+        domain = make_domain(bounds, input_features(X))
+    rows = MemoryRows(X, domain.n_features, transform=domain.to_unit)
+    yield Curated(CentralOracle(rows, budget, accountant, noise), domain, rows.n_features, rows)

@@ -1,4 +1,4 @@
-"""The central model on a Spark cluster: the same trusted curator, its rows kept by the executors.
+"""Rows kept by a Spark cluster: the central model's curator, its sums computed by the executors.
 
 A Spark DataFrame of numeric columns (one feature each) crosses from the JVM
 to the Python workers as Arrow record batches (``mapInArrow``; Spark's
@@ -7,9 +7,9 @@ default), never as one Python object per row; each batch becomes a numpy
 chunk, which the executors map through the public ``transform`` (clip to the
 declared bounds, normalise) and cache.  For each query the driver ships the query itself (pickled: its
 public geometry and clipping bounds) to the executors, which return *exact*
-per-bucket sums of their chunks; the driver adds them and noises the total
-with :class:`~privclust.queries.central.CuratorOracle`'s release code, the
-code the in-memory oracle uses.
+per-bucket sums of their chunks; the driver adds them, and
+:class:`~privclust.queries.central.CentralOracle` -- the very oracle of
+in-memory rows, composed with :class:`SparkRows` instead -- noises the total.
 
 Privacy: what crosses from executors to the driver are exact aggregates
 inside the trusted curator (Spark is the curator's machinery, as RAM is for
@@ -32,12 +32,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..privacy.budget import PrivacyAccountant
-from ..privacy.noise import NoiseSource
-from .base import ROW_COUNT, BucketSumQuery
-from .central import CuratorOracle, RowChunk, RunningAnswers
+from .base import ROW_COUNT
+from .rows import RowChunk, Rows, RunningAnswers
 
-__all__ = ["SparkOracle", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
+__all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -115,62 +113,61 @@ def _merge_answers(a: RunningAnswers, b: RunningAnswers) -> RunningAnswers:
     return a.merge(b)
 
 
-class SparkOracle(CuratorOracle):
-    """Answers queries over a Spark DataFrame's rows, aggregated by the executors (central model)."""
+class SparkRows(Rows):
+    """A Spark DataFrame's rows, cached by the executors as unit-box chunks on first use."""
 
-    def __init__(
-        self,
-        frame,
-        accountant: PrivacyAccountant,
-        noise: NoiseSource,
-        transform: Callable[[np.ndarray], np.ndarray] | None = None,
-    ):
+    def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None):
+        self.n_features = spark_features(frame)
+        self._frame, self._transform = frame, transform or _identity
+        self._rdd = None
+
+    def _ready(self):
+        if self._rdd is not None:
+            return self._rdd
         from pyspark import StorageLevel
 
-        n_features = spark_features(frame)
-        super().__init__(n_features, accountant, noise)
-        transform = transform or _identity
         try:
             with warnings.catch_warnings():
                 # The rows travel as Arrow batches into numpy, never through pandas: PySpark's notice
                 # about its support of pandas >= 3 does not concern this path.
                 warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
-                packed = frame.mapInArrow(_packed_batches, "rows long, block binary")
+                packed = self._frame.mapInArrow(_packed_batches, "rows long, block binary")
             rdd = packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
-        self._rdd = rdd.map(partial(_unpack, n_features=n_features, transform=transform))
-        self._rdd = self._rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        rdd = rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform))
+        rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
         # One pass that also fills the cache.  Refusing missing values is what the in-memory
-        # path does too (check_data); the refusal releases nothing else and spends nothing.
-        if not self._rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
-            self.close()
+        # rows do too (check_data); the refusal comes before any release and names no row.
+        if not rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
+            rdd.unpersist()
             raise ValueError(
                 "the Spark DataFrame has missing or non-finite values: drop or impute them first "
                 "(e.g. df.na.drop()); privclust does not guess values for private rows"
             )
+        self._rdd = rdd
+        return rdd
 
     def close(self) -> None:
         """Drop the cached chunks from the executors."""
-        self._rdd.unpersist()
+        if self._rdd is not None:
+            self._rdd.unpersist()
 
-    def exact_sums(self, query: BucketSumQuery) -> np.ndarray:
-        if query.structure is ROW_COUNT:
-            return np.array([[float(self._rdd.map(lambda chunk: chunk.rows.shape[0]).sum())]])
-        return self.exact_many([(query, None)])[0]
+    def count(self) -> int:
+        return int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
 
-    def exact_sparse_sums(self, query: BucketSumQuery) -> tuple[np.ndarray, np.ndarray]:
-        return self.exact_many([(query, 0.0)])[0]  # any delta marks the request sparse
-
-    def exact_many(self, requests):
-        """One Spark job for all the requests: every task folds its chunks into one running answer."""
-        if any(q.structure is ROW_COUNT for q, _ in requests):
-            return super().exact_many(requests)  # one by one; the count has its own job
-        return self._rdd.treeAggregate(RunningAnswers(requests), _add_chunk, _merge_answers).result()
+    def sums(self, queries):
+        """One Spark job for all the queries: every task folds its chunks into one running answer."""
+        counts = [q.structure is ROW_COUNT for q in queries]
+        others = [q for q, is_count in zip(queries, counts) if not is_count]
+        answers = iter(
+            self._ready().treeAggregate(RunningAnswers(others), _add_chunk, _merge_answers).result() if others else []
+        )
+        return [np.array([[float(self.count())]]) if is_count else next(answers) for is_count in counts]
 
     def map_rows(self, fn):
-        parts = [p for p in self._rdd.map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
-        return np.concatenate(parts) if parts else np.empty((0,))
+        parts = [p for p in self._ready().map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
+        return np.concatenate(parts) if parts else fn(np.zeros((0, self.n_features)))
 
 
 def _identity(rows: np.ndarray) -> np.ndarray:
@@ -189,7 +186,7 @@ def predict_frame(frame, centers: np.ndarray, column: str = "cluster"):
     if column in frame.columns:
         raise ValueError(f"the DataFrame already has a column {column!r}: pass another name")
     schema = StructType(frame.schema.fields + [StructField(column, IntegerType(), False)])
-    with warnings.catch_warnings():  # Arrow batches into numpy, never pandas (see SparkOracle)
+    with warnings.catch_warnings():  # Arrow batches into numpy, never pandas (see SparkRows)
         warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
         return frame.mapInArrow(partial(_label_batches, centers=np.asarray(centers, float), column=column), schema)
 

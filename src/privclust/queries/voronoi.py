@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import BucketSumQuery, row_norms
+from .base import SumQuery, row_norms
 
 __all__ = ["VoronoiCells", "nearest_center", "FLOAT_MARGIN", "projected_cells_query", "count_values", "moment_values"]
 
@@ -71,42 +71,40 @@ class VoronoiCells:
         values[:, d] = 1.0
         return cells, values
 
-    def clipped_sums(self, chunk: np.ndarray, sq_norms: np.ndarray, sum_mech, count_mech) -> np.ndarray:
-        """Per-cell sums of the clipped rows ``[x - c or x, 1]``: shape (n_cells, d + 1)."""
+    def clipped_sums(self, chunk: np.ndarray, sq_norms: np.ndarray, sum_block, count_block) -> np.ndarray:
+        """Per-cell sums of the clipped rows ``[x - c or x, 1]``: shape (n_cells, d + 1).
+
+        ``sum_block`` and ``count_block`` are the query's blocks (``queries.base.Block``): their norm bounds."""
         # Blocks of rows small enough that the (rows x cells) work arrays stay ~4 MiB.
         step = max(256, BLOCK_CELLS // self.n_cells)
-        total = self._block_sums(chunk[:step], sq_norms[:step], sum_mech, count_mech)
+        total = self._block_sums(chunk[:step], sq_norms[:step], sum_block, count_block)
         for start in range(step, chunk.shape[0], step):
-            total += self._block_sums(chunk[start : start + step], sq_norms[start : start + step], sum_mech, count_mech)
+            rows = slice(start, start + step)
+            total += self._block_sums(chunk[rows], sq_norms[rows], sum_block, count_block)
         return total
 
-    def _block_sums(self, chunk, sq_norms, sum_mech, count_mech) -> np.ndarray:
+    def _block_sums(self, chunk, sq_norms, sum_block, count_block) -> np.ndarray:
         cells, sq = self.assign(chunk, sq_norms)
         inside = cells >= 0
         rows = np.flatnonzero(inside)
         cells = cells[rows]
         k, d = self.centers.shape
-        weight = np.ones(rows.size)
-        if sum_mech.norm is not None:
-            if self.relative and sum_mech.norm == "l2":
-                norms = np.sqrt(sq[rows])
-            elif self.relative:
-                norms = row_norms(chunk[rows] - self.centers[cells], sum_mech.norm)
-            elif sum_mech.norm == "l2":
-                norms = np.sqrt(sq_norms[rows])
-            else:
-                norms = row_norms(chunk[rows], "l1")
-            bound = sum_mech.sensitivity * (1.0 - FLOAT_MARGIN)
-            over = norms > bound
-            weight[over] = bound / norms[over]
+        if self.relative and sum_block.norm == "l2":
+            norms = np.sqrt(sq[rows])
+        elif self.relative:
+            norms = row_norms(chunk[rows] - self.centers[cells], sum_block.norm)
+        elif sum_block.norm == "l2":
+            norms = np.sqrt(sq_norms[rows])
+        else:
+            norms = row_norms(chunk[rows], "l1")
+        weight = sum_block.scale_to_bound(norms, FLOAT_MARGIN)
         indicator = np.zeros((k, chunk.shape[0]))
         indicator[cells, rows] = weight
         out = np.empty((k, d + 1))
         np.matmul(indicator, chunk, out=out[:, :d])
         if self.relative:
             out[:, :d] -= np.bincount(cells, weights=weight, minlength=k)[:, None] * self.centers
-        count_weight = 1.0 if count_mech.norm is None else min(1.0, count_mech.sensitivity)
-        out[:, d] = np.bincount(cells, minlength=k) * count_weight
+        out[:, d] = np.bincount(cells, minlength=k) * min(1.0, count_block.bound)
         return out
 
 
@@ -125,7 +123,7 @@ def moment_values(chunk: np.ndarray) -> np.ndarray:
     return out
 
 
-def projected_cells_query(label: str, project, centers: np.ndarray, blocks, values) -> BucketSumQuery:
+def projected_cells_query(label: str, project, centers: np.ndarray, blocks, values) -> SumQuery:
     """Buckets: the Voronoi cells of public ``centers`` in the space that ``project`` maps rows to
     (e.g. a JL projection); value rows: ``values(chunk)`` of the original rows."""
 
@@ -133,4 +131,4 @@ def projected_cells_query(label: str, project, centers: np.ndarray, blocks, valu
         nearest, _ = nearest_center(project(chunk), centers)
         return nearest, values(chunk)
 
-    return BucketSumQuery(label=label, n_buckets=centers.shape[0], blocks=tuple(blocks), contribution=contribution)
+    return SumQuery(label=label, n_buckets=centers.shape[0], blocks=tuple(blocks), contribution=contribution)

@@ -1,0 +1,195 @@
+"""``privclust local ...``: the local and shuffle models deployed -- devices report, a shuffler mixes, a server aggregates."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+
+local_app = typer.Typer(
+    help="The local model deployed: each device randomizes its own point; the server sees one report per user.",
+    no_args_is_help=True,
+)
+console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _write_atomically(path: Path, data: bytes | str) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place: never half a file."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        _fail(f"the folder of {path} does not exist")
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _check_output(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        _fail(f"the folder of {path} does not exist: create it first (nothing was written)")
+    if path.is_dir():
+        _fail(f"{path} is a folder: give a file name")
+
+
+def _protocol(path: Path):
+    from ..local import Protocol
+
+    try:
+        return Protocol.from_json(path.read_text())
+    except FileNotFoundError:
+        _fail(f"no such protocol file: {path} (make one with `privclust local init`)")
+    except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+        _fail(f"{path} is not a privclust local protocol: {exc}")
+
+
+def _bounds(text: str) -> list:
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        _fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {text!r}")
+    return [low, high]
+
+
+@local_app.command("init")
+def init(
+    k: int = typer.Option(..., "--k", "-k", help="Number of clusters."),
+    features: int = typer.Option(..., help="Number of features of every point."),
+    bounds: str = typer.Option(..., help="Public per-feature bounds 'LOWER,UPPER' (points are clipped to them)."),
+    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Each report's local epsilon; with --shuffle the central one."),
+    users: int = typer.Option(..., help="How many users will report (public: one report each)."),
+    shuffle: bool = typer.Option(False, "--shuffle", help="Reports are shuffled: --epsilon/--delta are central."),
+    delta: float = typer.Option(1e-6, "--delta", "-d", help="The central delta of a --shuffle protocol."),
+    seed: Optional[int] = typer.Option(None, help="The public seed (default: fresh)."),
+    output: Path = typer.Option(Path("protocol.json"), "--output", "-o", help="Where to write the protocol."),
+) -> None:
+    """Fix the public parameters every device and the server share (a protocol file)."""
+    from ..local import Protocol
+
+    _check_output(output)
+    public = dict(n_clusters=k, n_features=features, bounds=_bounds(bounds))
+    if seed is not None:
+        public["seed"] = seed
+    try:
+        if shuffle:
+            protocol = Protocol.for_shuffle(epsilon, delta, users, **public)
+        else:
+            protocol = Protocol(epsilon=epsilon, users=users, **public)
+        protocol.design()  # refuses parameters the algorithm cannot run with, now rather than on a device
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc))
+    _write_atomically(output, protocol.to_json())
+    local = f"each report epsilon_0 = {protocol.epsilon:.4g}"
+    guarantee = f"shuffled: central ({epsilon:g}, {delta:g})-DP, {local}" if shuffle else f"{local}-LDP"
+    console.print(f"wrote {output}: k = {k}, {features} features, {users:,} users, {guarantee}")
+
+
+@local_app.command("report")
+def report(
+    points: Optional[Path] = typer.Argument(None, help="A CSV / .npy of device points, one device per row."),
+    protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
+    point: Optional[str] = typer.Option(None, help="One device's point as 'x1,x2,...' instead of a file."),
+    output: Path = typer.Option(Path("reports.bin"), "--output", "-o", help="Where to write the reports."),
+) -> None:
+    """Devices' side: each point in, one report out (the point never leaves unrandomized)."""
+    from ..io import read_points
+    from ..local import Randomizer
+
+    protocol = _protocol(protocol_file)
+    _check_output(output)
+    if (points is None) == (point is None):
+        _fail("give a file of points or one --point, not both")
+    try:
+        rows = read_points(points) if points is not None else np.array([[float(v) for v in point.split(",")]])
+        data = Randomizer(protocol).reports(rows)
+    except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
+        _fail(str(exc))
+    _write_atomically(output, data)
+    console.print(f"wrote {output}: {len(rows):,} reports, {len(data):,} bytes")
+
+
+def _report_files(inputs: list[Path]) -> list[Path]:
+    files = []
+    for path in inputs:
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        elif path.is_file():
+            files.append(path)
+        else:
+            _fail(f"no such file or folder: {path}")
+    if not files:
+        _fail("no report files given")
+    return files
+
+
+@local_app.command("shuffle")
+def shuffle_reports(
+    inputs: list[Path] = typer.Argument(..., help="Report files, or folders of them."),
+    protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
+    output: Path = typer.Option(Path("shuffled.bin"), "--output", "-o", help="Where to write the shuffled batch."),
+) -> None:
+    """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server)."""
+    from ..local import decode_reports, encode_reports
+    from ..shuffle import Shuffler
+
+    protocol = _protocol(protocol_file)
+    _check_output(output)
+    try:
+        records = np.concatenate([decode_reports(protocol, f.read_bytes()) for f in _report_files(inputs)])
+    except ValueError as exc:
+        _fail(str(exc))
+    _write_atomically(output, encode_reports(protocol, Shuffler().shuffle(records)))
+    console.print(f"wrote {output}: {len(records):,} reports, shuffled")
+
+
+@local_app.command("aggregate")
+def aggregate(
+    inputs: list[Path] = typer.Argument(..., help="Report files, or folders of them (any order)."),
+    protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
+    output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """The server's side: reports in, centers out (the release is computed once, from every report given)."""
+    from ..io import write_points
+    from ..local import Aggregator
+
+    protocol = _protocol(protocol_file)
+    _check_output(output)
+    aggregator = Aggregator(protocol)
+    try:
+        for path in _report_files(inputs):
+            aggregator.add(path.read_bytes())
+        result = aggregator.release()
+    except ValueError as exc:
+        _fail(str(exc))
+    with tempfile.TemporaryDirectory(dir=output.parent if str(output.parent) else ".") as scratch:
+        staged = Path(scratch) / output.name
+        write_points(staged, result.centers)
+        os.replace(staged, output)
+    spent = result.privacy_spent
+    summary = {
+        "centers": result.centers.tolist(),
+        "centers_file": str(output),
+        "reports": result.reports,
+        "privacy_spent": spent.as_dict(),
+        "local_epsilon": protocol.epsilon,
+    }
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    console.print(f"{result.reports:,} reports -> {len(result.centers)} centers written to {output}; privacy: {spent}")

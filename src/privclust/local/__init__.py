@@ -1,0 +1,28 @@
+"""The local model: each user's point is randomized on their device; the server sees only reports.
+
+* ``privclust.local.Protocol``: the public parameters a deployment shares;
+* ``privclust.local.Randomizer``: a device's side (point in, report out);
+* ``privclust.local.Aggregator``: the server's side (reports in, centers out);
+* ``KMeans(..., privacy_model="local")``: the same protocol simulated, every row one user.
+"""
+
+from .frequency import GeneralizedRR, LocalHashing, OneCoordinate, frequency_oracle
+from .oracle import REPORT, LocalOracle, LocalQuery, LocalRound
+from .protocol import Aggregator, LocalResult, Protocol, Randomizer, decode_reports, encode_reports
+
+__all__ = [
+    "Protocol",
+    "Randomizer",
+    "Aggregator",
+    "LocalResult",
+    "encode_reports",
+    "decode_reports",
+    "GeneralizedRR",
+    "LocalHashing",
+    "OneCoordinate",
+    "frequency_oracle",
+    "REPORT",
+    "LocalOracle",
+    "LocalQuery",
+    "LocalRound",
+]

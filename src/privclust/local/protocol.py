@@ -1,0 +1,260 @@
+"""The local model deployed: a device turns its point into one report; the server turns reports into centers.
+
+Both sides build the same round from public parameters alone -- a
+:class:`Protocol` -- by running the unchanged private greedy against an
+oracle with no data that records the algorithm's one release (every query,
+its share of the users) and stops it there.  The public seed fixes everything
+random that both must agree on: the nets' shifts, the JL projection, and the
+frequency oracles' hash families.
+
+* :class:`Randomizer` (a device): point -> report, with the device's own
+  randomness (OS entropy).  Nothing about the point leaves except the report,
+  which is epsilon-LDP (``local.oracle``).
+* :class:`Aggregator` (the server): takes reports in any order and in any
+  batches (they are tallied into additive tables), and releases the centers:
+  the same greedy, its one release answered from the tallies.
+
+**Report format** (all integers little-endian).  A batch of reports is a
+header -- the 4 bytes ``PCLR``, a format version byte (1), the 8-byte protocol
+fingerprint (the first 8 bytes of the SHA-256 of the protocol's canonical
+JSON) -- followed by 11-byte records: the query answered (uint16), the hash
+function (uint16; 0 for randomized response), the frequency oracle's output
+(uint32), and for vector queries the coordinate (uint16) and bit (int8; 0
+otherwise).  One device's report is 24 bytes; a batch of n reports is
+13 + 11 n bytes.  A batch for another protocol is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..algorithms import ALGORITHMS, FitContext
+from ..geometry.domain import make_domain
+from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
+from ..privacy.noise import Randomness
+from ..queries.base import clip_blocks
+from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
+from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, UserShare
+
+__all__ = ["Protocol", "Randomizer", "Aggregator", "LocalResult", "encode_reports", "decode_reports"]
+
+MAGIC, FORMAT = b"PCLR", 1
+HEADER_BYTES = len(MAGIC) + 1 + 8
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The public parameters of a local (or shuffle) deployment: all a device and the server must share.
+
+    ``epsilon`` is each report's local guarantee; ``users`` the number of users the round is sized for
+    (public: every device sends one report); ``seed`` the public randomness.  A shuffle deployment states
+    its central guarantee in ``shuffle`` (epsilon, delta) -- see :meth:`for_shuffle`."""
+
+    n_clusters: int
+    n_features: int
+    bounds: list
+    epsilon: float
+    users: int
+    seed: int = field(default_factory=lambda: secrets.randbits(31))
+    algorithm_params: dict | None = None
+    shuffle: tuple[float, float] | None = None
+    bucket_share: float = DEFAULT_BUCKET_SHARE
+
+    def __post_init__(self):
+        make_domain(self.bounds, self.n_features)  # refuses bounds that do not fit the features
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError(f"epsilon must be positive and finite, got {self.epsilon!r}")
+        if not (isinstance(self.users, int) and self.users >= 2):
+            raise ValueError(f"users must be an integer of at least 2, got {self.users!r}")
+
+    @classmethod
+    def for_shuffle(cls, epsilon: float, delta: float, users: int, **public) -> "Protocol":
+        """A protocol whose shuffled reports are (epsilon, delta)-DP: each report gets the largest local
+        epsilon_0 that amplification by shuffling allows for ``users`` reports."""
+        from ..shuffle.amplification import local_epsilon_for
+
+        return cls(epsilon=local_epsilon_for(epsilon, delta, users), users=users, shuffle=(epsilon, delta), **public)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Protocol":
+        fields = json.loads(text)
+        if fields.get("shuffle") is not None:
+            fields["shuffle"] = tuple(fields["shuffle"])
+        return cls(**fields)
+
+    @property
+    def fingerprint(self) -> bytes:
+        return hashlib.sha256(self.to_json().encode()).digest()[:8]
+
+    def round_spend(self) -> Spend:
+        if self.shuffle is not None:
+            eps, delta = self.shuffle
+            return Spend("shuffled reports: one per user, eps0-LDP, amplified by shuffling", epsilon=eps, delta=delta)
+        return Spend("local reports: one per user, each epsilon-LDP", epsilon=self.epsilon)
+
+    def design(self) -> tuple[LocalRound, object]:
+        """(the round, the domain): the greedy's one release, recorded from public parameters."""
+        domain = make_domain(self.bounds, self.n_features)
+        recorder = _Recorder(self)
+        try:
+            _run_greedy(self, recorder)
+        except _Recorded:
+            pass
+        if recorder.requests is None:
+            raise RuntimeError("the algorithm released nothing: no local round to record")
+        round_ = LocalRound.design(recorder.requests, self.epsilon, self.seed, self.users, self.bucket_share)
+        return round_, domain
+
+
+class _Recorded(Exception):
+    """Raised by the recording oracle once it holds the round (nothing else is computed)."""
+
+
+class _LocalPlanning(Oracle):
+    """The local model's planning: shares of users, one release, dense sums only."""
+
+    capabilities = frozenset({DENSE, SPARSE})
+    model = "the local model (one round of reports)"
+
+    def __init__(self, protocol: Protocol):
+        super().__init__(protocol.n_features, Budget(protocol.epsilon), PrivacyAccountant())
+        self.protocol = protocol
+
+    def allot(self, parts, family):
+        explicit = [p.name for p in parts if not p.pooled]
+        if explicit:
+            raise CapabilityError(f"{self.model} serves shares of its users only, not explicit costs ({explicit})")
+        total = sum(p.share for p in parts)
+        return {p.name: UserShare(p.share / total) for p in parts}
+
+    def reserved(self, plan):
+        return [self.protocol.round_spend()]
+
+
+class _Recorder(_LocalPlanning):
+    requests = None
+
+    def answer(self, requests):
+        self.requests = [(query, allotment.share) for query, allotment in requests]
+        raise _Recorded
+
+
+class _FromTallies(_LocalPlanning):
+    """Answers the greedy's one release from the server's tallies (which must be of the same round)."""
+
+    def __init__(self, protocol: Protocol, round_: LocalRound, tallies: list[Tally], accountant: PrivacyAccountant):
+        super().__init__(protocol)
+        self.accountant = accountant
+        self.round, self.tallies = round_, tallies
+
+    def answer(self, requests):
+        asked = [(q.label, q.n_buckets) for q, _ in requests]
+        if asked != [(q.query.label, q.query.n_buckets) for q in self.round.queries]:
+            raise RuntimeError("the algorithm asked another round than the one the devices answered")
+        self.accountant.spend(self.protocol.round_spend())
+        return self.round.release(self.tallies)
+
+
+def _run_greedy(protocol: Protocol, oracle: Oracle):
+    ctx = FitContext(
+        oracle=oracle,
+        n_clusters=protocol.n_clusters,
+        budget=oracle.budget,
+        randomness=Randomness(protocol.seed),  # public: the same geometry on every device and the server
+        public_n=protocol.users,
+        options={"params": protocol.algorithm_params},
+    )
+    return ALGORITHMS["greedy"](ctx)
+
+
+def encode_reports(protocol: Protocol, records: np.ndarray) -> bytes:
+    return MAGIC + bytes([FORMAT]) + protocol.fingerprint + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+
+
+def decode_reports(protocol: Protocol, data: bytes) -> np.ndarray:
+    """The records of a batch of reports, refused unless they were made for ``protocol``."""
+    if len(data) < HEADER_BYTES or data[:4] != MAGIC:
+        raise ValueError("not a batch of privclust local reports (bad header)")
+    if data[4] != FORMAT:
+        raise ValueError(f"report format {data[4]} is not supported (this privclust reads format {FORMAT})")
+    if data[5:HEADER_BYTES] != protocol.fingerprint:
+        raise ValueError("these reports were made for another protocol (fingerprint mismatch): refused")
+    body = data[HEADER_BYTES:]
+    if len(body) % REPORT.itemsize:
+        raise ValueError("the batch of reports is truncated (its length is not a whole number of reports)")
+    return np.frombuffer(body, dtype=REPORT)
+
+
+class Randomizer:
+    """A device's side: one point in, one epsilon-LDP report out (``report``); ``reports`` does many devices."""
+
+    def __init__(self, protocol: Protocol, rng: np.random.Generator | None = None):
+        self.protocol = protocol
+        self.round, self.domain = protocol.design()
+        self._rng = rng
+
+    def _records(self, points: np.ndarray) -> np.ndarray:
+        rng = self._rng or np.random.default_rng(secrets.randbits(128))
+        points = np.atleast_2d(np.asarray(points, dtype=np.float64))
+        if points.shape[1] != self.protocol.n_features or not np.all(np.isfinite(points)):
+            raise ValueError(f"a point has {self.protocol.n_features} finite coordinates")
+        unit = self.domain.to_unit(points.copy())
+        which = self.round.assign(unit.shape[0], rng)
+        records = np.zeros(unit.shape[0], dtype=REPORT)
+        for index, local in enumerate(self.round.queries):
+            users = np.flatnonzero(which == index)
+            if users.size:
+                buckets, values = local.query.contribution(unit[users])
+                values = clip_blocks(np.asarray(values, dtype=np.float64), local.query)
+                records[users] = self.round.report(index, buckets, values, rng)
+        return records
+
+    def report(self, point) -> bytes:
+        """One device's report of its point (24 bytes)."""
+        return encode_reports(self.protocol, self._records(np.asarray(point, dtype=np.float64).reshape(1, -1)))
+
+    def reports(self, points) -> bytes:
+        """The reports of many devices, one per row of ``points``, as one batch."""
+        return encode_reports(self.protocol, self._records(points))
+
+
+@dataclass
+class LocalResult:
+    centers: np.ndarray
+    privacy_spent: PrivacyReport
+    reports: int
+
+
+class Aggregator:
+    """The server's side: reports in (any order, any batches), centers out."""
+
+    def __init__(self, protocol: Protocol):
+        self.protocol = protocol
+        self.round, self.domain = protocol.design()
+        self.tallies: list[Tally] | None = None
+        self.received = 0
+
+    def add(self, batch) -> int:
+        """Tally a batch of reports (bytes, or records); returns how many it held."""
+        records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
+        tallies = self.round.tally(records)
+        self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
+        self.received += len(records)
+        return len(records)
+
+    def release(self, accountant: PrivacyAccountant | None = None) -> LocalResult:
+        """The centers from every report tallied so far (the round is released once: run it when all are in)."""
+        if self.tallies is None:
+            self.add(np.zeros(0, dtype=REPORT))
+        ledger = PrivacyAccountant(None, parent=accountant)
+        result = _run_greedy(self.protocol, _FromTallies(self.protocol, self.round, self.tallies, ledger))
+        return LocalResult(self.domain.from_unit(result.centers), ledger.report(), self.received)

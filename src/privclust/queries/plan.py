@@ -1,0 +1,259 @@
+"""Plans and oracles: an algorithm declares its whole budget, the privacy model turns it into noise.
+
+An algorithm never sees a noise scale, an accountant or a noise source.  It
+declares, before it reads anything, the :class:`Part` s of its budget -- each a
+*share* of the oracle's pool for noisy sums (the oracle decides the noise), or
+an explicit (epsilon, delta) for a mechanism it prices itself -- and the
+capabilities it will use.  ``oracle.plan(parts, needs=...)`` refuses a plan the
+oracle cannot serve or the budget cannot afford, before any row is read, and
+returns the :class:`Plan`: the only way to release.  Each release draws a
+*fraction* of one part, so the sum of what is charged can never exceed what
+was checked (plan and execution are one object); the oracle calibrates every
+block's noise from the fraction and the block's share, draws the noise, and
+records every spend, itemised, in the fit's ledger.
+
+Each privacy model is one :class:`Oracle`: the central curator
+(``queries.central``; its rows in memory, in a memory map or on Spark), a
+federated party (``federated.client``), the local and shuffle models
+(``privclust.local``, ``privclust.shuffle``) and continual observation
+(``privclust.stream``).  Where the rows live is a separate piece
+(``queries.rows``).
+
+Capabilities an oracle may offer:
+
+``DENSE``
+    noisy sums over every bucket of a query;
+``SPARSE``
+    noisy sums of the non-empty buckets of a huge bucket universe (partition selection);
+``ADAPTIVE``
+    queries that depend on earlier answers (several rounds);
+``EXACT``
+    mechanisms that read exact rows (the exponential mechanism over exact
+    counts, NoisyAVG, the sparse vector): the trusted curator only;
+``LAPLACE``
+    pure epsilon-DP sums (``family="laplace"``).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
+
+from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.gdp import gdp_mu
+from .base import Released, SumQuery
+
+__all__ = [
+    "DENSE",
+    "SPARSE",
+    "ADAPTIVE",
+    "EXACT",
+    "LAPLACE",
+    "CapabilityError",
+    "Part",
+    "Allotment",
+    "Plan",
+    "Oracle",
+    "pooled_allotments",
+]
+
+T = TypeVar("T")
+
+DENSE = "dense sums"
+SPARSE = "sparse sums over huge bucket universes"
+ADAPTIVE = "adaptive rounds"
+EXACT = "exact access to the rows"
+LAPLACE = "pure epsilon-DP (Laplace) sums"
+FAMILIES = ("gaussian", "laplace")
+_SLACK = 1e-9  # relative rounding slack when fractions of a part are added up
+
+
+class CapabilityError(ValueError):
+    """The privacy model cannot serve what the algorithm's plan needs (raised before anything is spent)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of an algorithm's budget, declared before any row is read.
+
+    Either ``share`` > 0 -- a share of the oracle's pool for noisy sums, calibrated by the oracle, with
+    ``delta`` the partition-selection delta its sparse queries may spend -- or an explicit ``epsilon``
+    (and ``delta``) that the algorithm prices itself: Laplace sums, or a mechanism with exact access."""
+
+    name: str
+    share: float = 0.0
+    epsilon: float = 0.0
+    delta: float = 0.0
+
+    def __post_init__(self):
+        for what, value in (("share", self.share), ("epsilon", self.epsilon)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"part {self.name!r}: {what} must be a non-negative finite number, got {value!r}")
+        if not 0 <= self.delta < 1:
+            raise ValueError(f"part {self.name!r}: delta must lie in [0, 1), got {self.delta!r}")
+        if (self.share > 0) == (self.epsilon > 0):
+            raise ValueError(f"part {self.name!r} needs either a share of the pool or an explicit epsilon")
+
+    @property
+    def pooled(self) -> bool:
+        return self.share > 0
+
+
+@dataclass(frozen=True)
+class Allotment:
+    """What a part (or one release from it) may spend: mu-GDP, epsilon, or nothing (non-private)."""
+
+    mu: float | None = None
+    epsilon: float | None = None
+    delta: float = 0.0
+    exact: bool = False  # the non-private baseline: no noise, epsilon = inf
+
+    def fraction(self, f: float) -> "Allotment":
+        """The share ``f`` of it: mu^2, epsilon and delta compose additively, so they scale by f."""
+        return Allotment(
+            mu=None if self.mu is None else self.mu * math.sqrt(f),
+            epsilon=None if self.epsilon is None else self.epsilon * f,
+            delta=self.delta * f,
+            exact=self.exact,
+        )
+
+    def spends(self, label: str) -> list[Spend]:
+        if self.exact:
+            return [Spend(label, epsilon=math.inf)]
+        if self.mu is not None:
+            out = [Spend(label, mu=self.mu)]
+            return out + ([Spend(f"{label} (selection)", delta=self.delta)] if self.delta > 0 else [])
+        return [Spend(label, epsilon=self.epsilon or 0.0, delta=self.delta)]
+
+
+class Plan:
+    """An algorithm's declared budget, served by one oracle: the only way to release (see the module doc)."""
+
+    def __init__(self, oracle: "Oracle", parts: list[Part], allotments: dict[str, Allotment], family: str):
+        self.oracle, self.parts, self.family = oracle, list(parts), family
+        self._allotments = allotments
+        self._used = {p.name: 0.0 for p in parts}
+
+    def reserved(self) -> list[Spend]:
+        """The spends the whole plan may make: what the budget is checked against up front."""
+        return [s for p in self.parts for s in self._allotments[p.name].spends(p.name)]
+
+    def allotment(self, part: str) -> Allotment:
+        """A part's whole allotment (for heuristics that need the noise level, e.g. FastLloyd's iterations)."""
+        return self._allotments[self._known(part)]
+
+    def release(self, query: SumQuery, part: str, fraction: float = 1.0) -> Released:
+        """The noisy sums of ``query``, spending ``fraction`` of ``part``."""
+        return self.release_many([(query, part, fraction)])[0]
+
+    def release_many(self, requests: Iterable[tuple[SumQuery, str, float]]) -> list[Released]:
+        """Several releases fixed in advance (none depends on another's answer): one pass over the rows."""
+        requests = list(requests)
+        drawn = [(query, self._draw(part, fraction)) for query, part, fraction in requests]
+        return self.oracle.answer(drawn)
+
+    def run_exact(self, parts: list[str], mechanism: Callable[["ExactAccess"], T]) -> T:  # noqa: F821
+        """Run a mechanism that reads exact rows (central model), charging the whole of ``parts``."""
+        spends = [s for part in parts for s in self._draw(part, 1.0).spends(part)]
+        return self.oracle.run_exact(spends, mechanism)
+
+    def _known(self, part: str) -> str:
+        if part not in self._used:
+            raise KeyError(f"the plan has no part {part!r}; it has {list(self._used)}")
+        return part
+
+    def _draw(self, part: str, fraction: float) -> Allotment:
+        self._known(part)
+        if not (0 < fraction <= 1):
+            raise ValueError(f"a release draws a fraction in (0, 1] of its part, got {fraction!r}")
+        self._used[part] += fraction
+        if self._used[part] > 1.0 + _SLACK:  # a bug in the algorithm, never a data-dependent event
+            raise RuntimeError(f"the plan's part {part!r} is overdrawn ({self._used[part]:.6g} of it)")
+        return self._allotments[part].fraction(fraction)
+
+
+class Oracle(ABC):
+    """One privacy model: it plans, calibrates, draws every noise value and charges every spend."""
+
+    capabilities: frozenset[str] = frozenset()
+    model = "this privacy model"
+
+    def __init__(self, n_features: int, budget: Budget | None, accountant: PrivacyAccountant):
+        self.n_features = int(n_features)
+        self.budget = budget  # None: the non-private baseline
+        self.accountant = accountant
+
+    def plan(
+        self, parts: Iterable[Part], *, family: str = "gaussian", needs: Iterable[str] = (), what: str = "it"
+    ) -> Plan:
+        """Check that this oracle can serve ``parts`` with ``needs`` within the budget; raises before any row
+        is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
+        parts = list(parts)
+        names = [p.name for p in parts]
+        if not parts or len(set(names)) != len(names):
+            raise ValueError(f"a plan needs parts with unique names, got {names}")
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+        self.require(set(needs) | ({LAPLACE} if family == "laplace" else set()), what)
+        plan = Plan(self, parts, self.allot(parts, family), family)
+        self.accountant.check(self.reserved(plan))
+        return plan
+
+    def require(self, needs: Iterable[str], what: str = "it") -> None:
+        """Refuse, before anything is read or spent, an algorithm needing what this model does not offer."""
+        missing = sorted(set(needs) - self.capabilities)
+        if missing:
+            raise CapabilityError(
+                f"{what} needs {', '.join(missing)}, which {self.model} does not offer; nothing was spent. "
+                "Choose an algorithm this privacy model can run (docs/design.md lists which runs where)."
+            )
+
+    def reserved(self, plan: Plan) -> list[Spend]:
+        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends."""
+        return plan.reserved()
+
+    @abstractmethod
+    def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
+        """Turn the budget into each part's allotment; raise ``ValueError`` if the parts do not fit it."""
+
+    @abstractmethod
+    def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
+        """Compute, noise and charge the releases (called by :class:`Plan` only)."""
+
+    def run_exact(self, spends: list[Spend], mechanism):
+        raise CapabilityError(f"{self.model} gives no exact access to the rows")
+
+
+def pooled_allotments(budget: Budget | None, parts: list[Part], family: str) -> dict[str, Allotment]:
+    """The curator's split (central, Spark, federated): explicit parts cost what they say (basic
+    composition); the rest of (epsilon, delta) is the pool, shared by the pooled parts -- as one
+    mu-GDP Gaussian mechanism (``family="gaussian"``, shares of mu^2) or one epsilon (shares of epsilon).
+
+    With ``budget=None`` (the non-private baseline) every part is exact."""
+    if budget is None:
+        return {p.name: Allotment(exact=True) for p in parts}
+    explicit = [p for p in parts if not p.pooled]
+    pooled = [p for p in parts if p.pooled]
+    eps_left = budget.epsilon - sum(p.epsilon for p in explicit)
+    delta_left = budget.delta - sum(p.delta for p in parts)
+    out = {p.name: Allotment(epsilon=p.epsilon, delta=p.delta) for p in explicit}
+    if eps_left < -1e-12 * budget.epsilon or delta_left < -1e-12:
+        raise ValueError("the plan's explicit parts cost more than the budget")
+    if not pooled:
+        return out
+    if eps_left <= 1e-12 * budget.epsilon:
+        raise ValueError("the plan's explicit parts leave no epsilon for its noisy sums")
+    total_share = sum(p.share for p in pooled)
+    if family == "gaussian":
+        if delta_left <= 0:
+            raise ValueError(
+                "Gaussian noise needs delta > 0 (beyond the plan's explicit deltas); "
+                "use a pure epsilon-DP algorithm (e.g. algorithm='sulloyd') for delta = 0"
+            )
+        mu = gdp_mu(eps_left, delta_left)
+        out.update({p.name: Allotment(mu=mu * math.sqrt(p.share / total_share), delta=p.delta) for p in pooled})
+    else:
+        out.update({p.name: Allotment(epsilon=eps_left * p.share / total_share, delta=p.delta) for p in pooled})
+    return out

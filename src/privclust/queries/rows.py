@@ -1,0 +1,274 @@
+"""Where the rows live: one piece every privacy model composes with its noise.
+
+A :class:`Rows` holds private rows somewhere -- an in-memory array or a memory
+map (:class:`MemoryRows`), a Spark DataFrame (``queries.spark.SparkRows``), one
+federated party's rows -- and answers the three questions an oracle may ask of
+them, always in the unit box of the declared bounds:
+
+* ``sums(queries)``: the exact clipped per-bucket sums of several queries in
+  one pass over the rows (dense, or the non-empty buckets of a sparse query);
+* ``contributions(query)``: every row's own clipped (bucket, value), chunk by
+  chunk -- what each device computes in the local model;
+* ``map_rows(fn)``: exact rows mapped by ``fn`` -- for the central model's
+  exact-access mechanisms only.
+
+Nothing here adds noise or charges a budget: that is the oracle's job.  Rows
+are validated (numeric, finite) and mapped into the unit box lazily, on the
+first question, so an oracle can check a plan against the budget before any
+row is read.
+
+Speed: an in-memory array is transformed once, on first use (chunks already
+inside the unit box are kept as views, not copied), with each row's squared
+norm cached; memory-mapped input is transformed chunk by chunk on every pass
+instead, so arrays larger than memory work.  Chunks are processed on every
+core.  Voronoi-cell queries and row counts take exact shortcuts
+(``queries.voronoi``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, TypeVar
+
+import numpy as np
+from scipy import sparse
+
+from .._parallel import map_chunks, n_workers
+from .._validation import check_data
+from .base import ROW_COUNT, SumQuery, clip_blocks
+from .voronoi import VoronoiCells
+
+__all__ = [
+    "Rows",
+    "MemoryRows",
+    "RowChunk",
+    "RunningAnswers",
+    "bucket_sums",
+    "chunk_rows_for",
+    "chunk_sums",
+    "merge_sparse",
+]
+
+T = TypeVar("T")
+
+DENSE_INDICATOR_CELLS = 2**20  # above this, per-bucket sums use a sparse indicator
+CHUNK_BYTES = 4 * 2**20  # rows are processed ~4 MiB at a time: cache-friendly, enough for BLAS
+
+
+def chunk_rows_for(n_features: int) -> int:
+    return int(min(65_536, max(256, CHUNK_BYTES // (8 * max(1, n_features)))))
+
+
+class Rows(ABC):
+    """Private rows, wherever they live; see the module docstring."""
+
+    n_features: int
+
+    @abstractmethod
+    def sums(self, queries: list[SumQuery]) -> list:
+        """Exact clipped sums of every query, in one pass: a (n_buckets, width) array for a dense query,
+        (ids of the non-empty buckets, their sums) for a sparse one.  Exact: only an oracle may see them."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """The exact number of rows (private: only an oracle may see it)."""
+
+    def contributions(self, query: SumQuery, select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The (bucket id, clipped value row) of every row -- or of the rows ``select`` (sorted indices) --
+        in row order: what each device computes for itself in the local model."""
+        raise NotImplementedError(f"{type(self).__name__} does not hand out per-row contributions")
+
+    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` of every chunk of unit-box rows, concatenated in row order (exact access)."""
+        raise NotImplementedError(f"{type(self).__name__} gives no exact access to its rows")
+
+    def close(self) -> None:  # noqa: B027 -- most rows hold nothing elsewhere
+        """Release what the rows hold elsewhere (a Spark cache)."""
+
+
+def bucket_sums(buckets: np.ndarray, values: np.ndarray, n_buckets: int) -> np.ndarray:
+    """Exact per-bucket column sums of ``values``; rows with bucket -1 are skipped."""
+    keep = np.flatnonzero(buckets >= 0)
+    buckets = buckets[keep]
+    if buckets.size and buckets.max() >= n_buckets:
+        raise ValueError(f"bucket id {int(buckets.max())} out of range for {n_buckets} buckets")
+    if n_buckets * values.shape[0] <= DENSE_INDICATOR_CELLS:
+        indicator = np.zeros((n_buckets, values.shape[0]))
+        indicator[buckets, keep] = 1.0
+        return indicator @ values
+    indicator = sparse.csr_matrix((np.ones(keep.size), (buckets, keep)), shape=(n_buckets, values.shape[0]))
+    return np.asarray(indicator @ values)
+
+
+class RowChunk:
+    __slots__ = ("rows", "sq_norms")
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self.sq_norms = np.einsum("ij,ij->i", rows, rows)
+
+
+def clipped_contribution(query: SumQuery, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket ids, clipped value rows) of one chunk."""
+    buckets, values = query.contribution(rows)
+    # Contribution functions return fresh arrays, so clipping in place is safe.
+    return np.asarray(buckets, dtype=np.int64), clip_blocks(np.asarray(values, dtype=np.float64), query)
+
+
+def chunk_sums(query: SumQuery, rows: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """Exact clipped per-bucket sums of one chunk of unit-box rows (``sq_norms``: their squared norms)."""
+    cells = query.structure
+    if isinstance(cells, VoronoiCells):
+        return cells.clipped_sums(rows, sq_norms, *query.blocks)
+    buckets, values = clipped_contribution(query, rows)
+    return bucket_sums(buckets, values, query.n_buckets)
+
+
+def chunk_sparse_part(query: SumQuery, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket ids, sums) of one chunk's non-empty buckets."""
+    buckets, values = clipped_contribution(query, rows)
+    keep = buckets >= 0
+    return merge_sparse([(buckets[keep], values[keep])], query.width)
+
+
+def merge_sparse(parts, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (ids, values) parts by id: the sorted distinct ids and their summed values."""
+    parts = list(parts)
+    ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    values = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, width))
+    unique, inverse = np.unique(ids, return_inverse=True)
+    sums = np.stack([np.bincount(inverse, weights=values[:, j], minlength=unique.size) for j in range(width)], 1)
+    return unique, sums.reshape(unique.size, width)
+
+
+class RunningAnswers:
+    """Running exact answers of several queries, fed one chunk at a time (see ``Rows.sums``)."""
+
+    def __init__(self, queries: list[SumQuery]):
+        self.queries = queries
+        # Allocated on first use, so an empty accumulator is small (Spark ships one to every task).
+        self.totals: list = [None] * len(queries)
+
+    def of_chunk(self, chunk: RowChunk) -> list:
+        return [
+            chunk_sparse_part(q, chunk.rows) if q.sparse else chunk_sums(q, chunk.rows, chunk.sq_norms)
+            for q in self.queries
+        ]
+
+    def add(self, parts: list) -> "RunningAnswers":
+        """Absorb one chunk's answers (as :meth:`of_chunk` gives them)."""
+        for i, part in enumerate(parts):
+            self._absorb(i, part)
+        return self
+
+    def merge(self, other: "RunningAnswers") -> "RunningAnswers":
+        for i, total in enumerate(other.totals):
+            if total is not None:
+                self._absorb(i, total)
+        return self
+
+    def _absorb(self, i: int, part) -> None:
+        query = self.queries[i]
+        if self.totals[i] is None:
+            self.totals[i] = part
+        elif not query.sparse:
+            self.totals[i] += part
+        else:  # merged as it goes, so a sparse answer never holds more than its distinct ids
+            self.totals[i] = merge_sparse([self.totals[i], part], query.width)
+
+    def result(self) -> list:
+        return [t if t is not None else empty_answer(q) for q, t in zip(self.queries, self.totals)]
+
+
+def empty_answer(query: SumQuery):
+    return merge_sparse([], query.width) if query.sparse else np.zeros((query.n_buckets, query.width))
+
+
+def _as_is(chunk: RowChunk) -> RowChunk:
+    return chunk
+
+
+class MemoryRows(Rows):
+    """Rows in an in-memory array or a memory map, checked and mapped into the unit box on first use."""
+
+    def __init__(
+        self,
+        data,
+        n_features: int,
+        transform: Callable[[np.ndarray], np.ndarray] | None = None,
+        chunk_rows: int | None = None,
+        what: str = "X",
+    ):
+        self.n_features = int(n_features)
+        self._input, self._what = data, what
+        self._transform = transform or (lambda rows: rows)
+        self._chunk_rows = int(chunk_rows or chunk_rows_for(self.n_features))
+        self._data = None  # the checked array, on first use
+        self._prepared: list[RowChunk] | None = None
+
+    def _ready(self) -> np.ndarray:
+        if self._data is None:
+            data = check_data(self._input, self._what)  # numeric and finite; refused before any release
+            if data.shape[1] != self.n_features:
+                raise ValueError(f"{self._what} has {data.shape[1]} features, expected {self.n_features}")
+            starts = range(0, data.shape[0], self._chunk_rows)
+            self._slices = [slice(s, s + self._chunk_rows) for s in starts]
+            self._data = data
+            if not isinstance(data, np.memmap):
+                self._prepared = map_chunks(self._prepare, self._slices)
+        return self._data
+
+    def _prepare(self, rows: slice) -> RowChunk:
+        return RowChunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
+
+    @property
+    def data(self) -> np.ndarray:
+        """The checked input array (raw coordinates, not the unit box)."""
+        return self._ready()
+
+    def _map(self, fn: Callable[[RowChunk], T]) -> list[T]:
+        self._ready()
+        if self._prepared is not None:
+            return map_chunks(fn, self._prepared)
+        return [fn(self._prepare(s)) for s in self._slices]  # memory map: one chunk in memory at a time
+
+    def count(self) -> int:
+        return int(self._ready().shape[0])
+
+    def sums(self, queries):
+        counts = [q.structure is ROW_COUNT for q in queries]
+        if any(counts):  # a count needs no pass over the rows
+            others = self.sums([q for q, is_count in zip(queries, counts) if not is_count]) if not all(counts) else []
+            others = iter(others)
+            return [np.array([[float(self.count())]]) if c else next(others) for c in counts]
+        answers = RunningAnswers(list(queries))
+        self._ready()
+        if self._prepared is not None:
+            chunks, read = self._prepared, _as_is
+        else:  # memory map: one chunk read per worker at a time
+            chunks, read = self._slices, self._prepare
+        group = max(1, n_workers())  # chunks in flight: memory stays a few partial answers, whatever n is
+        for start in range(0, len(chunks), group):
+            for parts in map_chunks(lambda c: answers.of_chunk(read(c)), chunks[start : start + group]):
+                answers.add(parts)
+        return answers.result()
+
+    def contributions(self, query, select=None):
+        data = self._ready()
+        if select is None:
+            select = np.arange(data.shape[0])
+        buckets, values = [], []
+        for start in range(0, select.size, self._chunk_rows):
+            rows = self._transform(np.asarray(data[select[start : start + self._chunk_rows]], dtype=np.float64))
+            b, v = clipped_contribution(query, rows)
+            buckets.append(b)
+            values.append(v)
+        if not buckets:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, query.width))
+        return np.concatenate(buckets), np.concatenate(values)
+
+    def map_rows(self, fn):
+        parts = self._map(lambda chunk: fn(chunk.rows))
+        if parts:
+            return np.concatenate(parts)
+        return fn(np.zeros((0, self.n_features)))  # no rows: fn's output of the right shape, empty

@@ -1,0 +1,160 @@
+"""``privclust federated ...``: everything checkable is checked before connecting, with exit code 2."""
+
+import gzip
+import socket
+import threading
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privclust.cli import app
+from privclust.federated import FederatedServer, Job, join
+
+runner = CliRunner()
+
+
+class Outcome:
+    def __init__(self, result):
+        self.exit_code = result.exit_code
+        self.output = " ".join(result.output.split())  # rich wraps long lines
+
+
+def invoke(*args):
+    out = runner.invoke(app, ["federated", *map(str, args)])
+    assert "Traceback" not in out.output
+    return Outcome(out)
+
+
+@pytest.fixture
+def rows(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "rows.csv"
+    np.savetxt(path, np.clip(rng.normal(0, 0.3, (400, 2)), -1, 1), delimiter=",")
+    return path
+
+
+@pytest.fixture
+def listener():
+    """A port nobody should connect to: the checks run before connecting."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    sock.setblocking(False)
+    yield sock
+    with pytest.raises(BlockingIOError):
+        sock.accept()
+    sock.close()
+
+
+def test_make_certs_refuses_fewer_than_two_parties(tmp_path):
+    out = invoke("make-certs", tmp_path / "c", "--parties", -2)
+    assert out.exit_code == 2 and "--parties must be 2" in out.output
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--k", 0], "k must be a positive integer"),
+        (["--bounds", "1,-1"], "empty"),
+        (["--delta", 0], "delta must be positive"),
+        (["--max-mib", -1], "--max-mib"),
+        (["--timeout", 0], "--timeout"),
+        (["--port", 99999], "--port"),
+        (["--parties", 1], "parties"),
+        (["--threshold", 1], "majority"),
+        (["--bounds", "x"], "--bounds"),
+    ],
+)
+def test_serve_validates_the_job_when_it_starts(args, message):
+    base = {"--parties": 3, "--k": 3, "--bounds": "-1,1", "--port": 0, "--insecure-plain-tcp": None}
+    for name, value in zip(args[::2], args[1::2]):
+        base[name] = value
+    flat = [x for name, value in base.items() for x in ([name] if value is None else [name, value])]
+    out = invoke("serve", *flat)
+    assert out.exit_code == 2 and message in out.output
+
+
+def join_args(data, port, *more):
+    return ["join", "--data", data, "--party", 0, "--parties", 2, "--server", f"127.0.0.1:{port}"] + [
+        "--insecure-plain-tcp",
+        *more,
+    ]
+
+
+def test_join_without_a_port_is_a_clear_error(rows):
+    out = invoke("join", "--data", rows, "--party", 0, "--parties", 2, "--server", "127.0.0.1", "--insecure-plain-tcp")
+    assert out.exit_code == 2 and "HOST:PORT" in out.output
+
+
+def test_join_checks_the_output_folder_before_connecting(rows, listener, tmp_path):
+    out = invoke(*join_args(rows, listener.getsockname()[1], "-o", tmp_path / "missing" / "c.csv"))
+    assert out.exit_code == 2 and "does not exist" in out.output
+    out = invoke(*join_args(rows, listener.getsockname()[1], "-o", tmp_path))
+    assert out.exit_code == 2 and "is a folder" in out.output
+
+
+def test_join_reports_unreadable_data_before_connecting(tmp_path, listener):
+    text = tmp_path / "text.csv.gz"
+    text.write_text("1,2\n3,4\n")
+    whole = gzip.compress("\n".join(f"{i},{i}" for i in range(5000)).encode())
+    truncated = tmp_path / "truncated.csv.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text('1,2\n3,4,5\n"6,7\n')
+    port = listener.getsockname()[1]
+    for path, message in [
+        (text, "not a gzip file"),
+        (truncated, "truncated or corrupt"),
+        (ragged, "malformed CSV"),
+        (tmp_path / "absent.csv", "no such file"),
+    ]:
+        out = invoke(*join_args(path, port, "-o", tmp_path / "c.csv"))
+        assert out.exit_code == 2 and f"cannot read {path}" in out.output and message in out.output
+
+
+def serve_in_thread(job, rows, parties=2):
+    """A plain-TCP server and party 1 in threads; party 0 is left to the CLI."""
+    server = FederatedServer(job, parties, timeout=10)
+    results = {}
+
+    def serve():
+        try:
+            results["server"] = server.serve()
+        except Exception as exc:  # noqa: BLE001
+            results["server"] = exc
+
+    def party():
+        try:
+            results[1] = join(rows, server.address, 1, parties, timeout=20)
+        except Exception as exc:  # noqa: BLE001
+            results[1] = exc
+
+    threads = [threading.Thread(target=serve), threading.Thread(target=party)]
+    for t in threads:
+        t.start()
+    return server, threads, results
+
+
+def test_join_refuses_an_epsilon_over_its_limit(rows, tmp_path):
+    X = np.loadtxt(rows, delimiter=",")
+    server, threads, results = serve_in_thread(Job(3, 5.0, 1e-6, [-1, 1]), X)
+    out = invoke(*join_args(rows, server.address[1], "-o", tmp_path / "c.csv", "--max-epsilon", 1))
+    for t in threads:
+        t.join(30)
+    assert out.exit_code == 2 and "epsilon 5.0, above this party's limit 1.0" in out.output
+    assert not (tmp_path / "c.csv").exists()
+    assert server.accountant.report().epsilon == 0
+
+
+def test_join_writes_the_centers_whole_under_their_name(rows, tmp_path):
+    X = np.loadtxt(rows, delimiter=",")
+    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1]), X)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = invoke(*join_args(rows, server.address[1], "-o", folder / "c.csv", "--k", 3, "--bounds", "-1,1"))
+    for t in threads:
+        t.join(30)
+    assert out.exit_code == 0, out.output
+    assert [p.name for p in folder.iterdir()] == ["c.csv"]  # no temporary file left behind
+    centers = np.loadtxt(folder / "c.csv", delimiter=",", skiprows=1)
+    np.testing.assert_allclose(centers, results[1].centers, rtol=1e-8)  # CSV keeps 10 digits

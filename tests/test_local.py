@@ -1,0 +1,234 @@
+"""The local model: randomizers are epsilon-LDP and unbiased; the greedy runs unchanged on one round of reports."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import beta
+
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust.local import (
+    REPORT,
+    Aggregator,
+    GeneralizedRR,
+    LocalHashing,
+    OneCoordinate,
+    Protocol,
+    Randomizer,
+    decode_reports,
+    encode_reports,
+    frequency_oracle,
+)
+from privclust.local.frequency import hash_functions_for
+from privclust.metrics import nicv
+from privclust.queries import CapabilityError
+
+
+def blobs(n, k=4, d=2, seed=0, spread=0.05):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-0.7, 0.7, (k, d))
+    return np.clip(centers[rng.integers(0, k, n)] + rng.normal(0, spread, (n, d)), -1, 1), centers
+
+
+@pytest.mark.parametrize(
+    "make", [lambda run: GeneralizedRR(12, 1.5), lambda run: LocalHashing(500, 1.5, seed=run, hash_functions=8192)]
+)
+def test_frequency_oracles_are_unbiased_with_the_stated_variance(make):
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 8, 60_000)
+    true = np.bincount(values, minlength=make(0).domain)
+    runs = []
+    for run in range(30):  # unbiased over the public hash family's draw too: a fresh family each run
+        oracle = make(run)
+        runs.append(oracle.estimate(oracle.tally(oracle.randomize(values, rng)), values.size, np.arange(oracle.domain)))
+    runs = np.array(runs)
+    # Mean over runs is the truth (within 4.5 standard errors), and a value nobody holds has about the stated
+    # variance (with enough shared hash functions that collisions with the heavy values add little).
+    spread = runs.std(0).max()
+    assert np.all(np.abs(runs.mean(0) - true) < 4.5 * spread / np.sqrt(30))
+    empty = runs[:, 10:].ravel()
+    assert empty.std() == pytest.approx(math.sqrt(values.size * oracle.variance()), rel=0.25)
+
+
+def test_the_randomizers_output_probabilities_are_within_e_to_the_epsilon():
+    eps = 1.3
+    grr = GeneralizedRR(20, eps)
+    assert grr.p / grr.q == pytest.approx(math.exp(eps))
+    olh = LocalHashing(1000, eps, seed=0)
+    q_other = (1 - olh.p) / (olh.g - 1)  # any other hash value, for a fixed hash function
+    assert olh.p / q_other == pytest.approx(math.exp(eps))
+    vec = OneCoordinate(5, eps)
+    up_max, up_min = 0.5 + 1 / (2 * vec.scale), 0.5 - 1 / (2 * vec.scale)  # P[bit = +1] at x_j = 1 and -1
+    assert up_max / up_min == pytest.approx(math.exp(eps))
+
+
+def test_the_one_coordinate_randomizer_is_unbiased():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (200_000, 3)) * np.array([1.0, 0.5, 0.1])
+    vec = OneCoordinate(3, 1.0)
+    total = vec.estimates(vec.randomize(x, rng)).sum(0)
+    assert np.all(np.abs(total - x.sum(0)) < 4 * math.sqrt(x.shape[0] * vec.variance()))
+
+
+def test_local_hashing_is_chosen_for_large_domains_and_sized_by_the_users():
+    assert isinstance(frequency_oracle(10, 2.0, 0), GeneralizedRR)  # 10 < 3 e^2 + 2
+    big = frequency_oracle(5_000, 2.0, 0, users=1e6)
+    assert isinstance(big, LocalHashing) and big.hash_functions == hash_functions_for(1e6, 2.0) > 1024
+
+
+def empirical_local_epsilon(report, a, b, draws=20_000, seed=0):
+    """A 99.9%-confidence lower bound on the privacy loss of ``report`` between inputs a and b, from the
+    frequencies of every output (Clopper-Pearson), over outputs seen at least 50 times."""
+    rng = np.random.default_rng(seed)
+    out_a, out_b = report(a, draws, rng), report(b, draws, rng)
+    keys, inverse = np.unique(np.concatenate([out_a, out_b]), return_inverse=True, axis=0)
+    count_a = np.bincount(inverse[:draws], minlength=len(keys))
+    count_b = np.bincount(inverse[draws:], minlength=len(keys))
+    worst = 0.0
+    for ca, cb in zip(count_a, count_b):
+        if ca + cb < 50:
+            continue
+        for hi, lo in ((ca, cb), (cb, ca)):
+            p_low = beta.ppf(0.0005, hi, draws - hi + 1) if hi else 0.0
+            q_high = beta.ppf(0.9995, lo + 1, draws - lo)
+            if p_low > 0:
+                worst = max(worst, math.log(p_low / q_high))
+    return worst
+
+
+@pytest.mark.parametrize("query", [3, -1])  # a level's histogram (balls of radius 0.18), the lifting grid's
+def test_a_devices_report_is_epsilon_ldp_empirically(query):
+    eps = 1.0
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=eps, users=1000, seed=4)
+    local = Randomizer(protocol).round.queries[query]
+
+    def report(point, draws, rng):
+        buckets, values = local.query.contribution(np.repeat([point], draws, axis=0))
+        records = local.randomize(buckets, np.asarray(values, dtype=float), rng)
+        return np.stack([records[f].astype(np.int64) for f in ("hash", "y", "coord", "bit")], 1)
+
+    # Two points in different buckets of this query: the report's law may differ by e^eps, never more.  (A
+    # level's value of about 0.2 here keeps the bucket only that often: the loss is real but smaller.)
+    loss = empirical_local_epsilon(report, [-0.9, -0.9], [0.9, 0.9], draws=40_000)
+    assert loss <= eps and (query == 3 or loss > 0.5)
+
+
+def test_reports_are_refused_unless_they_were_made_for_the_protocol():
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=1.0, users=100, seed=1)
+    other = Protocol(n_clusters=3, n_features=2, bounds=[-1, 1], epsilon=1.0, users=100, seed=1)
+    batch = Randomizer(protocol, np.random.default_rng(0)).reports(np.zeros((5, 2)))
+    assert len(batch) == 13 + 5 * REPORT.itemsize and len(decode_reports(protocol, batch)) == 5
+    with pytest.raises(ValueError, match="another protocol"):
+        decode_reports(other, batch)
+    with pytest.raises(ValueError, match="truncated"):
+        decode_reports(protocol, batch[:-3])
+    with pytest.raises(ValueError, match="bad header"):
+        decode_reports(protocol, b"not reports at all")
+
+
+def test_the_aggregator_takes_reports_in_any_order_and_batches():
+    X, _ = blobs(20_000)
+    protocol = Protocol(n_clusters=4, n_features=2, bounds=[-1, 1], epsilon=2.0, users=len(X), seed=2)
+    records = decode_reports(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    whole, parts = Aggregator(protocol), Aggregator(protocol)
+    whole.add(records)
+    shuffled = records[np.random.default_rng(1).permutation(len(records))]
+    for chunk in np.array_split(shuffled, 7):
+        parts.add(encode_reports(protocol, chunk))
+    for a, b in zip(whole.tallies, parts.tallies):
+        np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_allclose(whole.release().centers, parts.release().centers)
+
+
+def test_the_deployed_protocol_finds_the_clusters():
+    X, centers = blobs(100_000, seed=3)
+    protocol = Protocol(n_clusters=4, n_features=2, bounds=[-1, 1], epsilon=2.0, users=len(X), seed=7)
+    aggregator = Aggregator(protocol)
+    aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    result = aggregator.release()
+    assert result.privacy_spent.epsilon == pytest.approx(2.0) and result.privacy_spent.delta == 0.0
+    assert nicv(X, result.centers) < 0.1 * nicv(X, X.mean(0, keepdims=True))
+
+
+def test_kmeans_in_the_local_model_states_the_local_guarantee_and_finds_the_clusters():
+    X, _ = blobs(100_000, seed=5)
+    model = KMeans(4, epsilon=2.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", random_state=0).fit(X)
+    spent = model.privacy_spent_
+    assert spent.epsilon == pytest.approx(2.0) and spent.delta == 0.0 and len(spent.steps) == 1
+    assert "LDP" in spent.steps[0].label
+    assert nicv(X, model.cluster_centers_) < 0.1 * nicv(X, X.mean(0, keepdims=True))
+
+
+@pytest.mark.parametrize(
+    "algorithm, params",
+    [("fastlloyd", None), ("maxcover", None), ("onecluster", None), ("greedy", {"selection": "exponential"})],
+)
+def test_algorithms_the_local_model_cannot_run_are_refused_before_anything_is_spent(algorithm, params):
+    shared = PrivacyAccountant(Budget(10.0, 1e-3))
+    model = KMeans(
+        2, bounds=(-1, 1), algorithm=algorithm, algorithm_params=params, privacy_model="local", accountant=shared
+    )
+    with pytest.raises(CapabilityError, match="nothing was spent"):
+        model.fit(np.zeros((50, 2)))
+    assert shared.spends == []
+
+
+def test_sparse_greedy_levels_are_decoded_locally_and_dropped_by_a_model_without_sparse_releases(monkeypatch):
+    from privclust.local.oracle import LocalOracle
+    from privclust.queries.plan import DENSE
+
+    X, _ = blobs(3_000, d=6, seed=1)
+
+    def fit(**params):
+        return KMeans(
+            2,
+            bounds=(-1, 1),
+            algorithm="greedy",
+            privacy_model="local",
+            random_state=0,
+            algorithm_params={"projection_dim": 4, **params},
+        ).fit(X)
+
+    assert fit(levels=8).cluster_centers_.shape == (2, 6)  # sparse levels: hierarchical decoding
+    monkeypatch.setattr(LocalOracle, "capabilities", frozenset({DENSE}))
+    fit()  # default levels: the dense ones only
+    with pytest.raises(CapabilityError):
+        fit(levels=8)
+
+
+def test_a_local_fit_is_refused_by_a_spent_shared_budget_before_any_row_is_read():
+    shared = PrivacyAccountant(Budget(1.0))
+    shared.spend_dp("earlier", 0.8)
+
+    class Untouchable:
+        shape = (100, 2)
+
+        def __array__(self, *args, **kwargs):
+            raise AssertionError("the rows were read")
+
+    with pytest.raises(BudgetExceededError):
+        KMeans(2, epsilon=0.5, bounds=(-1, 1), algorithm="greedy", privacy_model="local", accountant=shared).fit(
+            Untouchable()
+        )
+
+
+def test_a_vector_query_is_estimated_without_bias_with_its_stated_noise():
+    from privclust.local import LocalQuery
+    from privclust.queries import Block, SumQuery
+
+    rng = np.random.default_rng(3)
+    cells = rng.integers(0, 6, 80_000)
+    x = rng.uniform(-1, 1, (80_000, 3)) * 0.6 + (cells[:, None] - 2.5) * 0.1
+    query = SumQuery(
+        "grid",
+        6,
+        (Block("sum", 3, math.sqrt(3), coordinate_bound=1.0), Block("count", 1, 1.0, count=True)),
+        lambda chunk: (cells, np.hstack([x, np.ones((len(x), 1))])),
+    )
+    local = LocalQuery.design(query, 1.0, 3.0, seed=1, bucket_share=0.5, users=len(x))
+    buckets, values = query.contribution(None)
+    released = local.release(local.tally(local.randomize(buckets, values, rng)))
+    true_sums = np.stack([x[cells == c].sum(0) for c in range(6)])
+    true_counts = np.bincount(cells, minlength=6)
+    assert np.all(np.abs(released["count"][:, 0] - true_counts) < 4 * released.std["count"])
+    assert np.all(np.abs(released["sum"] - true_sums) < 4 * released.std["sum"])
