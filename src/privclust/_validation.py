@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
+from sklearn.utils import check_array
 
 __all__ = [
     "check_data",
+    "refuse_non_numeric_columns",
+    "values_withheld",
     "check_n_clusters",
     "check_epsilon",
     "check_delta",
@@ -89,6 +94,15 @@ def check_data(X, what: str = "X") -> np.ndarray:
             f"{what} is a Spark object, which only KMeans.fit and KMeans.predict take (the rows stay in Spark); "
             "for this function, bring the rows into memory first (e.g. a numpy array)"
         )
+    refuse_non_numeric_columns(X, what)
+    with values_withheld(what):
+        arr = check_array(X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0, input_name=what)
+    _check_shape_and_values(arr, what)
+    return arr
+
+
+def refuse_non_numeric_columns(X, what: str = "X") -> None:
+    """A table's non-numeric columns, named (the schema is public) before any value is converted."""
     columns = getattr(X, "columns", None)
     if columns is not None and hasattr(X, "dtypes"):
         from pandas.api.types import is_numeric_dtype
@@ -96,15 +110,34 @@ def check_data(X, what: str = "X") -> np.ndarray:
         bad = [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
         if bad:
             raise ValueError(f"{what} has non-numeric columns {bad}: drop or encode them before clustering")
-        X = X.to_numpy()
-    if np.iscomplexobj(X):
-        raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
+
+
+# scikit-learn's input errors, by the start of their message: those that may quote the rows (the
+# offending value, the whole array, the row count) get a fixed message; the others pass as they are.
+_WITHHELD = {
+    "Complex data not supported": "{what} is complex-valued (Complex data not supported): give real numbers",
+    "could not convert": "{what} must be numeric: a value could not be converted to a number (not shown: it is private)",
+    "Expected 2D array": "{what} must be 2-D (n_samples, n_features). Reshape your data: X.reshape(-1, 1) for a "
+    "single feature, X.reshape(1, -1) for a single row",
+    "Found array with 0 feature": "{what} has no features (columns)",
+    "Found array with dim": "{what} must be 2-D (n_samples, n_features)",
+}
+_PASSED = ("X has ", "The feature names should match", "Feature names", "Sparse data")
+
+
+@contextmanager
+def values_withheld(what: str = "X") -> Iterator[None]:
+    """Run scikit-learn's input checks without letting their messages quote private values."""
     try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be numeric: {exc}") from None
-    _check_shape_and_values(arr, what)
-    return arr
+        yield
+    except ValueError as exc:
+        message = str(exc)
+        for start, fixed in _WITHHELD.items():
+            if message.startswith(start):
+                raise ValueError(fixed.format(what=what)) from None
+        if message.startswith(_PASSED):
+            raise
+        raise ValueError(f"{what} is not a numeric 2-D array (details withheld: they could quote the rows)") from None
 
 
 def _check_memmap(X: np.memmap, what: str) -> np.memmap:
@@ -120,7 +153,8 @@ def _check_shape_and_values(arr: np.ndarray, what: str) -> None:
     # No message below names a row count or a row: the rows are private (see docs/privacy.md, threat model).
     if arr.ndim == 1:
         raise ValueError(
-            f"{what} must be 2-D (n_samples, n_features), got a 1-D array; use X.reshape(-1, 1) for a single feature"
+            f"{what} must be 2-D (n_samples, n_features), got a 1-D array. Reshape your data: X.reshape(-1, 1) "
+            "for a single feature"
         )
     if arr.ndim != 2:
         raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {arr.ndim} dimensions")

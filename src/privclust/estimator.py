@@ -6,14 +6,22 @@ import numbers
 from typing import Callable
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
+from ._validation import (
+    check_data,
+    check_delta,
+    check_epsilon,
+    check_n_clusters,
+    refuse_non_numeric_columns,
+    values_withheld,
+)
 from .algorithms import ALGORITHMS, FitContext
 from .metrics import assign
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
+from .privacy.leaks import warn_if_seeded, warn_leak
 from .privacy.noise import Randomness
 from .queries.curator import fit_ledger
 from .queries.spark import is_spark_frame
@@ -23,7 +31,7 @@ __all__ = ["KMeans"]
 NON_PRIVATE = frozenset({"lloyd"})
 
 
-class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """Differentially private k-means.
 
     Parameters
@@ -169,8 +177,16 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """
         budget = self._check_params()
         accountant = fit_ledger(budget, self.bounds, self.accountant)
+        if budget is None:
+            warn_leak(
+                f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private"
+            )
+        else:
+            warn_if_seeded(self.random_state)
         randomness = Randomness(self.random_state)
         with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
+            if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
+                validate_data(self, X, skip_check_array=True, reset=True)
             result = self._run(curated.oracle, budget, randomness, callback)
         domain, rows = curated.domain, curated.checked_rows()
 
@@ -232,10 +248,18 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")
-        X = check_data(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
-        return X
+        if isinstance(X, np.memmap):  # kept on disk: checked block by block, never converted whole
+            validate_data(self, X, skip_check_array=True, reset=False)
+            return check_data(X)
+        refuse_non_numeric_columns(X)
+        with values_withheld():
+            X = validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0)
+        return check_data(X)
+
+    @property
+    def _n_features_out(self) -> int:
+        """The columns of :meth:`transform`: one distance per center (named ``kmeans0``, ...)."""
+        return self.cluster_centers_.shape[0]
 
     def predict(self, X) -> np.ndarray:
         """Index of the nearest released center for each row (post-processing, no privacy cost).
