@@ -570,7 +570,9 @@ def select_and_lift(
         centers = plan.run_exact([spec.selection_part(run)], mechanism)
         return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
     grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
-    extra = [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
+    extra = (
+        [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
+    )
     tables, lifted_cells = released_values(plan, levels, project, spec, run, extra)
     centers = _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
     if grid is not None:

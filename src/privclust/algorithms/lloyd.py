@@ -61,7 +61,7 @@ from ..geometry.init import sphere_packing
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, Part, Plan
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, count_part, estimate_rows, register
+from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 
 __all__ = [
     "LloydStep",
@@ -182,6 +182,7 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
     the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
+    algorithm_params(ctx, what, ())  # the family has no algorithm_params: any given is a mistake
     parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
     return ctx.oracle.plan(parts, family=family, needs={ADAPTIVE}, what=what)
 
@@ -276,6 +277,7 @@ def lloyd(ctx: FitContext) -> FitResult:
     """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
     d = ctx.n_features
     max_iter = int(_option(ctx, "max_iter", 100))
+    algorithm_params(ctx, "Lloyd", ())
     plan = ctx.oracle.plan([Part(LLOYD_PART, share=1.0)], needs={ADAPTIVE}, what="Lloyd")
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done = run_lloyd(

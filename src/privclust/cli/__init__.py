@@ -288,7 +288,9 @@ class BoundsRequest:
             pairs = list(self.pairs)
         else:
             return default
-        return pairs[0] if len(set(pairs)) == 1 else pairs  # the same for all: the unambiguous (lower, upper)
+        if len(set(pairs)) == 1:
+            return pairs[0]  # the same for all: the unambiguous (lower, upper)
+        return {"lower": [lo for lo, _ in pairs], "upper": [hi for _, hi in pairs]}  # per feature, unambiguous
 
 
 def _bounds_file(path: Path, names: list[str], positions: list[int]) -> list[tuple[float, float]]:
