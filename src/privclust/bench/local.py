@@ -69,6 +69,7 @@ LOCAL, SHUFFLE, NAIVE = "local", "shuffle", "naive local"
 GREEDY = "central greedy"
 CENTRAL_DEFAULT = f"central {KMeans().algorithm}"
 KPP, ONE_CENTER = "kmeans++", "one-center"
+ORDER = (KPP, ONE_CENTER, GREEDY, CENTRAL_DEFAULT, SHUFFLE, LOCAL, NAIVE)  # of the report's rows
 LOCAL_METHODS = (LOCAL, NAIVE)  # epsilon is each user's local guarantee
 CENTRAL_METHODS = (SHUFFLE, GREEDY, CENTRAL_DEFAULT)  # (epsilon, delta) is the central guarantee
 
@@ -228,8 +229,12 @@ def summarise(rows: list[dict]) -> list[dict]:
     reference = {
         (r["dataset"], r["users"], r["seed"], r["method"]): r["nicv"] for r in rows if r["method"] in (KPP, ONE_CENTER)
     }
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
+    for r in sorted(
+        rows,
+        key=lambda r: (names.index(r["dataset"]), ORDER.index(r["method"]), r["epsilon"] or 0, r["users"], r["seed"]),
+    ):
         groups.setdefault((r["dataset"], r["users"], r["method"], r["epsilon"], r["delta"]), []).append(r)
 
     def ratios(runs: list[dict], floor: str) -> tuple[float, float, float]:
@@ -362,7 +367,7 @@ def write_report(rows: list[dict], protocol: list[dict], setup: dict, out_dir: P
             for lab in labels:
                 cells = [_cell(by[(lab, n)][key]) if (lab, n) in by else "-" for n in sizes]
                 lines.append(f"| {lab} | " + " | ".join(cells) + " |")
-        eps0 = {s["users"]: s["local_epsilon"] for s in part if s["local_epsilon"] is not None}
+        eps0 = {s["users"]: s["local_epsilon"] for s in part if s["method"] == SHUFFLE}
         if eps0:
             lines += ["", "Shuffle epsilon_0 used: " + ", ".join(f"{e:.2f} at {n:,} users" for n, e in eps0.items())]
         curves = {}
