@@ -108,6 +108,10 @@ def plot_clusters(
 
 
 def _draw_curves(ax, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False):
+    if len(curves) > 10:  # the default cycle has 10 colours: no two curves alike
+        from matplotlib import colormaps
+
+        ax.set_prop_cycle(color=colormaps["tab20"].colors)
     for name, (x, mean, low, high) in curves.items():
         line = ax.plot(x, mean, marker="o", ms=3, label=name)[0]
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)

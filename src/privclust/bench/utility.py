@@ -39,6 +39,7 @@ __all__ = [
     "write_utility_report",
     "load_data",
     "NON_PRIVATE_METHODS",
+    "map_jobs",
 ]
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
@@ -144,6 +145,18 @@ def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
     ]
 
 
+def map_jobs(run: Callable, jobs: list, workers: int | None, on_done: Callable[[dict], None]) -> None:
+    """``on_done(run(job))`` for every job, on ``workers`` processes (one BLAS thread each), in any order."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1:
+        for job in jobs:
+            on_done(run(job))
+        return
+    with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
+        for future in as_completed([pool.submit(run, job) for job in jobs]):
+            on_done(future.result())
+
+
 @dataclass
 class UtilityRun:
     rows: list[dict]
@@ -154,8 +167,6 @@ def run_utility(
     jobs: list[UtilityJob], workers: int | None = None, on_done: Callable[[dict], None] | None = None
 ) -> UtilityRun:
     """Run every job: privclust's in parallel over the cores, each peer in its own environment."""
-    workers = workers or os.cpu_count() or 1
-    local = [j for j in jobs if j.method not in peers.PEERS]
     rows: list[dict] = []
 
     def done(row: dict) -> None:
@@ -163,13 +174,7 @@ def run_utility(
         if on_done:
             on_done(row)
 
-    if workers == 1:
-        for job in local:
-            done(run_job(job))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
-            for future in as_completed([pool.submit(run_job, job) for job in local]):
-                done(future.result())
+    map_jobs(run_job, [j for j in jobs if j.method not in peers.PEERS], workers, done)
     missing: dict[str, str] = {}
     batches: dict[tuple[str, str], list[UtilityJob]] = {}
     for job in jobs:

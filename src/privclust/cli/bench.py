@@ -281,6 +281,52 @@ def federated(
     console.print(report.read_text())
 
 
+@bench_app.command("local")
+def local(
+    users: str = typer.Option("10000,30000,100000,200000", help="Comma-separated numbers of users (blobs only)."),
+    local_epsilons: str = typer.Option("1,2,4", help="Comma-separated local epsilons (local and naive local)."),
+    central_epsilons: str = typer.Option("1", help="Comma-separated central epsilons (shuffle and central)."),
+    delta: float = typer.Option(1e-6, help="Central delta (shuffle and central)."),
+    datasets: str = typer.Option("blobs", help="Comma-separated: blobs (8 clusters, 2-d) and bundled data sets."),
+    runs: int = typer.Option(5, help="Seeds per point (new data and noise each)."),
+    protocol_users: int = typer.Option(1_000_000, help="Reports for the protocol's bytes and time (0: skip)."),
+    protocol_epsilon: float = typer.Option(2.0, help="Local epsilon of the measured local protocol."),
+    workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
+    out: Path = typer.Option(Path("bench-results/local"), help="Output folder."),
+) -> None:
+    """NICV vs users in the local and shuffle models, beside central, k-means++, one center and naive local."""
+    from .. import datasets as ds_module
+    from ..bench import local as bench
+
+    names = _split(datasets)
+    for name in names:
+        if name != bench.BLOBS and name not in ds_module.DATASETS:
+            raise typer.BadParameter(f"unknown data set {name!r}; blobs or bundled: {', '.join(ds_module.DATASETS)}")
+    sizes, local_eps, central_eps = _split(users, int), _split(local_epsilons, float), _split(central_epsilons, float)
+    if min(sizes, default=0) < 2 or runs < 1:
+        raise typer.BadParameter("need at least 2 users per size and at least one run")
+    jobs = bench.plan(names, sizes, range(runs), local_eps, central_eps, delta)
+    rows = _with_progress(
+        "local and shuffle runs", len(jobs), lambda on_done: bench.run(jobs, workers=workers, on_done=on_done)
+    )
+    protocol = []
+    if protocol_users:
+        with console.status(f"protocol: randomizing and aggregating {protocol_users:,} reports"):
+            protocol = bench.measure_protocol(protocol_users, protocol_epsilon, (central_eps[0], delta))
+    setup = {
+        "datasets": names,
+        "users": sizes,
+        "local_epsilons": local_eps,
+        "central_epsilons": central_eps,
+        "delta": delta,
+        "seeds": runs,
+        "protocol_users": protocol_users,
+    }
+    report = bench.write_report(rows, protocol, setup, out, machine_description())
+    console.print(report.read_text())
+    console.print(f"wrote {report}, {out / 'local.json'} and plots")
+
+
 @bench_app.command("maxcover")
 def maxcover(
     datasets: str = typer.Option("mixture64,mnist60k", help="Comma-separated: mixture64, mnist60k."),
