@@ -299,3 +299,34 @@ def test_bad_input_is_refused_before_anything_changes():
         _model(algorithm="fastlloyd")
     with pytest.raises(ValueError, match="delta > 0"):
         _model(delta=0.0)
+
+
+def test_stream_command_publishes_every_step_and_resumes(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    rng = np.random.default_rng(4)
+    rows = [(t, "insert", *x) for t in (1, 2, 3) for x in _blobs(rng, 400, CENTERS)]
+    rows += [(3, "delete", *rows[0][2:])]
+    pd.DataFrame(rows, columns=["step", "op", "x", "y"]).to_csv(tmp_path / "events.csv", index=False)
+    base = ["stream", str(tmp_path / "events.csv"), "-k", "3", "--horizon", "5", "--bounds=-1,1", "--seed", "2"]
+    runner = CliRunner()
+    result = runner.invoke(app, base + ["-o", str(tmp_path / "all.jsonl")])
+    assert result.exit_code == 0, result.output
+    published = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in published] == [1, 2, 3, 4, 5]
+    assert np.array(published[-1]["centers"]).shape == (3, 2)
+    state = ["--state", str(tmp_path / "state.npz")]
+    assert runner.invoke(app, base + state + ["--until", "2", "-o", str(tmp_path / "a.jsonl")]).exit_code == 0
+    assert runner.invoke(app, base + state + ["-o", str(tmp_path / "b.jsonl")]).exit_code == 0
+    resumed = [
+        json.loads(line) for name in ("a", "b") for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()
+    ]
+    assert resumed == published
+    refused = runner.invoke(app, base + state + ["-e", "0.5", "-o", str(tmp_path / "x.jsonl")])
+    assert refused.exit_code == 2 and "another configuration" in refused.output
+    assert not (tmp_path / "x.jsonl").exists()

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._validation import check_data
 
-__all__ = ["read_points", "write_points"]
+__all__ = ["read_points", "read_table", "write_points"]
 
 
 def _looks_numeric(names) -> bool:
@@ -30,17 +30,25 @@ def read_points(path: str | Path) -> np.ndarray:
         raise FileNotFoundError(f"no such file: {path}")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a CSV, Parquet or .npy file")
-    suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".npy":
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
         if arr.dtype.kind not in "fiu":
             raise ValueError(f"{path}: array of dtype {arr.dtype} is not numeric")
         return check_data(arr, what=str(path))
+    return check_data(read_table(path), what=str(path))
+
+
+def read_table(path: str | Path):
+    """A pandas frame from a CSV (header optional: a first line of numbers is data), TSV or Parquet file."""
     import pandas as pd
 
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() in (".parquet", ".pq"):
-        frame = pd.read_parquet(path)
-    elif suffixes.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+        return pd.read_parquet(path)
+    if suffixes.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
         sep = "\t" if ".tsv" in suffixes else ","
         try:
             frame = pd.read_csv(path, sep=sep)
@@ -48,9 +56,8 @@ def read_points(path: str | Path) -> np.ndarray:
             raise ValueError(f"{path} is empty") from None
         if _looks_numeric(frame.columns):  # no header line: the first row is data
             frame = pd.read_csv(path, sep=sep, header=None)
-    else:
-        raise ValueError(f"{path}: unsupported file type; use .csv, .csv.gz, .tsv, .parquet or .npy")
-    return check_data(frame, what=str(path))
+        return frame
+    raise ValueError(f"{path}: unsupported file type; use .csv, .csv.gz, .tsv, .parquet or .npy")
 
 
 def read_spark_frame(path: str | Path, session):

@@ -21,6 +21,7 @@ from ..privacy.budget import BudgetExceededError
 from .bench import bench_app
 from .federated import federated_app
 from .local import local_app
+from .stream import stream
 
 app = typer.Typer(
     name="privclust",
@@ -31,6 +32,7 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 app.add_typer(federated_app, name="federated")
 app.add_typer(local_app, name="local")
+app.command("stream")(stream)
 console = Console()
 err_console = Console(stderr=True)
 

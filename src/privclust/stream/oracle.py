@@ -107,7 +107,9 @@ class ContinualOracle(Oracle):
             raise CapabilityError(f"{self.model} adds Gaussian noise only (exact GDP accounting)")
         explicit = [p.name for p in parts if not p.pooled]
         if explicit:
-            raise CapabilityError(f"{self.model} serves shares of its Gaussian pool only, not explicit costs {explicit}")
+            raise CapabilityError(
+                f"{self.model} serves shares of its Gaussian pool only, not explicit costs {explicit}"
+            )
         return pooled_allotments(self.budget, parts, family)
 
     def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
