@@ -175,8 +175,9 @@ class ContinualKMeans:
             raise ValueError(f"{what} has {arr.shape[1]} features; this stream has {self.n_features_}")
         return arr
 
-    def update(self, insert=None, delete=None) -> np.ndarray:
-        """Apply one step -- rows inserted and rows deleted -- and return that step's centers.
+    def update(self, insert=None, delete=None, publish: bool = True) -> np.ndarray | None:
+        """Apply one step -- rows inserted and rows deleted -- and return that step's centers (``publish``;
+        else ``None``: a service may ingest every step and compute centers only at some, see :meth:`publish`).
 
         Deleting rows that were never inserted is the caller's error: it is not (and cannot privately be)
         checked; the counters then estimate the running sum of the updates as given (see
@@ -192,18 +193,20 @@ class ContinualKMeans:
         unit = [None if rows is None else self.domain_.to_unit(np.array(rows)) for rows in (inserted, deleted)]
         self.oracle_.update(*unit)
         self.step_ = self.oracle_.step
-        self.centers_ = self._centers()
-        return self.centers_
+        self.centers_ = None
+        return self.publish() if publish else None
 
-    def _centers(self) -> np.ndarray:
-        """This step's centers: the greedy's post-processing of the step's published estimates."""
+    def publish(self) -> np.ndarray:
+        """The current step's centers (also ``centers_``): the greedy's post-processing of the step's
+        published estimates -- free, and the same whenever it is called within the step."""
         answers = self.oracle_.releases()
         tables = level_tables(self._levels, self._owners, answers[: len(self._owners)], self.spec_)
         rng = np.random.default_rng(self._sequence(_POST, self.step_))
         centers = histogram_centers(self.spec_, tables, uniform_fallback(self.spec_, self.n_features_, rng))
         lifted = self._grid.lifted(answers[len(self._owners)], centers, self.spec_.projection_dim is not None)
         final, _ = solution_cost(lifted, self.n_clusters, rng)
-        return self.domain_.from_unit(final)
+        self.centers_ = self.domain_.from_unit(final)
+        return self.centers_
 
     # -- durable state -------------------------------------------------------------------------------------
 
