@@ -154,7 +154,7 @@ def test_private_algorithms_find_well_separated_clusters(algorithm):
 
 
 def test_fastlloyd_beats_baselines_in_high_dimension():
-    """Seed 003's headline: the radius constraint pays off as d grows."""
+    """Diaa et al.'s headline: the radius constraint pays off as d grows."""
     rng = np.random.default_rng(5)
     d, k, n = 20, 4, 4000
     centers = rng.uniform(-0.6, 0.6, (k, d))

@@ -1,4 +1,4 @@
-"""Sublinear clustering by Poisson subsampling (seed 002): amplification, group privacy, the wrapper."""
+"""Sublinear clustering by Poisson subsampling (Blocki, Grigorescu & Mukherjee 2021): amplification, group privacy, the wrapper."""
 
 import math
 

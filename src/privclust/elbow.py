@@ -1,4 +1,4 @@
-"""The private elbow curve (seed 000, Appendix A.3): one greedy run, a cost for every k <= k_max.
+"""The private elbow curve (Dupré la Tour, Henzinger & Saulpic 2024, Appendix A.3): one greedy run, a cost for every k <= k_max.
 
 One greedy run with k_max centers and its lifting (one Gaussian release of
 every cell's size, sum and sum of squared norms) are all the curve needs:

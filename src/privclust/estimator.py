@@ -50,9 +50,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
     algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "onecluster", "lloyd"}
-        ``lloyd`` is the non-private baseline; ``maxcover`` is seed 004's
+        ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
         exponential-mechanism / max-cover algorithm; ``onecluster`` finds k
-        balls by k rounds of seed 001's 1-cluster (both central model only).
+        balls by k rounds of Nissim et al.'s 1-cluster (both central model only).
     random_state : None or int
         ``None`` (default) draws noise from OpenDP's floating-point-safe
         samplers; an int makes the run reproducible with numpy samplers, which

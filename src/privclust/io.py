@@ -31,6 +31,7 @@ __all__ = [
     "Table",
     "read_schema",
     "read_table",
+    "read_frame",
     "read_points",
     "select_columns",
     "write_points",
@@ -212,6 +213,26 @@ def read_table(path: str | Path, columns: Sequence[str] | None = None) -> Table:
     if frame.shape[0] == 0:  # no values to infer types from: the columns are numbers with no rows
         frame = frame.astype(np.float64)
     return Table(check_data(frame, what=str(path)), chosen)
+
+
+def read_frame(path: str | Path):
+    """Every column of a CSV (header optional) or Parquet file as a pandas frame, of any dtypes (an
+    event log's operation column is text); unreadable files get the same fixed messages."""
+    import pandas as pd
+
+    path = _existing(path)
+    kind = _kind(path)
+    if kind == "npy":
+        raise ValueError(f"{path}: give a CSV or Parquet table (an .npy array has no text columns)")
+    try:
+        if kind == "parquet":
+            return pd.read_parquet(path)
+        has_header = _text_header(path)[1]
+        return pd.read_csv(path, header=0 if has_header else None, **_text_options(path))
+    except (FileNotFoundError, IsADirectoryError, MemoryError):
+        raise
+    except Exception as exc:  # pandas, pyarrow, gzip and zlib each raise their own types
+        raise _unreadable(path, exc) from None
 
 
 def read_points(path: str | Path, columns: Sequence[str] | None = None) -> np.ndarray:

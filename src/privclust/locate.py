@@ -1,4 +1,4 @@
-"""Locating one small cluster privately, and sample-and-aggregate (seed 001).
+"""Locating one small cluster privately, and sample-and-aggregate (Nissim, Stemmer & Vadhan 2016).
 
 ``one_cluster`` finds a ball holding about ``t`` of the rows;
 ``sample_and_aggregate`` runs any non-private analysis on disjoint random
@@ -118,7 +118,7 @@ def sample_and_aggregate(
     accountant: PrivacyAccountant | None = None,
     **one_cluster_options,
 ) -> OneCluster:
-    """Run ``f`` on ``n_subsets`` disjoint random parts of ``X`` and privately aggregate (seed 001, Section 6).
+    """Run ``f`` on ``n_subsets`` disjoint random parts of ``X`` and privately aggregate (Nissim, Stemmer & Vadhan 2016, Section 6).
 
     Each row goes to one uniformly random part (drawn independently of the
     data), so adding or removing a row changes one part and hence at most one

@@ -1,4 +1,4 @@
-"""The DP-Lloyd family of seed 003: FastLloyd and its baselines.
+"""The DP-Lloyd family of Diaa, Humphries & Kerschbaum (2024): FastLloyd and its baselines.
 
 All four share one loop (:func:`run_lloyd`): assign each point to its nearest
 current center, release noisy per-cluster sums and counts through the
@@ -14,7 +14,7 @@ for the iterations (the rest); each of the T iterations draws 1/T of the
 latter, and each iteration's two blocks (sums, counts) take the seed's shares
 of it.  The oracle turns that into noise; in the central model:
 
-``fastlloyd`` (FastLloyd, seed 003 Sec. 5).  Total budget (eps, delta) ->
+``fastlloyd`` (FastLloyd, Diaa, Humphries & Kerschbaum (2024) Sec. 5).  Total budget (eps, delta) ->
 mu = GDP mu for (eps, delta) (analytic Gaussian).  Without a declared public
 row count, a share ``count_fraction`` of mu^2 releases a noisy count (one
 Gaussian query, sensitivity 1); the rest, mu_L, goes to Lloyd with sigma =
@@ -29,7 +29,7 @@ sqrt(1+sqrt(4d)) (eq. 7).  Per iteration that is (1/(sigma_R sqrt T))- and
 sqrt(T/(sigma_R^2 T) + T/(sigma_C^2 T)) = 1/sigma = mu_L, whatever T is.
 With the count: sqrt(mu_c^2 + mu_L^2) = mu, i.e. exactly (eps, delta).
 
-``glloyd`` (GLloyd, seed 003 App. B.1).  As above but sums are absolute,
+``glloyd`` (GLloyd, Diaa, Humphries & Kerschbaum (2024) App. B.1).  As above but sums are absolute,
 sensitivity sqrt(d) (the domain), no radius, split sigma_C =
 sqrt(sqrt(d)/(2 rho)) sigma_S with 1/sigma_S^2 + 1/sigma_C^2 = 1/sigma^2.
 

@@ -1,6 +1,6 @@
 """``privclust bench utility``: NICV versus epsilon on the seed papers' data sets.
 
-Protocol (seed 003, Sec. 6): data scaled to [-1, 1]^d, the paper's k,
+Protocol (Diaa, Humphries & Kerschbaum 2024, Sec. 6): data scaled to [-1, 1]^d, the paper's k,
 delta = 1/(n ln n), runs over seeds, mean with 95% CI, and the trapezoid AUC
 over epsilon.  Benchmark data sets are public, so their row count is passed
 as ``public_n`` (as the paper's implementation does); ``--private-n`` makes

@@ -41,6 +41,7 @@ from ..privacy.budget import Budget, BudgetExceededError
 from .bench import bench_app
 from .federated import federated_app
 from .local import local_app
+from .stream import stream
 
 
 def _flags_take_no_value() -> None:
@@ -73,6 +74,7 @@ ledger_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(ledger_app, name="ledger")
+app.command("stream")(stream)
 console = Console()
 err_console = Console(stderr=True)
 

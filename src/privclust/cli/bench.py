@@ -426,6 +426,28 @@ def greedy(
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
+@bench_app.command("stream")
+def stream(
+    steps: int = typer.Option(200, help="Steps of the sliding-window stream."),
+    horizons: str = typer.Option("100,1000,10000", help="Comma-separated horizons T for error against T."),
+    epsilon: float = typer.Option(1.0, help="Budget of the whole horizon (delta = 1e-6)."),
+    seed: int = typer.Option(0, help="Seed of the data and the noise."),
+    out: Path = typer.Option(Path("bench-results/stream"), help="Output folder."),
+) -> None:
+    """Continual observation (Dupré la Tour, Henzinger & Saulpic 2024): per-step NICV against k-means++ and the naive per-step greedy,
+    error against the horizon T, time per update and memory."""
+    from ..bench import stream as bench
+
+    window = _with_progress(
+        "window steps", steps, lambda on_done: bench.run_window(steps, epsilon=epsilon, seed=seed, on_done=on_done)
+    )
+    ts = _split(horizons, int)
+    rows = _with_progress(
+        "horizons", len(ts), lambda on_done: bench.run_horizons(ts, epsilon=epsilon, seed=seed, on_done=on_done)
+    )
+    console.print(bench.write_report(window, rows, out, machine_description()).read_text())
+
+
 @bench_app.command("elbow")
 def elbow(
     dataset: str = typer.Option("s1", help="A bundled data set with a reference k."),
