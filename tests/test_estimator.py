@@ -178,3 +178,27 @@ def test_transform_survives_coordinates_near_the_float_limit():
     distances = model.transform(X)
     assert np.all(np.isfinite(distances))
     assert np.array_equal(np.argmin(distances, axis=1), model.predict(X))
+
+
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "greedy"])
+def test_cluster_sizes_are_the_noisy_sizes_of_the_last_release(algorithm):
+    rng = np.random.default_rng(4)
+    X = np.r_[rng.normal(-0.5, 0.05, (3000, 2)), rng.normal(0.5, 0.05, (1000, 2))]
+    model = KMeans(2, bounds=(-1, 1), algorithm=algorithm, epsilon=2.0).fit(X)
+    sizes = model.cluster_sizes_[np.argsort(model.cluster_centers_[:, 0])]
+    np.testing.assert_allclose(sizes, [3000, 1000], rtol=0.15)
+    assert model.fit_info_["nearly_empty_centers"] == 0
+
+
+def test_a_center_far_from_every_row_is_reported_nearly_empty():
+    X = np.random.default_rng(5).normal(-0.5, 0.05, (2000, 2))
+    model = KMeans(2, bounds=(-1, 1), algorithm="fastlloyd", max_iter=1, public_n=2000, epsilon=4.0)
+    model.fit(X)
+    sizes = model.cluster_sizes_
+    assert model.fit_info_["nearly_empty_centers"] == int(np.sum(sizes < 1.0))
+
+
+def test_rows_outside_the_bounds_are_counted_for_the_data_holder():
+    X = np.r_[np.zeros((50, 2)), [[5.0, 0.0], [0.0, -3.0]]]
+    assert KMeans(2, bounds=(-1, 1)).fit(X).n_rows_clipped_ == 2
+    assert KMeans(2, bounds=1.0).fit(np.r_[X, [[0.8, 0.8]]]).n_rows_clipped_ == 3  # outside the unit ball

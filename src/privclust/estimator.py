@@ -29,6 +29,7 @@ from .queries.spark import is_spark_frame
 __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
+NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
@@ -195,13 +196,19 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         self.n_features_in_ = curated.n_features
         self.domain_ = domain
         self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
-        self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
+        info = dict(result.info)
+        sizes = info.pop("sizes", None)
+        self.fit_info_ = {"n_estimate": result.n_estimate, **info}
+        if sizes is not None:  # from the last release: private, free
+            self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
+            self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
         if getattr(curated.oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
             self.fit_info_["local_epsilon"] = curated.oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
             self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
         if rows is not None:  # for the data holder, on the training rows in this process (not private)
             self.labels_, self.inertia_ = self._assign(rows)
+            self.n_rows_clipped_ = domain.count_outside(rows)
             if "radii" in result.info:
                 self.outliers_ = self.outlier_mask(rows)
         return self

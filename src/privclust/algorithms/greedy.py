@@ -726,6 +726,11 @@ class Lifted:
         means = anchors + (self.sums - self.counts[:, None] * anchors) / divisor[:, None]
         return np.clip(means, -1.0, 1.0)
 
+    def sizes_at(self, centers: np.ndarray) -> np.ndarray:
+        """Noisy cluster sizes of ``centers``: every cell's noisy size credited to its nearest center."""
+        nearest, _ = nearest_center(self.means, centers)
+        return np.bincount(nearest, weights=self.counts, minlength=centers.shape[0])
+
     def cost(self, assigned: np.ndarray) -> float:
         """Estimated cost when every cell's rows go to ``assigned[c]`` (Lemma 2.5; cells of size <= 0 skipped)."""
         use = self.counts > 0
@@ -806,14 +811,15 @@ def greedy(ctx: FitContext) -> FitResult:
     plan = spec.open(ctx.oracle)
     d = ctx.n_features
     rng = ctx.randomness.geometry()
-    best, best_cost, estimates = None, math.inf, []
+    best, best_cost, sizes, estimates = None, math.inf, None, []
     for run in range(spec.restarts):
         project = projection_for(spec, d, rng)
         _, lifted = select_and_lift(ctx, plan, spec, project, rng, run, fastlloyd_eta(d, ctx.n_clusters))
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:
-            best, best_cost = final, cost
+            best, best_cost, sizes = final, cost, lifted.sizes_at(final)
         if ctx.callback is not None:
             ctx.callback(run + 1, spec.restarts)
-    return FitResult(best, spec.restarts, None, {"estimated_costs": estimates, "selection": spec.selection})
+    info = {"estimated_costs": estimates, "selection": spec.selection, "sizes": sizes}
+    return FitResult(best, spec.restarts, None, info)

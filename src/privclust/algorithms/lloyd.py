@@ -136,10 +136,10 @@ def run_lloyd(
     min_count: float = 1.0,
     stop_when_stable: bool = False,
     part: str = LLOYD_PART,
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
-    (unit box) and the iterations run."""
-    done = 0
+    (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``)."""
+    done, counts = 0, None
     for t, step in enumerate(steps):
         released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
         sums, counts = released["sum"], released["count"][:, 0]
@@ -162,7 +162,7 @@ def run_lloyd(
         centers = new
         if stable:
             break
-    return centers, done
+    return centers, done, counts
 
 
 def _clamp_iterations(estimate: float) -> int:
@@ -216,10 +216,11 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
-    centers, done = run_lloyd(ctx, plan, centers, steps, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess)
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
-    return FitResult(centers, done, n, {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c})
+    info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
+    return FitResult(centers, done, n, info)
 
 
 @register("glloyd")
@@ -239,9 +240,10 @@ def glloyd(ctx: FitContext) -> FitResult:
     # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
     a = 2.0 * RHO / math.sqrt(d)
     step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
-    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
     sigma_s = sigma * math.sqrt(1.0 + a)
-    return FitResult(centers, done, n, {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a)})
+    info = {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a), "sizes": sizes}
+    return FitResult(centers, done, n, info)
 
 
 def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
@@ -267,9 +269,9 @@ def sulloyd(ctx: FitContext) -> FitResult:
     # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
     # box: Laplace scale d / eps_S per coordinate) and the count.
     step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
-    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
-    return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt})
+    return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
 
 @register("lloyd")
@@ -280,7 +282,7 @@ def lloyd(ctx: FitContext) -> FitResult:
     algorithm_params(ctx, "Lloyd", ())
     plan = ctx.oracle.plan([Part(LLOYD_PART, share=1.0)], needs={ADAPTIVE}, what="Lloyd")
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
-    centers, done = run_lloyd(
+    centers, done, sizes = run_lloyd(
         ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
     )
-    return FitResult(centers, done, None)
+    return FitResult(centers, done, None, {"sizes": sizes})

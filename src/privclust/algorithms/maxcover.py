@@ -343,5 +343,7 @@ def maxcover(ctx: FitContext) -> FitResult:
     }
     n_iter = 0
     if spec.final_lloyd:
-        centers, n_iter = run_lloyd(ctx, budget, centers, [fastlloyd_step(d, fastlloyd_eta(d, k))], "fold")
+        centers, n_iter, info["sizes"] = run_lloyd(
+            ctx, budget, centers, [fastlloyd_step(d, fastlloyd_eta(d, k))], "fold"
+        )
     return FitResult(centers, n_iter, n, info)

@@ -28,7 +28,10 @@ from .speed import synthetic_blobs
 __all__ = ["TABLE3", "run_federated", "write_federated_report", "SEED_FIGURES"]
 
 TABLE3 = [(n, k, d) for n in (10_000, 100_000) for k in (2, 5) for d in (2, 5)]
-SEED_FIGURES = {(10_000, 2, 2): 3.03, (100_000, 5, 5): 22.56}  # ms per iteration reported by Diaa, Humphries & Kerschbaum (2024)
+SEED_FIGURES = {
+    (10_000, 2, 2): 3.03,
+    (100_000, 5, 5): 22.56,
+}  # ms per iteration reported by Diaa, Humphries & Kerschbaum (2024)
 
 
 def _party(args):

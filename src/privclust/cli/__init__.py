@@ -642,6 +642,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 "centers": model.cluster_centers_.tolist(),
                 "centers_file": str(output),
                 "iterations": model.n_iter_,
+                **({"cluster_sizes": model.cluster_sizes_.tolist()} if hasattr(model, "cluster_sizes_") else {}),
                 "privacy_spent": spent.as_dict(),
                 "secure_noise": seed is None,
                 **({"ledger": _ledger_summary(ledger)} if ledger is not None else {}),
@@ -650,6 +651,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 "note": "computed on your raw rows, for you only: not differentially private, do not publish",
                 "data": described,
                 "nicv": result.nicv,
+                **({"rows_clipped": model.n_rows_clipped_} if hasattr(model, "n_rows_clipped_") else {}),
                 **({"plot_file": str(plot)} if plot is not None else {}),
                 **({"labels_file": str(labels)} if labels is not None else {}),
             },
@@ -677,6 +679,21 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
         for s in spent.steps:
             st.add_row(s.label, f"mu={s.mu:.4g} (GDP)" if s.is_gdp else f"epsilon={s.epsilon:.4g}")
         console.print(st)
+    sizes = getattr(model, "cluster_sizes_", None)
+    if sizes is not None:
+        empty = model.fit_info_.get("nearly_empty_centers", 0)
+        console.print(
+            f"noisy cluster sizes (private): {', '.join(f'{s:,.0f}' for s in sizes)}"
+            + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
+            highlight=False,
+        )
+    clipped = getattr(model, "n_rows_clipped_", None)
+    if clipped:
+        console.print(
+            f"[yellow]{clipped:,} rows lay outside --bounds and were clipped to them[/] [dim](for you only: "
+            "not private)[/]; bounds that cut the data move its clusters",
+            highlight=False,
+        )
     if seed is not None:
         console.print("[yellow]--seed was given: noise came from numpy samplers; do not publish this result.[/]")
     if ledger is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -11,8 +12,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..privacy.leaks import PrivacyLeakWarning
+
 bench_app = typer.Typer(help="Benchmarks: utility over epsilon, speed and memory.", no_args_is_help=True)
 console = Console(stderr=True)
+
+
+@bench_app.callback()
+def _experiments() -> None:
+    """Benchmarks seed their noise to be repeatable (their timings use the secure default, see
+    docs/benchmarks.md): the seeded-noise warning is for releases, and would flood every worker's output."""
+    warnings.filterwarnings("ignore", message="random_state=.* seeds the noise", category=PrivacyLeakWarning)
 
 
 def _split(text: str, cast=str) -> list:

@@ -32,6 +32,19 @@ class Domain:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def outside(self, rows: np.ndarray) -> np.ndarray:
+        """Which rows lie outside the declared domain (and are clipped to it)."""
+        raise NotImplementedError
+
+    def count_outside(self, rows, chunk: int = 1 << 20) -> int:
+        """How many rows lie outside the domain, chunk by chunk (a memory map is never loaded whole)."""
+        return int(
+            sum(
+                np.count_nonzero(self.outside(np.asarray(rows[s : s + chunk], dtype=np.float64)))
+                for s in range(0, rows.shape[0], chunk)
+            )
+        )
+
 
 @dataclass(frozen=True)
 class BoxDomain(Domain):
@@ -77,6 +90,9 @@ class BoxDomain(Domain):
             return f"box [{self.lower[0]:g}, {self.upper[0]:g}]^{self.n_features}"
         return f"box with per-feature bounds ({self.n_features} features)"
 
+    def outside(self, rows):
+        return np.any((rows < self.lower) | (rows > self.upper), axis=1)
+
 
 @dataclass(frozen=True)
 class BallDomain(Domain):
@@ -116,6 +132,10 @@ class BallDomain(Domain):
 
     def describe(self) -> str:
         return f"ball of radius {self.radius:g} in R^{self.dims}"
+
+    def outside(self, rows):
+        scaled = np.clip(rows, -self.radius, self.radius) / self.radius  # no overflow, as in to_unit
+        return (np.any(np.abs(rows) > self.radius, axis=1)) | (np.einsum("ij,ij->i", scaled, scaled) > 1.0)
 
 
 def _finite_float(value, what: str) -> float:
