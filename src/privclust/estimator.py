@@ -50,7 +50,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "onecluster", "lloyd"}
+    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "lloyd"}
+        ``auto`` (default) picks the greedy or FastLloyd from public parameters
+        (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
+        and says what and why in ``fit_info_["auto"]`` (docs/choosing.md).
         ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
         exponential-mechanism / max-cover algorithm; ``onecluster`` finds k
         balls by k rounds of Nissim et al.'s 1-cluster (both central model only).
@@ -115,7 +118,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         epsilon: float = 1.0,
         delta: float = 1e-6,
         bounds=None,
-        algorithm: str = "fastlloyd",
+        algorithm: str = "auto",
         random_state=None,
         public_n: int | None = None,
         count_fraction: float = 0.05,

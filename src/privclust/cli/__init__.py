@@ -80,6 +80,7 @@ err_console = Console(stderr=True)
 
 # The papers behind the algorithms, for help texts (docs/algorithms.md has the details).
 PAPERS = {
+    "auto": "the default: the greedy or FastLloyd, chosen from n, d, k and epsilon -- docs/choosing.md",
     "fastlloyd": "Diaa, Humphries & Kerschbaum, 2024",
     "glloyd": "the Gaussian baseline of Diaa, Humphries & Kerschbaum, 2024",
     "sulloyd": "Su et al., 2016; pure epsilon-DP",
@@ -485,7 +486,7 @@ def fit(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon."),
     delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta; keep it well below 1/n."),
     algorithm: str = typer.Option(
-        "fastlloyd",
+        "auto",
         "--algorithm",
         "-a",
         help="One of: " + "; ".join(f"{name} ({PAPERS.get(name, '')})" for name in ALGORITHMS) + ".",
