@@ -258,6 +258,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")
+        if is_spark_frame(X):
+            return check_data(X)  # refused: says which methods take a Spark DataFrame
         if isinstance(X, np.memmap):  # kept on disk: checked block by block, never converted whole
             validate_data(self, X, skip_check_array=True, reset=False)
             return check_data(X)
