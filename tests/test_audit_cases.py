@@ -157,7 +157,11 @@ def test_unclipped_domain_maps_without_clipping_and_restores():
     np.testing.assert_allclose(domain.to_unit(rows.copy()), [[0.0], [1.0]])
 
 
-DEVICE_CASES = ["local randomizer: randomized response", "local randomizer: one coordinate", "shuffled randomized response"]
+DEVICE_CASES = [
+    "local randomizer: randomized response",
+    "local randomizer: one coordinate",
+    "shuffled randomized response",
+]
 
 
 @pytest.mark.parametrize("name", DEVICE_CASES)

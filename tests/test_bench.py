@@ -159,7 +159,7 @@ def test_local_bench_command_writes_its_records_report_and_plot(tmp_path):
         "local",
         "shuffle",
         "central greedy",
-        "central fastlloyd",
+        "central auto",
         "naive local",
         "kmeans++",
         "one-center",

@@ -28,7 +28,7 @@ def test_fit_on_bundled_default_writes_centers_and_plot(tmp_path):
     centers, plot, labels = tmp_path / "c.csv", tmp_path / "p.png", tmp_path / "l.csv"
     out = run("fit", "--seed", "1", "-o", str(centers), "--plot", str(plot), "--labels", str(labels), "--steps")
     assert out.exit_code == 0, out.output
-    assert "fastlloyd" in out.output and "epsilon spent" in out.output
+    assert "auto: greedy" in out.output and "epsilon spent" in out.output  # S1 at epsilon 1: the greedy
     assert np.loadtxt(centers, delimiter=",", skiprows=1).shape == (15, 2)
     assert len(np.loadtxt(labels, skiprows=1)) == 5000
     assert plot.read_bytes()[:4] == b"\x89PNG"

@@ -13,7 +13,7 @@ from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, Pr
 
 def test_sklearn_api(blobs):
     X, _ = blobs
-    m = KMeans(3, epsilon=1.0, bounds=(-1, 1), random_state=0)
+    m = KMeans(3, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", random_state=0)
     labels = m.fit_predict(X)
     assert labels.shape == (len(X),) and set(labels) <= {0, 1, 2}
     assert np.array_equal(labels, m.labels_) and np.array_equal(m.predict(X), labels)
@@ -136,20 +136,24 @@ def test_gaussian_fits_compose_tighter_than_basic_composition(blobs):
     X, _ = blobs
     shared = PrivacyAccountant(Budget(1.5, 1e-6))
     for seed in range(2):
-        KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=seed).fit(X)
+        KMeans(
+            3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=seed
+        ).fit(X)
     assert 1.0 < shared.guarantee()[0] < 1.5  # basic composition would say 2.0
 
 
 def test_shared_accountant_refuses_a_fit_that_would_overspend(blobs):
     X, _ = blobs
     shared = PrivacyAccountant(Budget(1.2, 1e-6))
-    KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=0).fit(X)
+    KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=0).fit(X)
     before = len(shared.spends)
     with pytest.raises(BudgetExceededError):
-        KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=1).fit(X)
+        KMeans(
+            3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=1
+        ).fit(X)
     assert len(shared.spends) == before  # nothing of the refused fit was released
     # A small second fit still fits in what is left.
-    KMeans(3, epsilon=0.2, delta=4e-7, bounds=(-1, 1), accountant=shared, random_state=2).fit(X)
+    KMeans(3, epsilon=0.2, delta=4e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=2).fit(X)
     assert shared.guarantee()[0] <= 1.2
 
 

@@ -135,3 +135,8 @@ def test_centers_at_the_edge_of_a_box_near_the_float_limit_stay_finite():
     # Found by hypothesis: a center folded onto the upper wall of a box 9.9e307 wide overflowed.
     model = KMeans(4, bounds=(0.0, 9.94576128575763e307), random_state=0).fit(np.zeros((4, 1)))
     assert np.all(np.isfinite(model.cluster_centers_))
+
+
+def test_absurd_iteration_counts_are_refused_before_anything_is_allocated():
+    with pytest.raises(ValueError, match="max_iter must be an integer between 1 and 10000"):
+        KMeans(2, bounds=(-1, 1), max_iter=10**9).fit(np.zeros((10, 2)))

@@ -87,11 +87,12 @@ def test_processes_spending_at_once_never_overspend(ledger):
 
 
 def test_a_fit_charges_the_file_and_a_fit_over_budget_is_refused(ledger):
-    KMeans(3, epsilon=0.6, delta=1e-6, bounds=(0, 1), accountant=LedgerAccountant(ledger.path)).fit(rows())
+    fastlloyd = dict(bounds=(0, 1), algorithm="fastlloyd")
+    KMeans(3, epsilon=0.6, delta=1e-6, accountant=LedgerAccountant(ledger.path), **fastlloyd).fit(rows())
     spent = ledger.guarantee()[0]
     assert 0 < spent <= 0.6 + 1e-9
     with pytest.raises(BudgetExceededError):  # alone it would fit (epsilon 1 at delta 1e-6 is < 1 at 1e-5)
-        KMeans(3, epsilon=1.0, delta=1e-6, bounds=(0, 1), accountant=LedgerAccountant(ledger.path)).fit(rows())
+        KMeans(3, epsilon=1.0, delta=1e-6, accountant=LedgerAccountant(ledger.path), **fastlloyd).fit(rows())
     assert ledger.guarantee()[0] == pytest.approx(spent)
 
 

@@ -65,7 +65,9 @@ def test_gaussian_algorithms_spend_exactly_the_budget(blobs, spy, algorithm, pub
 def test_fastlloyd_noise_follows_the_seeds_split(blobs, spy):
     X, _ = blobs
     d, k, eps, delta = 2, 3, 1.0, 1e-6
-    m = KMeans(k, epsilon=eps, delta=delta, bounds=(-1, 1), public_n=len(X), random_state=1).fit(X)
+    m = KMeans(k, epsilon=eps, delta=delta, bounds=(-1, 1), algorithm="fastlloyd", public_n=len(X), random_state=1).fit(
+        X
+    )
     T = m.n_iter_
     sigma = 1 / gdp_mu(eps, delta)
     sigma_r = sigma * math.sqrt(1 + math.sqrt(4 * d)) / (4 * d) ** 0.25

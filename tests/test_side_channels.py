@@ -73,7 +73,7 @@ def test_more_centers_than_rows_is_a_fit_not_a_refusal():
 def test_empty_data_is_fitted_privately_not_refused():
     model = KMeans(3, bounds=(-1, 1), random_state=0).fit(np.zeros((0, 2)))
     assert model.cluster_centers_.shape == (3, 2)
-    assert model.privacy_spent_.epsilon == pytest.approx(1.0)
+    assert 0.9 < model.privacy_spent_.epsilon <= 1.0  # auto: a noisy count, then the chosen algorithm
 
 
 def test_missing_values_are_refused_without_saying_where():

@@ -13,11 +13,13 @@ from ._validation import (
     check_data,
     check_delta,
     check_epsilon,
+    check_int,
     check_n_clusters,
     refuse_non_numeric_columns,
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
+from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
 from .metrics import assign
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
@@ -29,6 +31,7 @@ from .queries.spark import is_spark_frame
 __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
+MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 
 
@@ -156,10 +159,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError(f"public_n must be a positive integer or None, got {self.public_n!r}")
         if not (isinstance(self.count_fraction, numbers.Real) and 0 < self.count_fraction < 1):
             raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
-        if self.max_iter is not None and (
-            isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1
-        ):
-            raise ValueError(f"max_iter must be a positive integer or None, got {self.max_iter!r}")
+        if self.max_iter is not None:
+            check_int("max_iter", self.max_iter, 1, MAX_ITER, hint=" or None (each iteration is one noisy release)")
+        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd).
+        if self.postprocess is not None and self.postprocess not in POSTPROCESS:
+            raise ValueError(f"postprocess must be one of {POSTPROCESS} or None, got {self.postprocess!r}")
+        if self.radius_strategy not in RADIUS_STRATEGIES:
+            raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {self.radius_strategy!r}")
         if self.algorithm_params is not None and not isinstance(self.algorithm_params, dict):
             raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):

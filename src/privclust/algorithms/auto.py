@@ -49,12 +49,22 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
 
 
 def _noisy_rows(ctx: FitContext) -> tuple[float, FitContext]:
-    """A noisy n from ``count_fraction`` of the pool, and the context for the rest of it."""
+    """A noisy n from ``count_fraction`` of the pool, and the context for the rest of it.
+
+    Nothing is released before the whole fit is known to fit the ledger: the count's plan together
+    with the plan of each algorithm ``auto`` may choose (they do not depend on n) is checked first,
+    so a refused fit spends nothing, not even the count."""
+    from .greedy import greedy_spec
+    from .lloyd import lloyd_plan
+
     budget, f = ctx.budget, ctx.count_fraction
     counting = ctx.oracle.with_pool(Budget(budget.epsilon * f, budget.delta * f))
-    plan = counting.plan([Part(ROW_COUNT_PART, share=1.0)], what="the row count")
-    n = min(max(float(plan.release(count_query(), ROW_COUNT_PART)["count"][0, 0]), 1.0), MAX_ROW_ESTIMATE)
+    count_plan = counting.plan([Part(ROW_COUNT_PART, share=1.0)], what="the row count")
     rest = ctx.oracle.with_pool(Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f)))
+    probe = dataclasses.replace(ctx, oracle=rest, public_n=1)  # any public n: neither plan depends on it
+    for plan in (greedy_spec(probe).open(rest), lloyd_plan(probe, "gaussian", "FastLloyd")):
+        ctx.oracle.accountant.check(count_plan.reserved() + plan.reserved())
+    n = min(max(float(count_plan.release(count_query(), ROW_COUNT_PART)["count"][0, 0]), 1.0), MAX_ROW_ESTIMATE)
     return n, dataclasses.replace(ctx, oracle=rest, public_n=int(round(n)))
 
 

@@ -80,6 +80,7 @@ RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its 
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
 ERROR_PER_ITERATION = 0.004  # Su et al.'s tolerated per-iteration MSE (times B, with B = 1)
 POSTPROCESS = ("fold", "clip", "none")
+RADIUS_STRATEGIES = ("step", "constant")
 LLOYD_PART = "Lloyd iterations"
 
 
@@ -201,8 +202,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if not 0 < alpha:
         raise ValueError(f"alpha must be positive, got {alpha}")
     strategy = _option(ctx, "radius_strategy", "step")
-    if strategy not in ("step", "constant"):
-        raise ValueError(f"radius_strategy must be 'step' or 'constant', got {strategy!r}")
+    if strategy not in RADIUS_STRATEGIES:
+        raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {strategy!r}")
     postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
     plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
     centers = _initial_centers(ctx)

@@ -632,12 +632,16 @@ def _centers_csv(centers: np.ndarray, names: list[str]) -> str:
 
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
     spent = model.privacy_spent_
+    chosen = model.fit_info_.get("auto")
+    if chosen is not None:
+        algorithm = f"auto: {chosen['chose']}"
     if as_json:
         # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
         # the raw rows for the data holder only (their count, the cost, the labels): not private.
         summary = {
             "release": {
                 "algorithm": algorithm,
+                **({"auto": chosen} if chosen is not None else {}),
                 "k": int(k),
                 "columns": source.columns,
                 "centers": model.cluster_centers_.tolist(),

@@ -37,7 +37,6 @@ Capabilities an oracle may offer:
 from __future__ import annotations
 
 import copy
-
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
