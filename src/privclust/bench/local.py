@@ -43,7 +43,7 @@ from ..estimator import KMeans
 from ..local.protocol import HEADER_BYTES
 from .speed import synthetic_blobs
 from .stats import median_range
-from .utility import map_jobs
+from .utility import FLOOR, ONE_CENTER, map_jobs
 
 __all__ = [
     "BLOBS",
@@ -68,7 +68,7 @@ DEFAULT_DELTA = 1e-6
 LOCAL, SHUFFLE, NAIVE = "local", "shuffle", "naive local"
 GREEDY = "central greedy"
 CENTRAL_DEFAULT = f"central {KMeans().algorithm}"
-KPP, ONE_CENTER = "kmeans++", "one-center"
+KPP = FLOOR
 ORDER = (KPP, ONE_CENTER, GREEDY, CENTRAL_DEFAULT, SHUFFLE, LOCAL, NAIVE)  # of the report's rows
 LOCAL_METHODS = (LOCAL, NAIVE)  # epsilon is each user's local guarantee
 CENTRAL_METHODS = (SHUFFLE, GREEDY, CENTRAL_DEFAULT)  # (epsilon, delta) is the central guarantee

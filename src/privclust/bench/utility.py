@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
-NON_PRIVATE_METHODS = (FLOOR, "lloyd")
+ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering must beat to say anything
+NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -111,6 +112,8 @@ def run_job(job: UtilityJob) -> dict:
 
         model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
         centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
+    elif job.method == ONE_CENTER:
+        centers, n_iter, spent = ds.X.mean(axis=0, keepdims=True), 0, None
     else:
         model = KMeans(
             ds.k,
@@ -295,8 +298,9 @@ SEED_003_METHODS = ("lloyd", "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd 
 
 
 def default_methods() -> list[str]:
-    """The utility benchmark's default: the FastLloyd paper's methods and the peers (others via --methods)."""
-    return [FLOOR, *SEED_003_METHODS, *peers.PEERS]
+    """The utility benchmark's default: the baselines, the default algorithm, the FastLloyd paper's
+    methods and the peers (others via --methods)."""
+    return [FLOOR, ONE_CENTER, "auto", *SEED_003_METHODS, *peers.PEERS]
 
 
 def available_methods() -> list[str]:
