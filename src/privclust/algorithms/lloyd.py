@@ -137,6 +137,7 @@ def run_lloyd(
     min_count: float = 1.0,
     stop_when_stable: bool = False,
     part: str = LLOYD_PART,
+    reseed: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
     (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``)."""
@@ -156,6 +157,8 @@ def run_lloyd(
             long = length > step.radius
             new[long] = centers[long] + move[long] * (step.radius / length[long])[:, None]
         new = _postprocess(new, postprocess)
+        if reseed and t + 1 < len(steps):
+            new = reseed_dead(new, counts, released.std.get("count", 0.0), step, ctx.randomness.geometry())
         done = t + 1
         if ctx.callback is not None:
             ctx.callback(done, len(steps))
@@ -164,6 +167,29 @@ def run_lloyd(
         if stable:
             break
     return centers, done, counts
+
+
+DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds holds (nearly) no row
+
+
+def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydStep, rng) -> np.ndarray:
+    """Move the centers whose noisy cell size is noise next to the centers of the largest cells.
+
+    A center whose cell is empty gets a noise-only update and never moves back to the data; the
+    largest cells are where two clusters most likely share one center.  Each dead center goes to a
+    random point at half the step's radius from the i-th largest cell's center, so the next
+    iteration splits that cell.  Post-processing of the released sizes and public randomness."""
+    dead = np.flatnonzero(counts < max(1.0, DEAD_Z * float(np.max(count_std))))
+    if dead.size == 0 or dead.size == counts.size:
+        return centers
+    largest = np.argsort(-counts, kind="stable")[: dead.size]
+    largest = largest[np.isin(largest, dead, invert=True)]
+    direction = rng.normal(size=(largest.size, centers.shape[1]))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    reach = 0.5 * (step.radius if step.radius is not None else 0.1)
+    out = centers.copy()
+    out[dead[: largest.size]] = np.clip(centers[largest] + reach * direction, -1.0, 1.0)
+    return out
 
 
 def _clamp_iterations(estimate: float) -> int:
@@ -183,9 +209,20 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
     the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
-    algorithm_params(ctx, what, ())  # the family has no algorithm_params: any given is a mistake
+    algorithm_params(ctx, what, LLOYD_OPTIONS)
     parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
     return ctx.oracle.plan(parts, family=family, needs={ADAPTIVE}, what=what)
+
+
+LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
+
+
+def _reseeds(ctx: FitContext, what: str) -> bool:
+    """``reseed``: move centers whose noisy cell is empty next to the largest cells (default off)."""
+    value = algorithm_params(ctx, what, LLOYD_OPTIONS)["reseed"]
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"reseed must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _check_postprocess(how: str) -> str:
@@ -217,7 +254,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
-    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess, reseed=_reseeds(ctx, "FastLloyd"))
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
     info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
@@ -241,7 +278,7 @@ def glloyd(ctx: FitContext) -> FitResult:
     # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
     a = 2.0 * RHO / math.sqrt(d)
     step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "GLloyd"))
     sigma_s = sigma * math.sqrt(1.0 + a)
     info = {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a), "sizes": sizes}
     return FitResult(centers, done, n, info)
@@ -270,7 +307,7 @@ def sulloyd(ctx: FitContext) -> FitResult:
     # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
     # box: Laplace scale d / eps_S per coordinate) and the count.
     step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "SuLloyd"))
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
     return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
