@@ -304,4 +304,4 @@ def default_methods() -> list[str]:
 
 
 def available_methods() -> list[str]:
-    return [FLOOR, *ALGORITHMS, *peers.PEERS]
+    return [FLOOR, ONE_CENTER, *ALGORITHMS, *peers.PEERS]
