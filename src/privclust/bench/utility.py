@@ -113,7 +113,7 @@ def run_job(job: UtilityJob) -> dict:
         model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
         centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
     elif job.method == ONE_CENTER:
-        centers, n_iter, spent = ds.X.mean(axis=0, keepdims=True), 0, None
+        centers, n_iter, spent = np.repeat(ds.X.mean(axis=0, keepdims=True), ds.k, axis=0), 0, None  # k copies
     else:
         model = KMeans(
             ds.k,
