@@ -196,3 +196,13 @@ def test_local_bench_ratios_and_targets_by_hand():
     protocol = [{"model": "local", "users": 1_000_000, "aggregate_seconds": 3.0}]
     met = [t["met"] for t in targets(list(summary.values()), protocol)]
     assert met == [True, False, None, True]  # the naive baseline was not run
+
+
+def test_the_one_center_baseline_is_the_cost_of_the_mean():
+    from privclust import datasets, metrics
+    from privclust.bench.utility import ONE_CENTER, UtilityJob, run_job
+
+    X = datasets.load("iris").X
+    record = run_job(UtilityJob("iris", ONE_CENTER, None, 0))
+    assert record["nicv"] == pytest.approx(metrics.nicv(X, X.mean(axis=0, keepdims=True)))
+    assert record["privacy_spent"] is None
