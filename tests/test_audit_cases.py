@@ -155,3 +155,22 @@ def test_unclipped_domain_maps_without_clipping_and_restores():
     with unclipped_domain():
         np.testing.assert_allclose(domain.to_unit(rows.copy()), [[0.0], [3.0]])
     np.testing.assert_allclose(domain.to_unit(rows.copy()), [[0.0], [1.0]])
+
+
+DEVICE_CASES = [
+    "local randomizer: randomized response",
+    "local randomizer: one coordinate",
+    "shuffled randomized response",
+]
+
+
+@pytest.mark.parametrize("name", DEVICE_CASES)
+def test_device_randomizers_and_the_shuffled_count_meet_their_claims(name):
+    result = audit(CASES[name], confidence=SURE)
+    assert result.noise == "device" and not result.violated, result
+
+
+@pytest.mark.parametrize("name", [n for n, c in CONTROLS.items() if c.case.name in DEVICE_CASES])
+def test_overconfident_devices_are_caught(name):
+    result = audit(CONTROLS[name])
+    assert result.broken_on_purpose and result.violated and result.caught, result

@@ -13,7 +13,7 @@ from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, Pr
 
 def test_sklearn_api(blobs):
     X, _ = blobs
-    m = KMeans(3, epsilon=1.0, bounds=(-1, 1), random_state=0)
+    m = KMeans(3, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", random_state=0)
     labels = m.fit_predict(X)
     assert labels.shape == (len(X),) and set(labels) <= {0, 1, 2}
     assert np.array_equal(labels, m.labels_) and np.array_equal(m.predict(X), labels)
@@ -136,20 +136,24 @@ def test_gaussian_fits_compose_tighter_than_basic_composition(blobs):
     X, _ = blobs
     shared = PrivacyAccountant(Budget(1.5, 1e-6))
     for seed in range(2):
-        KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=seed).fit(X)
+        KMeans(
+            3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=seed
+        ).fit(X)
     assert 1.0 < shared.guarantee()[0] < 1.5  # basic composition would say 2.0
 
 
 def test_shared_accountant_refuses_a_fit_that_would_overspend(blobs):
     X, _ = blobs
     shared = PrivacyAccountant(Budget(1.2, 1e-6))
-    KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=0).fit(X)
+    KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=0).fit(X)
     before = len(shared.spends)
     with pytest.raises(BudgetExceededError):
-        KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), accountant=shared, random_state=1).fit(X)
+        KMeans(
+            3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=1
+        ).fit(X)
     assert len(shared.spends) == before  # nothing of the refused fit was released
     # A small second fit still fits in what is left.
-    KMeans(3, epsilon=0.2, delta=4e-7, bounds=(-1, 1), accountant=shared, random_state=2).fit(X)
+    KMeans(3, epsilon=0.2, delta=4e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=2).fit(X)
     assert shared.guarantee()[0] <= 1.2
 
 
@@ -167,7 +171,7 @@ def test_non_private_baseline_cannot_be_charged_to_a_budget(blobs):
 def test_no_warning_in_normal_use(blobs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        KMeans(3, bounds=(-1, 1), random_state=0).fit(blobs[0])
+        KMeans(3, bounds=(-1, 1)).fit(blobs[0])  # secure noise, public bounds: nothing to warn about
 
 
 def test_transform_survives_coordinates_near_the_float_limit():
@@ -178,3 +182,27 @@ def test_transform_survives_coordinates_near_the_float_limit():
     distances = model.transform(X)
     assert np.all(np.isfinite(distances))
     assert np.array_equal(np.argmin(distances, axis=1), model.predict(X))
+
+
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "greedy"])
+def test_cluster_sizes_are_the_noisy_sizes_of_the_last_release(algorithm):
+    rng = np.random.default_rng(4)
+    X = np.r_[rng.normal(-0.5, 0.05, (3000, 2)), rng.normal(0.5, 0.05, (1000, 2))]
+    model = KMeans(2, bounds=(-1, 1), algorithm=algorithm, epsilon=2.0).fit(X)
+    sizes = model.cluster_sizes_[np.argsort(model.cluster_centers_[:, 0])]
+    np.testing.assert_allclose(sizes, [3000, 1000], rtol=0.15)
+    assert model.fit_info_["nearly_empty_centers"] == 0
+
+
+def test_a_center_far_from_every_row_is_reported_nearly_empty():
+    X = np.random.default_rng(5).normal(-0.5, 0.05, (2000, 2))
+    model = KMeans(2, bounds=(-1, 1), algorithm="fastlloyd", max_iter=1, public_n=2000, epsilon=4.0)
+    model.fit(X)
+    sizes = model.cluster_sizes_
+    assert model.fit_info_["nearly_empty_centers"] == int(np.sum(sizes < 1.0))
+
+
+def test_rows_outside_the_bounds_are_counted_for_the_data_holder():
+    X = np.r_[np.zeros((50, 2)), [[5.0, 0.0], [0.0, -3.0]]]
+    assert KMeans(2, bounds=(-1, 1)).fit(X).n_rows_clipped_ == 2
+    assert KMeans(2, bounds=1.0).fit(np.r_[X, [[0.8, 0.8]]]).n_rows_clipped_ == 3  # outside the unit ball

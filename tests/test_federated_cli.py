@@ -103,13 +103,13 @@ def test_join_reports_unreadable_data_before_connecting(tmp_path, listener):
     ragged.write_text('1,2\n3,4,5\n"6,7\n')
     port = listener.getsockname()[1]
     for path, message in [
-        (text, "not a gzip file"),
+        (text, "not gzip-compressed"),
         (truncated, "truncated or corrupt"),
-        (ragged, "malformed CSV"),
+        (ragged, "not a well-formed table"),
         (tmp_path / "absent.csv", "no such file"),
     ]:
         out = invoke(*join_args(path, port, "-o", tmp_path / "c.csv"))
-        assert out.exit_code == 2 and f"cannot read {path}" in out.output and message in out.output
+        assert out.exit_code == 2 and str(path) in out.output and message in out.output
 
 
 def serve_in_thread(job, rows, parties=2):

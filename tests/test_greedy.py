@@ -1,4 +1,4 @@
-"""The private greedy (seed 000): nets, the query seam, accounting, the elbow curve."""
+"""The private greedy (Dupré la Tour, Henzinger & Saulpic 2024): nets, the query seam, accounting, the elbow curve."""
 
 import math
 

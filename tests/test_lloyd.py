@@ -65,7 +65,9 @@ def test_gaussian_algorithms_spend_exactly_the_budget(blobs, spy, algorithm, pub
 def test_fastlloyd_noise_follows_the_seeds_split(blobs, spy):
     X, _ = blobs
     d, k, eps, delta = 2, 3, 1.0, 1e-6
-    m = KMeans(k, epsilon=eps, delta=delta, bounds=(-1, 1), public_n=len(X), random_state=1).fit(X)
+    m = KMeans(k, epsilon=eps, delta=delta, bounds=(-1, 1), algorithm="fastlloyd", public_n=len(X), random_state=1).fit(
+        X
+    )
     T = m.n_iter_
     sigma = 1 / gdp_mu(eps, delta)
     sigma_r = sigma * math.sqrt(1 + math.sqrt(4 * d)) / (4 * d) ** 0.25
@@ -154,7 +156,7 @@ def test_private_algorithms_find_well_separated_clusters(algorithm):
 
 
 def test_fastlloyd_beats_baselines_in_high_dimension():
-    """Seed 003's headline: the radius constraint pays off as d grows."""
+    """Diaa et al.'s headline: the radius constraint pays off as d grows."""
     rng = np.random.default_rng(5)
     d, k, n = 20, 4, 4000
     centers = rng.uniform(-0.6, 0.6, (k, d))
@@ -182,3 +184,26 @@ def test_lloyd_baseline_is_non_private_and_converges(blobs):
     assert m.n_iter_ < 100
     found = np.sort(m.cluster_centers_[:, 0])
     np.testing.assert_allclose(found, np.sort(centers[:, 0]), atol=0.02)
+
+
+def test_dead_centers_are_moved_next_to_the_largest_cells():
+    from privclust.algorithms.lloyd import LloydStep, reseed_dead
+    from privclust.queries.base import Block
+
+    centers = np.array([[0.0, 0.0], [0.5, 0.5], [-0.9, 0.9], [0.9, -0.9]])
+    counts = np.array([500.0, 300.0, 0.4, -2.0])  # the last two are noise (std 1)
+    step = LloydStep(Block("sum", 2, 1.0), count_share=0.5, radius=0.2)
+    moved = reseed_dead(centers, counts, 1.0, step, np.random.default_rng(0))
+    np.testing.assert_array_equal(moved[:2], centers[:2])
+    assert np.linalg.norm(moved[2] - centers[0]) == pytest.approx(0.1)  # next to the largest cell
+    assert np.linalg.norm(moved[3] - centers[1]) == pytest.approx(0.1)  # next to the second largest
+    alive = np.array([500.0, 300.0, 50.0, 40.0])
+    np.testing.assert_array_equal(reseed_dead(centers, alive, 1.0, step, np.random.default_rng(0)), centers)
+
+
+def test_reseeding_is_an_option_of_the_private_lloyd_family(blobs):
+    X, _ = blobs
+    for algorithm in ("fastlloyd", "glloyd", "sulloyd"):
+        KMeans(3, bounds=(-1, 1), algorithm=algorithm, algorithm_params={"reseed": True}).fit(X)
+    with pytest.raises(ValueError, match="reseed must be True or False"):
+        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"reseed": "yes"}).fit(X)

@@ -1,4 +1,4 @@
-"""Max-cover k-means (seed 004): the implicit exponential mechanism, the cover, accounting, errors."""
+"""Max-cover k-means (Nguyen, Chaturvedi & Xu 2021): the implicit exponential mechanism, the cover, accounting, errors."""
 
 import math
 

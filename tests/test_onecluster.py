@@ -1,4 +1,4 @@
-"""1-cluster (seed 001): the L statistic, GoodRadius/GoodCenter, one_cluster, onecluster k-means, sample-and-aggregate."""
+"""1-cluster (Nissim, Stemmer & Vadhan 2016): the L statistic, GoodRadius/GoodCenter, one_cluster, onecluster k-means, sample-and-aggregate."""
 
 import math
 

@@ -73,7 +73,7 @@ def test_more_centers_than_rows_is_a_fit_not_a_refusal():
 def test_empty_data_is_fitted_privately_not_refused():
     model = KMeans(3, bounds=(-1, 1), random_state=0).fit(np.zeros((0, 2)))
     assert model.cluster_centers_.shape == (3, 2)
-    assert model.privacy_spent_.epsilon == pytest.approx(1.0)
+    assert 0.9 < model.privacy_spent_.epsilon <= 1.0  # auto: a noisy count, then the chosen algorithm
 
 
 def test_missing_values_are_refused_without_saying_where():
@@ -250,5 +250,5 @@ def test_huge_rows_in_a_ball_domain_raise_no_warning_and_stay_finite():
     X = np.array([[1e308, -1e308], [0.1, 0.2], [0.0, 0.0]] * 10)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning here would depend on the private rows
-        model = KMeans(2, bounds=0.5, random_state=0).fit(X)
+        model = KMeans(2, bounds=0.5).fit(X)
     assert np.all(np.isfinite(model.cluster_centers_))

@@ -1,4 +1,4 @@
-"""Sublinear clustering by Poisson subsampling (seed 002): amplification, group privacy, the wrapper."""
+"""Sublinear clustering by Poisson subsampling (Blocki, Grigorescu & Mukherjee 2021): amplification, group privacy, the wrapper."""
 
 import math
 
@@ -82,7 +82,7 @@ def test_only_sampled_rows_are_read():
 def test_shared_accountant_is_charged_the_amplified_spend_and_refuses_first():
     X = blobs(20_000)
     shared = PrivacyAccountant(Budget(0.5, 1e-6))
-    base = KMeans(3, epsilon=2.0, delta=1e-6, bounds=(-1, 1), random_state=0)
+    base = KMeans(3, epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="fastlloyd", random_state=0)
     Subsampled(base, rate=0.1, random_state=0, accountant=shared).fit(X)
     assert shared.guarantee()[0] == pytest.approx(amplified(2.0, 1e-6, 0.1)[0], rel=1e-6)
     reader = RowReader(X)

@@ -10,6 +10,7 @@ from .estimator import KMeans
 from .geometry.domain import PrivacyLeakWarning
 from .locate import OneCluster, one_cluster, sample_and_aggregate
 from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
+from .privacy.ledger import LedgerAccountant
 from .subsample import Subsampled
 
 __version__ = "0.1.0"
@@ -23,6 +24,7 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "PrivacyAccountant",
+    "LedgerAccountant",
     "PrivacyReport",
     "PrivacyLeakWarning",
     "datasets",

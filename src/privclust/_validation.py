@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
+from sklearn.utils import check_array
 
 __all__ = [
     "check_data",
+    "refuse_non_numeric_columns",
+    "values_withheld",
     "check_n_clusters",
     "check_epsilon",
     "check_delta",
@@ -76,12 +81,28 @@ def check_shares(what: str, given: dict, required: tuple[str, ...], optional: tu
 
 
 def check_data(X, what: str = "X") -> np.ndarray:
-    """A finite float64 2-D array view of ``X`` (copied only if the dtype must change)."""
+    """A finite float64 2-D array view of ``X`` (copied only if the dtype must change).
+
+    A memory map (``np.memmap``, e.g. ``np.load(..., mmap_mode="r")``) of any real numeric dtype is
+    checked block by block and returned as it is, neither converted nor copied: whoever reads it
+    converts chunk by chunk (the oracles, ``metrics.assign``), so input larger than memory stays on disk.
+    """
+    if isinstance(X, np.memmap):
+        return _check_memmap(X, what)
     if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
         raise ValueError(
             f"{what} is a Spark object, which only KMeans.fit and KMeans.predict take (the rows stay in Spark); "
             "for this function, bring the rows into memory first (e.g. a numpy array)"
         )
+    refuse_non_numeric_columns(X, what)
+    with values_withheld(what):
+        arr = check_array(X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0, input_name=what)
+    _check_shape_and_values(arr, what)
+    return arr
+
+
+def refuse_non_numeric_columns(X, what: str = "X") -> None:
+    """A table's non-numeric columns, named (the schema is public) before any value is converted."""
     columns = getattr(X, "columns", None)
     if columns is not None and hasattr(X, "dtypes"):
         from pandas.api.types import is_numeric_dtype
@@ -89,25 +110,61 @@ def check_data(X, what: str = "X") -> np.ndarray:
         bad = [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
         if bad:
             raise ValueError(f"{what} has non-numeric columns {bad}: drop or encode them before clustering")
-        X = X.to_numpy()
-    if np.iscomplexobj(X):
-        raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
+
+
+# scikit-learn's input errors, by the start of their message: those that may quote the rows (the
+# offending value, the whole array, the row count) get a fixed message; the others pass as they are.
+_WITHHELD = {
+    "Complex data not supported": "{what} is complex-valued (Complex data not supported): give real numbers",
+    "could not convert": "{what} must be numeric: a value could not be converted to a number (not shown: it is private)",
+    "Expected 2D array": "{what} must be 2-D (n_samples, n_features). Reshape your data: X.reshape(-1, 1) for a "
+    "single feature, X.reshape(1, -1) for a single row",
+    "Found array with 0 feature": "{what} has no features (columns)",
+    "Found array with dim": "{what} must be 2-D (n_samples, n_features)",
+}
+_PASSED = ("X has ", "The feature names should match", "Feature names", "Sparse data")
+
+
+@contextmanager
+def values_withheld(what: str = "X") -> Iterator[None]:
+    """Run scikit-learn's input checks without letting their messages quote private values."""
     try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be numeric: {exc}") from None
+        yield
+    except ValueError as exc:
+        message = str(exc)
+        for start, fixed in _WITHHELD.items():
+            if message.startswith(start):
+                raise ValueError(fixed.format(what=what)) from None
+        if message.startswith(_PASSED):
+            raise
+        raise ValueError(f"{what} is not a numeric 2-D array (details withheld: they could quote the rows)") from None
+
+
+def _check_memmap(X: np.memmap, what: str) -> np.memmap:
+    if X.dtype.kind == "c":
+        raise ValueError(f"{what} is complex-valued: give real numbers (e.g. split real and imaginary parts)")
+    if X.dtype.kind not in "biuf":  # structured, string, datetime...: no numeric conversion to defer
+        raise ValueError(f"{what} must be numeric, got a memory map of dtype {X.dtype}")
+    _check_shape_and_values(X, what)
+    return X
+
+
+def _check_shape_and_values(arr: np.ndarray, what: str) -> None:
     # No message below names a row count or a row: the rows are private (see docs/privacy.md, threat model).
     if arr.ndim == 1:
         raise ValueError(
-            f"{what} must be 2-D (n_samples, n_features), got a 1-D array; use X.reshape(-1, 1) for a single feature"
+            f"{what} must be 2-D (n_samples, n_features), got a 1-D array. Reshape your data: X.reshape(-1, 1) "
+            "for a single feature"
         )
     if arr.ndim != 2:
         raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {arr.ndim} dimensions")
     if arr.shape[1] == 0:
         raise ValueError(f"{what} has no features (columns)")
+    if arr.dtype.kind != "f":  # integers and booleans are always finite
+        return
     # An empty data set is legal: under add/remove neighbours it neighbours every one-row data set,
     # so refusing it would reveal n = 0.  The algorithms release noise alone then.
-    # In blocks, so a memory-mapped array larger than memory is checked without loading it.
+    # In blocks of ~16 MiB of flags, so a memory-mapped array larger than memory is checked without loading it.
     step = max(1, 2**24 // arr.shape[1])
     for start in range(0, arr.shape[0], step):
         if not np.isfinite(arr[start : start + step]).all():
@@ -115,7 +172,6 @@ def check_data(X, what: str = "X") -> np.ndarray:
                 f"{what} contains NaN or infinite values: remove or impute them before clustering "
                 "(privclust's data universe is finite real rows; it does not guess values for private rows)"
             )
-    return arr
 
 
 MAX_CLUSTERS = 100_000  # a public cap: the centers are held in memory and k is never compared with n

@@ -1,7 +1,7 @@
 """The seed papers' benchmark data sets, bundled, with their [-1, 1] scaling.
 
 ``load(name)`` returns a :class:`Dataset` whose ``X`` is scaled to
-[-1, 1]^d the way the FastLloyd paper (seed 003) does: per feature min-max,
+[-1, 1]^d the way the FastLloyd paper (Diaa, Humphries & Kerschbaum 2024) does: per feature min-max,
 except MNIST, whose pixel range [0, 255] is public.  The scaling reads the
 feature ranges of these *public benchmark* sets; for your own private data,
 declare bounds instead (``KMeans(bounds=...)``).

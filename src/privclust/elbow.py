@@ -1,4 +1,4 @@
-"""The private elbow curve (seed 000, Appendix A.3): one greedy run, a cost for every k <= k_max.
+"""The private elbow curve (Dupré la Tour, Henzinger & Saulpic 2024, Appendix A.3): one greedy run, a cost for every k <= k_max.
 
 One greedy run with k_max centers and its lifting (one Gaussian release of
 every cell's size, sum and sum of squared norms) are all the curve needs:
@@ -21,6 +21,7 @@ from .algorithms.base import FitContext
 from .algorithms.greedy import find_elbow, greedy_spec, projection_for, select_and_lift, solution_cost
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
+from .privacy.leaks import warn_if_seeded
 from .privacy.noise import Randomness
 from .queries.curator import central_oracle, fit_ledger
 
@@ -51,13 +52,12 @@ def elbow_curve(
     random_state=None,
     accountant: PrivacyAccountant | None = None,
     algorithm_params: dict | None = None,
-    cost_share: float = 0.4,
-    clip: float | None = None,
 ) -> ElbowCurve:
     """The noisy k-means cost of the greedy's solution for every k = 1 .. k_max, and the elbow."""
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
     check_n_clusters(k_max, "k_max")
     ledger = fit_ledger(budget, bounds, accountant)
+    warn_if_seeded(random_state)
     randomness = Randomness(random_state)
     with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
         oracle, d = curated.oracle, curated.n_features

@@ -6,14 +6,24 @@ import numbers
 from typing import Callable
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_data, check_delta, check_epsilon, check_n_clusters
+from ._validation import (
+    check_data,
+    check_delta,
+    check_epsilon,
+    check_int,
+    check_n_clusters,
+    refuse_non_numeric_columns,
+    values_withheld,
+)
 from .algorithms import ALGORITHMS, FitContext
+from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
 from .metrics import assign
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
+from .privacy.leaks import warn_if_seeded, warn_leak
 from .privacy.noise import Randomness
 from .queries.curator import fit_ledger
 from .queries.spark import is_spark_frame
@@ -21,9 +31,11 @@ from .queries.spark import is_spark_frame
 __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
+MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
+NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 
 
-class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """Differentially private k-means.
 
     Parameters
@@ -41,10 +53,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"fastlloyd", "glloyd", "sulloyd", "maxcover", "onecluster", "lloyd"}
-        ``lloyd`` is the non-private baseline; ``maxcover`` is seed 004's
+    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "lloyd"}
+        ``auto`` (default) picks the greedy or FastLloyd from public parameters
+        (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
+        and says what and why in ``fit_info_["auto"]`` (docs/choosing.md).
+        ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
         exponential-mechanism / max-cover algorithm; ``onecluster`` finds k
-        balls by k rounds of seed 001's 1-cluster (both central model only).
+        balls by k rounds of Nissim et al.'s 1-cluster (both central model only).
     random_state : None or int
         ``None`` (default) draws noise from OpenDP's floating-point-safe
         samplers; an int makes the run reproducible with numpy samplers, which
@@ -106,7 +121,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         epsilon: float = 1.0,
         delta: float = 1e-6,
         bounds=None,
-        algorithm: str = "fastlloyd",
+        algorithm: str = "auto",
         random_state=None,
         public_n: int | None = None,
         count_fraction: float = 0.05,
@@ -144,10 +159,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"public_n must be a positive integer or None, got {self.public_n!r}")
         if not (isinstance(self.count_fraction, numbers.Real) and 0 < self.count_fraction < 1):
             raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
-        if self.max_iter is not None and (
-            isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1
-        ):
-            raise ValueError(f"max_iter must be a positive integer or None, got {self.max_iter!r}")
+        if self.max_iter is not None:
+            check_int("max_iter", self.max_iter, 1, MAX_ITER, hint=" or None (each iteration is one noisy release)")
+        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd).
+        if self.postprocess is not None and self.postprocess not in POSTPROCESS:
+            raise ValueError(f"postprocess must be one of {POSTPROCESS} or None, got {self.postprocess!r}")
+        if self.radius_strategy not in RADIUS_STRATEGIES:
+            raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {self.radius_strategy!r}")
         if self.algorithm_params is not None and not isinstance(self.algorithm_params, dict):
             raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
@@ -169,8 +187,16 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """
         budget = self._check_params()
         accountant = fit_ledger(budget, self.bounds, self.accountant)
+        if budget is None:
+            warn_leak(
+                f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private"
+            )
+        else:
+            warn_if_seeded(self.random_state)
         randomness = Randomness(self.random_state)
         with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
+            if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
+                validate_data(self, X, skip_check_array=True, reset=True)
             result = self._run(curated.oracle, budget, randomness, callback)
         domain, rows = curated.domain, curated.checked_rows()
 
@@ -179,13 +205,19 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_features_in_ = curated.n_features
         self.domain_ = domain
         self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
-        self.fit_info_ = {"n_estimate": result.n_estimate, **result.info}
+        info = dict(result.info)
+        sizes = info.pop("sizes", None)
+        self.fit_info_ = {"n_estimate": result.n_estimate, **info}
+        if sizes is not None:  # from the last release: private, free
+            self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
+            self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
         if getattr(curated.oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
             self.fit_info_["local_epsilon"] = curated.oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
             self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
         if rows is not None:  # for the data holder, on the training rows in this process (not private)
             self.labels_, self.inertia_ = self._assign(rows)
+            self.n_rows_clipped_ = domain.count_outside(rows)
             if "radii" in result.info:
                 self.outliers_ = self.outlier_mask(rows)
         return self
@@ -232,10 +264,20 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")
-        X = check_data(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
-        return X
+        if is_spark_frame(X):
+            return check_data(X)  # refused: says which methods take a Spark DataFrame
+        if isinstance(X, np.memmap):  # kept on disk: checked block by block, never converted whole
+            validate_data(self, X, skip_check_array=True, reset=False)
+            return check_data(X)
+        refuse_non_numeric_columns(X)
+        with values_withheld():
+            X = validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0)
+        return check_data(X)
+
+    @property
+    def _n_features_out(self) -> int:
+        """The columns of :meth:`transform`: one distance per center (named ``kmeans0``, ...)."""
+        return self.cluster_centers_.shape[0]
 
     def predict(self, X) -> np.ndarray:
         """Index of the nearest released center for each row (post-processing, no privacy cost).

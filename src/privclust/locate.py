@@ -1,4 +1,4 @@
-"""Locating one small cluster privately, and sample-and-aggregate (seed 001).
+"""Locating one small cluster privately, and sample-and-aggregate (Nissim, Stemmer & Vadhan 2016).
 
 ``one_cluster`` finds a ball holding about ``t`` of the rows;
 ``sample_and_aggregate`` runs any non-private analysis on disjoint random
@@ -18,6 +18,7 @@ from ._validation import check_delta, check_epsilon, check_int
 from .algorithms.onecluster import background_rows, locate, make_plan
 from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
+from .privacy.leaks import warn_if_seeded
 from .privacy.noise import Randomness
 from .queries.curator import central_oracle, fit_ledger
 from .queries.plan import EXACT
@@ -79,6 +80,7 @@ def one_cluster(
         public_n = check_int("public_n", public_n)
     plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts, n_hint=public_n or background_rows(t))
     ledger = fit_ledger(budget, bounds, accountant)
+    warn_if_seeded(random_state)
     randomness = Randomness(random_state)
     with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
         domain = curated.domain
@@ -116,7 +118,7 @@ def sample_and_aggregate(
     accountant: PrivacyAccountant | None = None,
     **one_cluster_options,
 ) -> OneCluster:
-    """Run ``f`` on ``n_subsets`` disjoint random parts of ``X`` and privately aggregate (seed 001, Section 6).
+    """Run ``f`` on ``n_subsets`` disjoint random parts of ``X`` and privately aggregate (Nissim, Stemmer & Vadhan 2016, Section 6).
 
     Each row goes to one uniformly random part (drawn independently of the
     data), so adding or removing a row changes one part and hence at most one

@@ -6,7 +6,20 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_clusters", "plot_curves", "plot_panels", "plot_heatmaps", "plot_cost_curves", "plot_histograms"]
+__all__ = [
+    "plot_clusters",
+    "plot_curves",
+    "plot_panels",
+    "plot_heatmaps",
+    "plot_cost_curves",
+    "plot_histograms",
+    "plot_formats",
+    "sample_rows",
+    "RAW_DATA_CAPTION",
+]
+
+
+RAW_DATA_CAPTION = "points: your raw data, not private; crosses: the private centers"
 
 
 def _pyplot():
@@ -18,6 +31,33 @@ def _pyplot():
     return plt
 
 
+def plot_formats() -> list[str]:
+    """The file suffixes (without the dot) that matplotlib can write."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
+def _save(fig, path) -> None:
+    """Save ``fig`` to ``path``: under a temporary name first, renamed into place when complete."""
+    from .io import StagedFiles
+
+    path = Path(path)
+    suffix = path.suffix.lower().lstrip(".")
+    fmt = suffix if suffix in plot_formats() else None  # None: matplotlib's default format (png)
+    with StagedFiles() as staged:
+        fig.savefig(staged.reserve(path, "plot"), format=fmt or fig.canvas.get_default_filetype())
+        staged.commit()
+
+
+def sample_rows(X: np.ndarray, size: int, seed: int = 0) -> np.ndarray:
+    """The positions of ``min(len(X), size)`` rows drawn without replacement, in increasing order.
+
+    Drawing is O(size), and the rows are then read in file order: from a memory map, only those rows."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(len(X), size=min(len(X), size), replace=False))
+
+
 def plot_clusters(
     path: str | Path,
     X: np.ndarray,
@@ -26,42 +66,52 @@ def plot_clusters(
     title: str,
     max_points: int = 20_000,
     seed: int = 0,
+    columns: list[str] | None = None,
+    caption: str = RAW_DATA_CAPTION,
 ) -> None:
-    """Scatter of the points coloured by cluster, centers marked.
+    """Scatter of (a sample of at most ``max_points`` of) the points coloured by cluster, centers marked.
 
     For d > 2 the picture is the plane of the two leading principal axes of
     the *released centers* (so the projection itself reveals nothing new).
     The points drawn are the holder's own data: the picture is for the data
-    holder, not for publication.
+    holder, not for publication, and ``caption`` says so under it.  ``X`` may
+    be a memory map: only the sampled rows are read.
     """
     plt = _pyplot()
+    centers = np.asarray(centers, dtype=np.float64)
+    idx = sample_rows(X, max_points, seed)
+    pts, lab = np.asarray(X[idx], dtype=np.float64), np.asarray(labels)[idx]
+    names = columns or [f"x{j}" for j in range(centers.shape[1])]
     rng = np.random.default_rng(seed)
-    idx = rng.choice(len(X), size=min(len(X), max_points), replace=False)
-    pts, lab = X[idx], labels[idx]
-    if X.shape[1] > 2:
+    if centers.shape[1] > 2:
         mean = centers.mean(axis=0)
         _, _, vt = np.linalg.svd(centers - mean, full_matrices=False)
-        axes = vt[:2] if vt.shape[0] >= 2 else np.eye(X.shape[1])[:2]
+        axes = vt[:2] if vt.shape[0] >= 2 else np.eye(centers.shape[1])[:2]
         pts, shown = (pts - mean) @ axes.T, (centers - mean) @ axes.T
         xlabel, ylabel = "center axis 1", "center axis 2"
-    elif X.shape[1] == 2:
-        shown, xlabel, ylabel = centers, "x0", "x1"
+    elif centers.shape[1] == 2:
+        shown, xlabel, ylabel = centers, names[0], names[1]
     else:
         pts = np.column_stack([pts[:, 0], rng.uniform(-0.5, 0.5, len(pts))])
         shown = np.column_stack([centers[:, 0], np.zeros(len(centers))])
-        xlabel, ylabel = "x0", "jitter"
-    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+        xlabel, ylabel = names[0], "jitter"
+    fig, ax = plt.subplots(figsize=(7, 6.4), dpi=110)
     ax.scatter(pts[:, 0], pts[:, 1], c=lab, cmap="tab20", s=4, alpha=0.5, linewidths=0)
     ax.scatter(shown[:, 0], shown[:, 1], marker="X", s=120, c="black", edgecolors="white", linewidths=1.2)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    fig.tight_layout()
-    fig.savefig(path)
+    fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=9, style="italic")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    _save(fig, path)
     plt.close(fig)
 
 
 def _draw_curves(ax, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False):
+    if len(curves) > 10:  # the default cycle has 10 colours: no two curves alike
+        from matplotlib import colormaps
+
+        ax.set_prop_cycle(color=colormaps["tab20"].colors)
     for name, (x, mean, low, high) in curves.items():
         line = ax.plot(x, mean, marker="o", ms=3, label=name)[0]
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -84,7 +134,7 @@ def plot_curves(
     _draw_curves(ax, curves, title, xlabel, ylabel, logx, logy)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -104,7 +154,7 @@ def plot_panels(path: str | Path, panels: dict[str, dict[str, tuple]], xlabel: s
     legend_rows = -(-len(labels) // ncol)
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=9)
     fig.tight_layout(rect=(0, 0.3 * legend_rows / fig.get_figheight(), 1, 1))
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -127,7 +177,7 @@ def plot_heatmaps(path: str | Path, grids: dict[str, np.ndarray], row_labels, co
             ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -151,7 +201,7 @@ def plot_cost_curves(path: str | Path, curves: list, mark: int, mark_label: str,
         ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -164,5 +214,5 @@ def plot_histograms(path: str | Path, panels: list[tuple[np.ndarray, float, str]
         ax.axvline(threshold, color="red", linestyle="--")
         ax.set_xlabel(label)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)

@@ -1,7 +1,7 @@
-"""Sublinear private clustering by Poisson subsampling (seed 002).
+"""Sublinear private clustering by Poisson subsampling (Blocki, Grigorescu & Mukherjee 2021).
 
 ``Subsampled(estimator, rate)`` keeps each row independently with probability
-``rate`` (the sampling of seed 002's algorithm A'), fits any privclust
+``rate`` (the sampling of Blocki et al.'s algorithm A'), fits any privclust
 estimator on the sample and reports the amplified guarantee.
 
 Sublinear work: for an array with random access the sample is drawn without a
@@ -9,7 +9,7 @@ pass over the rows -- its size m ~ Binomial(n, rate), then m distinct indices
 uniformly at random -- which has exactly the distribution of independent
 per-row coin flips.  Only the m sampled rows are read.
 
-Privacy (seed 002, Theorem 1, add/remove neighbours): if the estimator is
+Privacy (Blocki, Grigorescu & Mukherjee 2021, Theorem 1, add/remove neighbours): if the estimator is
 (eps, delta)-DP, the whole is (eps', delta')-DP with
 
     eps'   = ln max{ xi (e^eps - 1) + 1, 1 / (xi (e^-eps - 1) + 1) }
@@ -55,7 +55,7 @@ def amplified(epsilon: float, delta: float, rate: float) -> tuple[float, float]:
 def group_privacy(epsilon: float, rate: float, group: int, threshold: int, delta: float = 0.0) -> tuple[float, float]:
     """Guarantee for groups of ``group`` rows of an (epsilon, delta)-DP algorithm on a Poisson sample.
 
-    Seed 002, Theorem 9: with delta_T = P[Binomial(g, rate) > T], the sampled
+    Blocki, Grigorescu & Mukherjee (2021), Theorem 9: with delta_T = P[Binomial(g, rate) > T], the sampled
     algorithm is (T eps, delta_T)-DP for groups of size g.  We state it with the
     *base* epsilon (conditioned on i <= T of the group being sampled, the
     samples differ in i rows, so naive group privacy gives i eps), which is
@@ -82,7 +82,7 @@ def sample_size(
     approximation: float = 1.0,
     c: float = 1.0,
 ) -> int:
-    """Sample size after which the sample's clustering cost is within ``eta`` (seed 002).
+    """Sample size after which the sample's clustering cost is within ``eta`` (Blocki, Grigorescu & Mukherjee 2021).
 
     ``eta`` is the tolerated additive error in the *average* cost per point, ``theta``
     the failure probability, ``diameter`` M the data's diameter (2 sqrt(d) in the unit
@@ -119,7 +119,7 @@ def suggest_rate(n: int, **bound) -> float:
 
 
 class Subsampled(ClusterMixin, BaseEstimator):
-    """Fit ``estimator`` on a Poisson sample of the rows (seed 002); amplified privacy.
+    """Fit ``estimator`` on a Poisson sample of the rows (Blocki, Grigorescu & Mukherjee 2021); amplified privacy.
 
     Attributes after ``fit``: ``estimator_`` (the fitted base), ``cluster_centers_``,
     ``privacy_spent_`` (the amplified guarantee), ``base_privacy_spent_``.

@@ -1,4 +1,4 @@
-"""The private Mettu-Plaxton greedy (seed 000, Algorithm 1) with JL lifting, boosting and the elbow curve.
+"""The private Mettu-Plaxton greedy (Dupré la Tour, Henzinger & Saulpic 2024, Algorithm 1) with JL lifting, boosting and the elbow curve.
 
 Public geometry (``geometry.nets``): levels of balls of radius r_i = top 2^-i
 on shifted grids.  The value of a ball B(x, r) is sum over its points of
@@ -96,6 +96,13 @@ __all__ = [
     "GreedySpec",
     "LevelValues",
     "greedy_spec",
+    "greedy_levels",
+    "uniform_fallback",
+    "level_requests",
+    "level_tables",
+    "histogram_centers",
+    "LiftGrid",
+    "projection_for",
     "select_and_lift",
     "lift",
     "solution_cost",
@@ -363,15 +370,10 @@ def significant(std: float, tested: int, level: float = FALSE_ALARMS) -> float:
     return float(std * norm.isf(level / tested))
 
 
-def released_values(
-    plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int, extra: list | None = None
-) -> tuple[list[LevelValues], list]:
-    """The histogram selection's releases: per level and sub-lattice one release, of every ball (small
-    levels) or of the non-empty balls above the partition-selection threshold (sparse levels); and the
-    answers of ``extra`` requests asked in the same round (the lifting, when it is fixed in advance)."""
-    # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
-    # oracle at once: one pass over the rows instead of one per sub-lattice -- and, in the local model,
-    # the one round every user answers.
+def level_requests(levels: list[Level], project, spec: GreedySpec, run: int) -> tuple[list, list]:
+    """The histogram selection's queries, fixed before any answer: per level and sub-lattice one query, of
+    every ball (small levels) or of the non-empty balls (sparse levels).  Returns the (query, part,
+    fraction) requests and, for :func:`level_tables`, which level and sub-lattice each one reads."""
     requests, owners = [], []
     for level in levels:
         dense = spec.dense[level.index]
@@ -382,7 +384,12 @@ def released_values(
             query = _level_query(label, level, residue, project, spec.z, dense, parent, spec.narrow_margin)
             requests.append((query, spec.level_part(run, level.index), 1.0 / len(residues)))
             owners.append((level, residue, dense))
-    answers = plan.release_many(requests + list(extra or []))
+    return requests, owners
+
+
+def level_tables(levels: list[Level], owners: list, answers: list, spec: GreedySpec) -> list[LevelValues]:
+    """Each level's released ball values above its noise floor (post-processing of the answers to
+    :func:`level_requests`, in its order)."""
     parts = {level.index: [] for level in levels}
     stds = {level.index: 0.0 for level in levels}
     for (level, residue, dense), answer in zip(owners, answers):
@@ -394,7 +401,20 @@ def released_values(
         table = _merge(level, parts[level.index])
         keep = table.values >= noise_floor(level, stds[level.index], spec.floor)
         tables.append(LevelValues(level, table.ids[keep], table.values[keep]))
-    return tables, answers[len(owners) :]
+    return tables
+
+
+def released_values(
+    plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int, extra: list | None = None
+) -> tuple[list[LevelValues], list]:
+    """The histogram selection's releases (:func:`level_requests`) turned into value tables, and the
+    answers of ``extra`` requests asked in the same round (the lifting, when it is fixed in advance)."""
+    # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
+    # oracle at once: one pass over the rows instead of one per sub-lattice -- and, in the local model,
+    # the one round every user answers.
+    requests, owners = level_requests(levels, project, spec, run)
+    answers = plan.release_many(requests + list(extra or []))
+    return level_tables(levels, owners, answers, spec), answers[len(owners) :]
 
 
 def noise_floor(level: Level, std: float, floor: float) -> float:
@@ -562,6 +582,28 @@ def _uniform_empty(greedy: _Greedy, i: int, noise: NoiseSource) -> np.ndarray:
             return m
 
 
+def greedy_levels(spec: GreedySpec, d: int, rng: np.random.Generator) -> list[Level]:
+    """The public nets of balls the greedy searches, in the (projected) working space."""
+    dim = spec.projection_dim or d
+    top = 1.0 if spec.projection_dim else math.sqrt(dim)
+    return make_levels(top, spec.levels, dim, rng, spec.stride)
+
+
+def uniform_fallback(spec: GreedySpec, d: int, rng: np.random.Generator):
+    """The data-independent center used when no listed ball is left: uniform over the working box."""
+    dim = spec.projection_dim or d
+
+    def fallback():
+        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if spec.projection_dim else 1.0)
+
+    return fallback
+
+
+def histogram_centers(spec: GreedySpec, tables: list[LevelValues], fallback) -> np.ndarray:
+    """The greedy's ``spec.k`` centers chosen by argmax over released value tables (post-processing)."""
+    return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
+
+
 def select_and_lift(
     ctx: FitContext, plan: Plan, spec: GreedySpec, project, rng: np.random.Generator, run: int, reach: float
 ) -> tuple[np.ndarray, "Lifted"]:
@@ -572,12 +614,8 @@ def select_and_lift(
     centers' cells are put together from them afterwards (post-processing)."""
     d = ctx.n_features
     dim = spec.projection_dim or d
-    top = 1.0 if spec.projection_dim else math.sqrt(dim)
-    levels = make_levels(top, spec.levels, dim, rng, spec.stride)
-
-    def fallback():
-        return rng.uniform(-1.0, 1.0, size=dim) / (math.sqrt(dim) if spec.projection_dim else 1.0)
-
+    levels = greedy_levels(spec, d, rng)
+    fallback = uniform_fallback(spec, d, rng)
     if spec.selection == "exponential":
 
         def mechanism(access):
@@ -588,9 +626,11 @@ def select_and_lift(
         centers = plan.run_exact([spec.selection_part(run)], mechanism)
         return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
     grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
-    extra = [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
+    extra = (
+        [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
+    )
     tables, lifted_cells = released_values(plan, levels, project, spec, run, extra)
-    centers = _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
+    centers = histogram_centers(spec, tables, fallback)
     if grid is not None:
         return centers, grid.lifted(lifted_cells[0], centers, spec.projection_dim is not None)
     return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
@@ -704,6 +744,11 @@ class Lifted:
         means = anchors + (self.sums - self.counts[:, None] * anchors) / divisor[:, None]
         return np.clip(means, -1.0, 1.0)
 
+    def sizes_at(self, centers: np.ndarray) -> np.ndarray:
+        """Noisy cluster sizes of ``centers``: every cell's noisy size credited to its nearest center."""
+        nearest, _ = nearest_center(self.means, centers)
+        return np.bincount(nearest, weights=self.counts, minlength=centers.shape[0])
+
     def cost(self, assigned: np.ndarray) -> float:
         """Estimated cost when every cell's rows go to ``assigned[c]`` (Lemma 2.5; cells of size <= 0 skipped)."""
         use = self.counts > 0
@@ -784,14 +829,15 @@ def greedy(ctx: FitContext) -> FitResult:
     plan = spec.open(ctx.oracle)
     d = ctx.n_features
     rng = ctx.randomness.geometry()
-    best, best_cost, estimates = None, math.inf, []
+    best, best_cost, sizes, estimates = None, math.inf, None, []
     for run in range(spec.restarts):
         project = projection_for(spec, d, rng)
         _, lifted = select_and_lift(ctx, plan, spec, project, rng, run, fastlloyd_eta(d, ctx.n_clusters))
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:
-            best, best_cost = final, cost
+            best, best_cost, sizes = final, cost, lifted.sizes_at(final)
         if ctx.callback is not None:
             ctx.callback(run + 1, spec.restarts)
-    return FitResult(best, spec.restarts, None, {"estimated_costs": estimates, "selection": spec.selection})
+    info = {"estimated_costs": estimates, "selection": spec.selection, "sizes": sizes}
+    return FitResult(best, spec.restarts, None, info)

@@ -1,4 +1,4 @@
-"""The DP-Lloyd family of seed 003: FastLloyd and its baselines.
+"""The DP-Lloyd family of Diaa, Humphries & Kerschbaum (2024): FastLloyd and its baselines.
 
 All four share one loop (:func:`run_lloyd`): assign each point to its nearest
 current center, release noisy per-cluster sums and counts through the
@@ -14,7 +14,7 @@ for the iterations (the rest); each of the T iterations draws 1/T of the
 latter, and each iteration's two blocks (sums, counts) take the seed's shares
 of it.  The oracle turns that into noise; in the central model:
 
-``fastlloyd`` (FastLloyd, seed 003 Sec. 5).  Total budget (eps, delta) ->
+``fastlloyd`` (FastLloyd, Diaa, Humphries & Kerschbaum (2024) Sec. 5).  Total budget (eps, delta) ->
 mu = GDP mu for (eps, delta) (analytic Gaussian).  Without a declared public
 row count, a share ``count_fraction`` of mu^2 releases a noisy count (one
 Gaussian query, sensitivity 1); the rest, mu_L, goes to Lloyd with sigma =
@@ -29,7 +29,7 @@ sqrt(1+sqrt(4d)) (eq. 7).  Per iteration that is (1/(sigma_R sqrt T))- and
 sqrt(T/(sigma_R^2 T) + T/(sigma_C^2 T)) = 1/sigma = mu_L, whatever T is.
 With the count: sqrt(mu_c^2 + mu_L^2) = mu, i.e. exactly (eps, delta).
 
-``glloyd`` (GLloyd, seed 003 App. B.1).  As above but sums are absolute,
+``glloyd`` (GLloyd, Diaa, Humphries & Kerschbaum (2024) App. B.1).  As above but sums are absolute,
 sensitivity sqrt(d) (the domain), no radius, split sigma_C =
 sqrt(sqrt(d)/(2 rho)) sigma_S with 1/sigma_S^2 + 1/sigma_C^2 = 1/sigma^2.
 
@@ -61,7 +61,7 @@ from ..geometry.init import sphere_packing
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, Part, Plan
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, count_part, estimate_rows, register
+from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 
 __all__ = [
     "LloydStep",
@@ -80,6 +80,7 @@ RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its 
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
 ERROR_PER_ITERATION = 0.004  # Su et al.'s tolerated per-iteration MSE (times B, with B = 1)
 POSTPROCESS = ("fold", "clip", "none")
+RADIUS_STRATEGIES = ("step", "constant")
 LLOYD_PART = "Lloyd iterations"
 
 
@@ -136,10 +137,11 @@ def run_lloyd(
     min_count: float = 1.0,
     stop_when_stable: bool = False,
     part: str = LLOYD_PART,
-) -> tuple[np.ndarray, int]:
+    reseed: bool = False,
+) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
-    (unit box) and the iterations run."""
-    done = 0
+    (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``)."""
+    done, counts = 0, None
     for t, step in enumerate(steps):
         released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
         sums, counts = released["sum"], released["count"][:, 0]
@@ -155,6 +157,8 @@ def run_lloyd(
             long = length > step.radius
             new[long] = centers[long] + move[long] * (step.radius / length[long])[:, None]
         new = _postprocess(new, postprocess)
+        if reseed and t + 1 < len(steps):
+            new = reseed_dead(new, counts, released.std.get("count", 0.0), step, ctx.randomness.geometry())
         done = t + 1
         if ctx.callback is not None:
             ctx.callback(done, len(steps))
@@ -162,7 +166,30 @@ def run_lloyd(
         centers = new
         if stable:
             break
-    return centers, done
+    return centers, done, counts
+
+
+DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds holds (nearly) no row
+
+
+def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydStep, rng) -> np.ndarray:
+    """Move the centers whose noisy cell size is noise next to the centers of the largest cells.
+
+    A center whose cell is empty gets a noise-only update and never moves back to the data; the
+    largest cells are where two clusters most likely share one center.  Each dead center goes to a
+    random point at half the step's radius from the i-th largest cell's center, so the next
+    iteration splits that cell.  Post-processing of the released sizes and public randomness."""
+    dead = np.flatnonzero(counts < max(1.0, DEAD_Z * float(np.max(count_std))))
+    if dead.size == 0 or dead.size == counts.size:
+        return centers
+    largest = np.argsort(-counts, kind="stable")[: dead.size]
+    largest = largest[np.isin(largest, dead, invert=True)]
+    direction = rng.normal(size=(largest.size, centers.shape[1]))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    reach = 0.5 * (step.radius if step.radius is not None else 0.1)
+    out = centers.copy()
+    out[dead[: largest.size]] = np.clip(centers[largest] + reach * direction, -1.0, 1.0)
+    return out
 
 
 def _clamp_iterations(estimate: float) -> int:
@@ -182,8 +209,20 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
     the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
+    algorithm_params(ctx, what, LLOYD_OPTIONS)
     parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
     return ctx.oracle.plan(parts, family=family, needs={ADAPTIVE}, what=what)
+
+
+LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
+
+
+def _reseeds(ctx: FitContext, what: str) -> bool:
+    """``reseed``: move centers whose noisy cell is empty next to the largest cells (default off)."""
+    value = algorithm_params(ctx, what, LLOYD_OPTIONS)["reseed"]
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"reseed must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _check_postprocess(how: str) -> str:
@@ -200,8 +239,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if not 0 < alpha:
         raise ValueError(f"alpha must be positive, got {alpha}")
     strategy = _option(ctx, "radius_strategy", "step")
-    if strategy not in ("step", "constant"):
-        raise ValueError(f"radius_strategy must be 'step' or 'constant', got {strategy!r}")
+    if strategy not in RADIUS_STRATEGIES:
+        raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {strategy!r}")
     postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
     plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
     centers = _initial_centers(ctx)
@@ -215,10 +254,11 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
-    centers, done = run_lloyd(ctx, plan, centers, steps, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess, reseed=_reseeds(ctx, "FastLloyd"))
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
-    return FitResult(centers, done, n, {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c})
+    info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
+    return FitResult(centers, done, n, info)
 
 
 @register("glloyd")
@@ -238,9 +278,10 @@ def glloyd(ctx: FitContext) -> FitResult:
     # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
     a = 2.0 * RHO / math.sqrt(d)
     step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
-    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "GLloyd"))
     sigma_s = sigma * math.sqrt(1.0 + a)
-    return FitResult(centers, done, n, {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a)})
+    info = {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a), "sizes": sizes}
+    return FitResult(centers, done, n, info)
 
 
 def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
@@ -266,9 +307,9 @@ def sulloyd(ctx: FitContext) -> FitResult:
     # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
     # box: Laplace scale d / eps_S per coordinate) and the count.
     step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
-    centers, done = run_lloyd(ctx, plan, centers, [step] * T, postprocess)
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "SuLloyd"))
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
-    return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt})
+    return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
 
 @register("lloyd")
@@ -276,9 +317,10 @@ def lloyd(ctx: FitContext) -> FitResult:
     """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
     d = ctx.n_features
     max_iter = int(_option(ctx, "max_iter", 100))
+    algorithm_params(ctx, "Lloyd", ())
     plan = ctx.oracle.plan([Part(LLOYD_PART, share=1.0)], needs={ADAPTIVE}, what="Lloyd")
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
-    centers, done = run_lloyd(
+    centers, done, sizes = run_lloyd(
         ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
     )
-    return FitResult(centers, done, None)
+    return FitResult(centers, done, None, {"sizes": sizes})

@@ -1,4 +1,4 @@
-"""Max-cover k-means (seed 004): JL projection, private greedy grid cover, noisy proxy, NoisyAVG.
+"""Max-cover k-means (Nguyen, Chaturvedi & Xu 2021): JL projection, private greedy grid cover, noisy proxy, NoisyAVG.
 
 The algorithm, in the unit box of the declared bounds:
 
@@ -287,7 +287,7 @@ def _rows_and_one(chunk: np.ndarray) -> np.ndarray:
 
 @register("maxcover")
 def maxcover(ctx: FitContext) -> FitResult:
-    """Max-cover k-means (seed 004, Algorithm 1); see the module docstring for the privacy argument."""
+    """Max-cover k-means (Nguyen, Chaturvedi & Xu 2021, Algorithm 1); see the module docstring for the privacy argument."""
     k, d = ctx.n_clusters, ctx.n_features
     spec = plan(ctx)
     budget = ctx.oracle.plan(spec.parts(), needs=NEEDS, what="maxcover")
@@ -343,5 +343,7 @@ def maxcover(ctx: FitContext) -> FitResult:
     }
     n_iter = 0
     if spec.final_lloyd:
-        centers, n_iter = run_lloyd(ctx, budget, centers, [fastlloyd_step(d, fastlloyd_eta(d, k))], "fold")
+        centers, n_iter, info["sizes"] = run_lloyd(
+            ctx, budget, centers, [fastlloyd_step(d, fastlloyd_eta(d, k))], "fold"
+        )
     return FitResult(centers, n_iter, n, info)

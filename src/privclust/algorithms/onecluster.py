@@ -1,4 +1,4 @@
-"""The 1-cluster problem (seed 001): GoodRadius, GoodCenter, and k clusters by repetition.
+"""The 1-cluster problem (Nissim, Stemmer & Vadhan 2016): GoodRadius, GoodCenter, and k clusters by repetition.
 
 Given t, find a ball holding about t points whose radius is within a
 constant of the smallest such ball's.  Everything runs in the unit box of the
@@ -259,7 +259,7 @@ ONECLUSTER_OPTIONS = ("t", "budget_split", "shifts", "cover_factor")
 
 @register("onecluster")
 def onecluster(ctx: FitContext) -> FitResult:
-    """k clusters by k rounds of 1-cluster, removing each found ball's points (seed 001, Observation 3.5).
+    """k clusters by k rounds of 1-cluster, removing each found ball's points (Nissim, Stemmer & Vadhan 2016, Observation 3.5).
 
     Each round gets 1/k of the budget (basic composition).  ``t`` defaults to
     n / (2k) from the (public or noisy) row count, so a ball of radius r holds

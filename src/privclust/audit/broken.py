@@ -10,6 +10,7 @@ are not thread-safe: use them only around single-threaded draws.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from contextlib import contextmanager
 
@@ -19,7 +20,7 @@ from ..geometry.domain import BoxDomain
 from ..privacy.noise import SecureNoise, SeededNoise
 from ..queries.base import Block
 
-__all__ = ["scaled_noise", "unclipped_domain", "NOISE_METHODS"]
+__all__ = ["scaled_noise", "unclipped_domain", "overconfident_devices", "NOISE_METHODS"]
 
 # The noise layer's methods, by kind; each takes (values or scores, scale).
 NOISE_METHODS = {
@@ -84,3 +85,27 @@ def unclipped_domain():
         yield
     finally:
         BoxDomain.to_unit, Block.scale_to_bound = original_map, original_clip
+
+
+@contextmanager
+def overconfident_devices(factor: float):
+    """BROKEN ON PURPOSE: every device randomizer (local and shuffle models) randomizes at ``factor``
+    times its epsilon, while the protocol still claims the epsilon it was built with."""
+    from ..local.frequency import GeneralizedRR, LocalHashing, OneCoordinate
+
+    saved = {cls: cls.randomize for cls in (GeneralizedRR, LocalHashing, OneCoordinate)}
+
+    def at_factor(randomize):
+        @functools.wraps(randomize)
+        def broken(self, values, rng):
+            return randomize(dataclasses.replace(self, epsilon=self.epsilon * factor), values, rng)
+
+        return broken
+
+    try:
+        for cls, randomize in saved.items():
+            cls.randomize = at_factor(randomize)
+        yield
+    finally:
+        for cls, randomize in saved.items():
+            cls.randomize = randomize

@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from .bounds import Claim
-from .broken import scaled_noise, unclipped_domain
+from .broken import overconfident_devices, scaled_noise, unclipped_domain
 from .run import Sampler
 
 __all__ = ["Case", "Control", "CASES", "CONTROLS"]
@@ -307,6 +307,51 @@ def _onecluster():
     return _fits(make, D, np.vstack([D, [[-0.5]]]))
 
 
+# --- the local and shuffle models: device randomizers and the shuffled count ----------------------
+
+
+def _devices() -> np.random.Generator:
+    return np.random.default_rng(secrets.randbits(128))  # what Randomness.devices gives a secure run
+
+
+def _randomized_response():
+    from ..local.frequency import GeneralizedRR
+
+    # One user's report over 4 values: the user holds 0, or 1 (any two values are neighbours in the local model).
+    randomizer, rng = GeneralizedRR(4, 1.0), _devices()
+    return (lambda side, n: randomizer.randomize(np.full(n, side), rng).astype(float)), Claim.dp(1.0)
+
+
+def _one_coordinate():
+    from ..local.frequency import OneCoordinate
+
+    # One user's one-coordinate report of a 1-d row: -1 or +1, the ends of the box.
+    randomizer, rng = OneCoordinate(1, 1.0), _devices()
+    rows = (-np.ones(1), np.ones(1))
+    return (lambda side, n: randomizer.randomize(np.tile(rows[side], n), rng)[:, 1].astype(float)), Claim.dp(1.0)
+
+
+SHUFFLE_USERS, SHUFFLE_DELTA = 200, 1e-3
+
+
+def _shuffled_count():
+    from ..local.frequency import GeneralizedRR
+    from ..shuffle.amplification import local_epsilon_for
+
+    # SHUFFLE_USERS users answer a yes/no question by randomized response at the epsilon_0 that the
+    # amplification bound allows for a central (1, SHUFFLE_DELTA); the server sees the shuffled reports,
+    # i.e. how many said yes.  D: everyone holds 0; D': one user holds 1.
+    eps0 = local_epsilon_for(1.0, SHUFFLE_DELTA, SHUFFLE_USERS)
+    randomizer, rng = GeneralizedRR(2, eps0), _devices()
+    held = (np.zeros(SHUFFLE_USERS, dtype=np.int64), np.r_[1, np.zeros(SHUFFLE_USERS - 1, dtype=np.int64)])
+
+    def sample(side: int, n: int) -> np.ndarray:
+        reports = randomizer.randomize(np.tile(held[side], n), rng).reshape(n, SHUFFLE_USERS)
+        return reports.sum(axis=1).astype(float)
+
+    return sample, Claim.dp(1.0, SHUFFLE_DELTA)
+
+
 def _federated():
     from .federated import masked_view
 
@@ -388,6 +433,33 @@ CASES: dict[str, Case] = {
         ),
         Case("Subsampled SuLloyd (rate 0.1)", "Subsampled", _subsampled, 1_500, "2000 rows at -0.45, plus one at 1"),
         Case(
+            "local randomizer: randomized response",
+            "local",
+            _randomized_response,
+            6_000,
+            "one user holding value 0 vs 1 of 4",
+            discrete=True,
+            noise="device",
+        ),
+        Case(
+            "local randomizer: one coordinate",
+            "local",
+            _one_coordinate,
+            6_000,
+            "one user's row -1 vs +1",
+            discrete=True,
+            noise="device",
+        ),
+        Case(
+            "shuffled randomized response",
+            "shuffle",
+            _shuffled_count,
+            20_000,
+            f"{SHUFFLE_USERS} users holding 0, or one of them 1; central (1, {SHUFFLE_DELTA:g})",
+            discrete=True,
+            noise="device",
+        ),
+        Case(
             "federated round: server's view",
             "federated",
             _federated,
@@ -414,5 +486,7 @@ CONTROLS: dict[str, Control] = {
         Control(CASES["greedy (histogram)"], "noise / 2", _halved("gaussian")),
         Control(CASES["maxcover"], "noise / 2", _halved("gaussian", "laplace", "exponential"), draws=700),
         Control(CASES["maxcover without final round"], "clipping to the bounds dropped", unclipped_domain),
+        Control(CASES["local randomizer: randomized response"], "epsilon x 2", lambda: overconfident_devices(2.0)),
+        Control(CASES["shuffled randomized response"], "epsilon_0 x 2", lambda: overconfident_devices(2.0)),
     ]
 }

@@ -1,4 +1,4 @@
-"""``privclust bench aggregate``: sample-and-aggregate as a private robust mean (seed 001, Section 6).
+"""``privclust bench aggregate``: sample-and-aggregate as a private robust mean (Nissim, Stemmer & Vadhan 2016, Section 6).
 
 Data: n draws from N(mu, 1) plus a fraction of wild values uniform in
 [-1000, 1000].  The analysis f is the median of a subset; sample_and_aggregate

@@ -1,4 +1,4 @@
-"""``privclust bench elbow``: how often the private elbow finds a data set's k (seed 000, Appendix A.3).
+"""``privclust bench elbow``: how often the private elbow finds a data set's k (Dupré la Tour, Henzinger & Saulpic 2024, Appendix A.3).
 
 Each run draws a fresh private elbow curve (one greedy run, seeded noise) on
 a bundled data set and records where its knee is; the report gives the

@@ -1,4 +1,4 @@
-"""``privclust bench greedy``: the greedy's constants, one at a time, against k-means++ (seed 000).
+"""``privclust bench greedy``: the greedy's constants, one at a time, against k-means++ (Dupré la Tour, Henzinger & Saulpic 2024).
 
 The seed fixes its constants "for convenience"; ours are parameters, and this
 sweep is how their defaults were chosen.  Each setting changes one parameter

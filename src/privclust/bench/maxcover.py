@@ -1,4 +1,4 @@
-"""``privclust bench maxcover``: k-means cost versus k at epsilon = 1 (seed 004, Figure 1).
+"""``privclust bench maxcover``: k-means cost versus k at epsilon = 1 (Nguyen, Chaturvedi & Xu 2021, Figure 1).
 
 Two data sets, as in the seed: a mixture of 64 Gaussians in R^100
 (n = 50,000; generated here, see :func:`gaussian_mixture`) and MNIST's
@@ -55,7 +55,7 @@ EXACT_SELECTION = 1e6  # an eps_E at which the exponential mechanism is an argma
 
 
 def gaussian_mixture(n: int = 50_000, d: int = 100, components: int = 64, spread: float = 0.05, seed: int = 0):
-    """Seed 004's synthetic set: ``components`` Gaussians in R^d with centers uniform in [-0.5, 0.5]^d
+    """Nguyen et al.'s synthetic set: ``components`` Gaussians in R^d with centers uniform in [-0.5, 0.5]^d
     and per-coordinate standard deviation ``spread``, clipped to the declared bounds [-1, 1]^d."""
     rng = np.random.default_rng(seed)
     centers = rng.uniform(-0.5, 0.5, size=(components, d))
@@ -223,7 +223,7 @@ def write_report(
     (out_dir / "maxcover.json").write_text(
         json.dumps({"runs": rows, "thresholds": thresholds}, indent=1, default=float)
     )
-    lines = [f"# Cost versus k at epsilon = 1, delta = n^-1.5 (seed 004, Figure 1; {machine})", ""]
+    lines = [f"# Cost versus k at epsilon = 1, delta = n^-1.5 (Nguyen, Chaturvedi & Xu 2021, Figure 1; {machine})", ""]
     panels = {}
     for name in dict.fromkeys(r["dataset"] for r in rows):
         sub = [r for r in rows if r["dataset"] == name]

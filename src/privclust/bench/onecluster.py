@@ -1,4 +1,4 @@
-"""``privclust bench onecluster``: the planted-cluster benchmark of issue #5 (seed 001).
+"""``privclust bench onecluster``: the planted-cluster benchmark of issue #5 (Nissim, Stemmer & Vadhan 2016).
 
 n points uniform in [-1, 1]^d, of which t are replaced by a ball of radius
 ``radius`` (uniform inside it) about a random center in [-0.5, 0.5]^d.

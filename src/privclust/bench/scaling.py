@@ -1,4 +1,4 @@
-"""``privclust bench scaling``: how utility scales with d and k (seed 003, Figures 3 and 4).
+"""``privclust bench scaling``: how utility scales with d and k (Diaa, Humphries & Kerschbaum 2024, Figures 3 and 4).
 
 Three parts, each on synthetic data generated in-project (``bench.synthetic``):
 

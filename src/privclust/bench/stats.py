@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy import stats
 
-__all__ = ["mean_ci", "loglog_slope"]
+__all__ = ["mean_ci", "median_range", "loglog_slope"]
 
 
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
@@ -20,6 +20,14 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
         return mean, mean, mean
     half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return mean, mean - half, mean + half
+
+
+def median_range(values) -> tuple[float, float, float]:
+    """(median, min, max) of the finite values; NaNs when there are none."""
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, math.nan
+    return float(np.median(v)), float(v.min()), float(v.max())
 
 
 def loglog_slope(x, y) -> float:

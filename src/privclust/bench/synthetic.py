@@ -1,6 +1,6 @@
 """Synthetic data for the scaling benchmark, generated in-project.
 
-``separated(k, d, seed)`` follows the recipe of seed 003's Synth sets: n = 10,000
+``separated(k, d, seed)`` follows the recipe of Diaa et al.'s Synth sets: n = 10,000
 points in k Gaussian clusters with sizes in the ratio 1 : 2 : ... : k, a random
 number (0-100) of uniform outliers, and a controlled separation between the
 closest pair of clusters, then scaled to [-1, 1]^d.  Separation is the index of

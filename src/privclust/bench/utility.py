@@ -1,6 +1,6 @@
 """``privclust bench utility``: NICV versus epsilon on the seed papers' data sets.
 
-Protocol (seed 003, Sec. 6): data scaled to [-1, 1]^d, the paper's k,
+Protocol (Diaa, Humphries & Kerschbaum 2024, Sec. 6): data scaled to [-1, 1]^d, the paper's k,
 delta = 1/(n ln n), runs over seeds, mean with 95% CI, and the trapezoid AUC
 over epsilon.  Benchmark data sets are public, so their row count is passed
 as ``public_n`` (as the paper's implementation does); ``--private-n`` makes
@@ -39,10 +39,12 @@ __all__ = [
     "write_utility_report",
     "load_data",
     "NON_PRIVATE_METHODS",
+    "map_jobs",
 ]
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
-NON_PRIVATE_METHODS = (FLOOR, "lloyd")
+ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering must beat to say anything
+NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -110,6 +112,8 @@ def run_job(job: UtilityJob) -> dict:
 
         model = SkKMeans(ds.k, n_init=1, random_state=job.seed).fit(ds.X)
         centers, n_iter, spent = model.cluster_centers_, int(model.n_iter_), None
+    elif job.method == ONE_CENTER:
+        centers, n_iter, spent = np.repeat(ds.X.mean(axis=0, keepdims=True), ds.k, axis=0), 0, None  # k copies
     else:
         model = KMeans(
             ds.k,
@@ -144,6 +148,18 @@ def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
     ]
 
 
+def map_jobs(run: Callable, jobs: list, workers: int | None, on_done: Callable[[dict], None]) -> None:
+    """``on_done(run(job))`` for every job, on ``workers`` processes (one BLAS thread each), in any order."""
+    workers = workers or os.cpu_count() or 1
+    if workers == 1:
+        for job in jobs:
+            on_done(run(job))
+        return
+    with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
+        for future in as_completed([pool.submit(run, job) for job in jobs]):
+            on_done(future.result())
+
+
 @dataclass
 class UtilityRun:
     rows: list[dict]
@@ -154,8 +170,6 @@ def run_utility(
     jobs: list[UtilityJob], workers: int | None = None, on_done: Callable[[dict], None] | None = None
 ) -> UtilityRun:
     """Run every job: privclust's in parallel over the cores, each peer in its own environment."""
-    workers = workers or os.cpu_count() or 1
-    local = [j for j in jobs if j.method not in peers.PEERS]
     rows: list[dict] = []
 
     def done(row: dict) -> None:
@@ -163,13 +177,7 @@ def run_utility(
         if on_done:
             on_done(row)
 
-    if workers == 1:
-        for job in local:
-            done(run_job(job))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, initializer=use_single_thread) as pool:
-            for future in as_completed([pool.submit(run_job, job) for job in local]):
-                done(future.result())
+    map_jobs(run_job, [j for j in jobs if j.method not in peers.PEERS], workers, done)
     missing: dict[str, str] = {}
     batches: dict[tuple[str, str], list[UtilityJob]] = {}
     for job in jobs:
@@ -290,9 +298,10 @@ SEED_003_METHODS = ("lloyd", "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd 
 
 
 def default_methods() -> list[str]:
-    """The utility benchmark's default: the FastLloyd paper's methods and the peers (others via --methods)."""
-    return [FLOOR, *SEED_003_METHODS, *peers.PEERS]
+    """The utility benchmark's default: the baselines, the default algorithm, the FastLloyd paper's
+    methods and the peers (others via --methods)."""
+    return [FLOOR, ONE_CENTER, "auto", *SEED_003_METHODS, *peers.PEERS]
 
 
 def available_methods() -> list[str]:
-    return [FLOOR, *ALGORITHMS, *peers.PEERS]
+    return [FLOOR, ONE_CENTER, *ALGORITHMS, *peers.PEERS]

@@ -1,26 +1,64 @@
-"""The ``privclust`` command line."""
+"""The ``privclust`` command line.
+
+Every command does its work in the same order, so that nothing is read or spent before everything
+public has been checked (docs/privacy.md, threat model):
+
+1. the parameters (k, epsilon, delta, algorithm, the syntax of --bounds and --columns);
+2. the outputs: each gets a temporary twin in its folder now, so a missing or read-only folder or a
+   plot format matplotlib cannot write fails here;
+3. the ledger (--ledger): the whole request is reserved, or refused;
+4. the input's schema (column names): --columns and the bounds are matched to it;
+5. the rows, and the fit;
+6. the outputs are written to their twins and renamed into place together.
+
+A failure at any step ends with ``error: ...`` and exit code 2, leaves every output as it was, and
+(before step 5) spends nothing.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from .. import datasets
+from .. import __version__, datasets
 from ..algorithms import ALGORITHMS
 from ..estimator import KMeans
+from ..io import StagedFiles
 from ..metrics import nicv
-from ..privacy.budget import BudgetExceededError
+from ..privacy.budget import Budget, BudgetExceededError
 from .bench import bench_app
 from .federated import federated_app
 from .local import local_app
+from .stream import stream
+
+
+def _flags_take_no_value() -> None:
+    """Typer's rich help prints a flag as taking a value ("--json <bool>"); a flag takes none."""
+    option = getattr(getattr(typer, "core", None), "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "hides_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.hides_flags = True
+    option.display_type_rich = display_type_rich
+
+
+_flags_take_no_value()
 
 app = typer.Typer(
     name="privclust",
@@ -31,8 +69,41 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 app.add_typer(federated_app, name="federated")
 app.add_typer(local_app, name="local")
+ledger_app = typer.Typer(
+    help="A privacy budget kept in a file, spent by every fit and elbow run given --ledger FILE.",
+    no_args_is_help=True,
+)
+app.add_typer(ledger_app, name="ledger")
+app.command("stream")(stream)
 console = Console()
 err_console = Console(stderr=True)
+
+# The papers behind the algorithms, for help texts (docs/algorithms.md has the details).
+PAPERS = {
+    "auto": "the default: the greedy or FastLloyd, chosen from n, d, k and epsilon -- docs/choosing.md",
+    "fastlloyd": "Diaa, Humphries & Kerschbaum, 2024",
+    "glloyd": "the Gaussian baseline of Diaa, Humphries & Kerschbaum, 2024",
+    "sulloyd": "Su et al., 2016; pure epsilon-DP",
+    "maxcover": "Nguyen, Chaturvedi & Xu, AAAI 2021",
+    "onecluster": "k balls by the 1-cluster of Nissim, Stemmer & Vadhan, PODS 2016",
+    "greedy": "the private greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024",
+    "lloyd": "not private: a baseline",
+}
+GAUSSIAN_ONLY = frozenset({"fastlloyd", "glloyd"})  # spend only Gaussian (GDP) releases: see _ledger_run
+PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"privclust {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Differentially private clustering: fit, inspect data sets, and benchmark."""
 
 
 def json_safe(value):
@@ -47,29 +118,67 @@ def json_safe(value):
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)  # paths stay whole
     raise typer.Exit(code)
 
 
-def _parse_bounds(bounds: Optional[str], radius: Optional[float]):
-    if radius is not None:
-        if bounds is not None:
-            fail("give either --bounds or --radius, not both")
-        return radius
-    if bounds is None:
-        return None
-    if bounds.strip().lower() == "data":
-        return "data"
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError)
+
+
+@contextmanager
+def _interrupts_reported():
+    """Ctrl-C: say that no output was touched (the staged files are gone by the time this runs)."""
     try:
-        parts = [float(p) for p in bounds.split(",")]
-    except ValueError:
-        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '0,255') or 'data', got {bounds!r}")
-    if len(parts) != 2:
-        fail(f"--bounds must be two numbers 'LOWER,UPPER', got {bounds!r}")
-    return tuple(parts)
+        yield
+    except KeyboardInterrupt:
+        err_console.print("interrupted: no output file was written or changed", soft_wrap=True)
+        raise typer.Exit(130) from None
 
 
-PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
+def _with_hint(message: str, columns: Optional[str]) -> str:
+    if "non-numeric columns" in message and columns is None:
+        return message + "; or choose the feature columns with --columns"
+    return message
+
+
+# ------------------------------------------------------------------------------------------ options
+
+DATA_ARGUMENT = typer.Argument(None, help="A CSV / Parquet / .npy file, or a bundled data set name (default: s1).")
+COLUMNS_OPTION = typer.Option(
+    None,
+    "--columns",
+    "-c",
+    metavar="COLUMNS",
+    help="The feature columns, comma-separated, by name or 0-based position (e.g. 'age,income' or '1,2'). "
+    "Without it EVERY column is a feature, an id column too.",
+)
+BOUNDS_OPTION = typer.Option(
+    None,
+    "--bounds",
+    "-b",
+    metavar="LO,HI",
+    help="Public bounds LOWER,UPPER, declared without looking at the data: once for every feature, or repeated "
+    "once per feature in column order. Required for files (or --bounds-file / --radius). 'data' reads them "
+    "off the data: NOT private.",
+)
+BOUNDS_FILE_OPTION = typer.Option(
+    None,
+    "--bounds-file",
+    help='Per-feature public bounds: JSON {"column": \\[lower, upper], ...} or CSV lines column,lower,upper.',
+)
+RADIUS_OPTION = typer.Option(None, help="Public bound: the rows lie in the ball of this radius about the origin.")
+LEDGER_OPTION = typer.Option(
+    None,
+    "--ledger",
+    help="A budget ledger file: this run is charged to it, and refused before reading any data if it would "
+    "exceed its budget (create one with 'privclust ledger init' or --ledger-budget).",
+)
+LEDGER_BUDGET_OPTION = typer.Option(
+    None,
+    "--ledger-budget",
+    metavar="EPS,DELTA",
+    help="EPSILON,DELTA: the total budget of a --ledger file that does not exist yet.",
+)
 ENGINE_OPTION = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark).")
 SPARK_MASTER_OPTION = typer.Option("local[*]", help="The Spark master URL for --engine spark.")
 
@@ -80,139 +189,476 @@ def _on_spark(engine: str) -> bool:
     return engine == "spark"
 
 
-def _load_on(on_spark: bool, data: Optional[str], master: str):
-    return _load_spark(data, master) if on_spark else _load(data)
+def _split(text: Optional[str]) -> Optional[list[str]]:
+    if text is None:
+        return None
+    items = [part.strip() for part in text.split(",")]
+    if not all(items):
+        raise ValueError(f"--columns must be names or positions separated by commas, got {text!r}")
+    return items
 
 
-def _rows_text(X, on_spark: bool) -> str:
-    return "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
+def _check_public(
+    k: Optional[int], epsilon: float, delta: float, algorithm: Optional[str] = None, k_name: str = "--k"
+) -> None:
+    """The parameters that need no data, checked before anything else (KMeans checks them again)."""
+    from .._validation import check_delta, check_epsilon, check_n_clusters
+
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+    if k is not None:
+        check_n_clusters(k, k_name)
+    if algorithm != "lloyd":
+        check_epsilon(epsilon)
+        check_delta(delta)
 
 
-def _load_spark(data: Optional[str], master: str):
-    """(Spark DataFrame, None, None, description): a file or folder read by Spark."""
-    from ..io import read_spark_frame
-    from ..queries.spark import spark_session
-
-    if data is None or (data.lower() in datasets.DATASETS and not Path(data).exists()):
-        raise ValueError("--engine spark reads a Parquet or CSV file (or a folder of them), not a bundled data set")
-    frame = read_spark_frame(data, spark_session(master))
-    return frame, None, None, f"{data} (Spark, master {master}, {len(frame.columns)} features)"
+# ------------------------------------------------------------------------------------------ bounds
 
 
-def _load(data: Optional[str]):
-    """(X, default k, default bounds, description)."""
-    from ..io import read_points
+def _pair(text: str, what: str) -> tuple[float, float]:
+    try:
+        lower, upper = (float(p) for p in text.split(","))
+    except ValueError:
+        raise ValueError(f"{what} must be two numbers 'LOWER,UPPER' (e.g. '0,255') or 'data', got {text!r}") from None
+    return _checked_pair(lower, upper, what)
 
-    if data is None or (data.lower() in datasets.DATASETS and not Path(data).exists()):
-        ds = datasets.load(data or "s1")
-        return ds.X, ds.k, ds.bounds, f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
-    X = read_points(data)
-    return X, None, None, f"{data} ({X.shape[0]} x {X.shape[1]})"
+
+def _checked_pair(lower, upper, what: str) -> tuple[float, float]:
+    try:
+        lower, upper = float(lower), float(upper)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: the bounds must be numbers, got {lower!r} and {upper!r}") from None
+    if not (np.isfinite(lower) and np.isfinite(upper)):
+        raise ValueError(f"{what}: the bounds must be finite, got {lower:g} and {upper:g}")
+    if not lower < upper:
+        raise ValueError(f"{what}: the lower bound must be below the upper one, got {lower:g} and {upper:g}")
+    return lower, upper
+
+
+@dataclass(frozen=True)
+class BoundsRequest:
+    """The bounds as given, before the schema is known: at most one of its fields is set."""
+
+    pairs: tuple = ()  # one (lower, upper) for every feature, or one per feature
+    from_data: bool = False
+    radius: Optional[float] = None
+    file: Optional[Path] = None
+
+    @classmethod
+    def parse(cls, bounds: Optional[List[str]], bounds_file: Optional[Path], radius: Optional[float]):
+        given = [
+            name
+            for name, value in (("--bounds", bounds), ("--bounds-file", bounds_file), ("--radius", radius))
+            if value
+        ]
+        if len(given) > 1:
+            raise ValueError(f"give one of {' / '.join(given)}, not both")
+        if radius is not None:
+            if not (np.isfinite(radius) and radius > 0):
+                raise ValueError(f"--radius must be a positive number, got {radius:g}")
+            return cls(radius=float(radius))
+        if bounds_file is not None:
+            return cls(file=bounds_file)
+        if not bounds:
+            return cls()
+        if any(b.strip().lower() == "data" for b in bounds):
+            if len(bounds) > 1:
+                raise ValueError("--bounds data reads every feature's bounds off the data: give it once, alone")
+            return cls(from_data=True)
+        return cls(pairs=tuple(_pair(b, "--bounds") for b in bounds))
+
+    @property
+    def given(self) -> bool:
+        return bool(self.pairs) or self.from_data or self.radius is not None or self.file is not None
+
+    def resolve(self, names: list[str], positions: list[int], default=None):
+        """The ``KMeans(bounds=...)`` value for the chosen columns (``names`` is the whole schema)."""
+        if self.from_data:
+            return "data"
+        if self.radius is not None:
+            return self.radius
+        if self.file is not None:
+            pairs = _bounds_file(self.file, names, positions)
+        elif len(self.pairs) == 1:
+            return self.pairs[0]
+        elif self.pairs:
+            if len(self.pairs) != len(positions):
+                raise ValueError(
+                    f"--bounds is given {len(self.pairs)} times for {len(positions)} features "
+                    f"{[names[p] for p in positions]}: give it once for all, or once per feature in this order"
+                )
+            pairs = list(self.pairs)
+        else:
+            return default
+        if len(set(pairs)) == 1:
+            return pairs[0]  # the same for all: the unambiguous (lower, upper)
+        return {"lower": [lo for lo, _ in pairs], "upper": [hi for _, hi in pairs]}  # per feature, unambiguous
+
+
+def _bounds_file(path: Path, names: list[str], positions: list[int]) -> list[tuple[float, float]]:
+    """Per-feature bounds from JSON {"column": [lo, hi]} or CSV column,lower,upper (a header line optional)."""
+    from ..io import select_columns
+
+    what = f"--bounds-file {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
+    if text.lstrip().startswith("{"):
+        try:
+            given = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{what} is not valid JSON: {exc}") from None
+        if not all(isinstance(v, list) and len(v) == 2 for v in given.values()):
+            raise ValueError(f'{what}: give every column as "name": [lower, upper]')
+        entries = list(given.items())
+    else:
+        rows = [r for r in csv.reader(text.splitlines()) if any(cell.strip() for cell in r)]
+        if any(len(r) != 3 for r in rows):
+            raise ValueError(f"{what}: every line must be column,lower,upper")
+        if rows and rows[0][1].strip().lower() in ("lower", "lo", "low", "min"):
+            rows = rows[1:]
+        entries = [(r[0].strip(), [r[1], r[2]]) for r in rows]
+    by_position: dict[int, tuple[float, float]] = {}
+    for column, (lower, upper) in entries:
+        position = select_columns(names, [column])[0]
+        if position in by_position:
+            raise ValueError(f"{what} gives column {names[position]!r} twice")
+        by_position[position] = _checked_pair(lower, upper, f"{what}, column {names[position]!r}")
+    missing = [names[p] for p in positions if p not in by_position]
+    if missing:
+        raise ValueError(f"{what} has no bounds for the feature columns {missing}")
+    return [by_position[p] for p in positions]
+
+
+# ------------------------------------------------------------------------------------------ input
+
+
+@dataclass
+class Source:
+    """An input whose schema is known and whose rows are not read yet."""
+
+    description: str
+    names: list[str]  # every column of the input
+    positions: list[int]  # the feature columns
+    default_bounds: object
+    read: Callable[[], object]  # the rows of the feature columns
+    on_spark: bool = False
+
+    @property
+    def columns(self) -> list[str]:
+        return [self.names[p] for p in self.positions]
+
+
+def _bundled(data: Optional[str]) -> Optional[str]:
+    if data is None:
+        return "s1"
+    return data.lower() if data.lower() in datasets.DATASETS and not Path(data).exists() else None
+
+
+def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, master: str) -> Source:
+    """The input's schema and the feature columns; no row is read (bundled public data sets aside)."""
+    from ..io import read_schema, read_table, select_columns
+
+    wanted = _split(columns)
+    name = _bundled(data)
+    if on_spark:
+        if name is not None:
+            raise ValueError("--engine spark reads a Parquet or CSV file (or a folder of them), not a bundled data set")
+        from ..io import read_spark_frame
+        from ..queries.spark import spark_session
+
+        frame = read_spark_frame(data, spark_session(master))
+        names = [str(c) for c in frame.columns]
+        positions = select_columns(names, wanted)
+        described = f"{data} (Spark, master {master}, {len(positions)} features)"
+        return Source(described, names, positions, None, lambda: frame.select(*[names[p] for p in positions]), True)
+    if name is not None:
+        ds = datasets.load(name)  # public benchmark data
+        names = [f"x{j}" for j in range(ds.X.shape[1])]
+        positions = select_columns(names, wanted)
+        described = f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
+        return Source(described, names, positions, ds.bounds, lambda: ds.X[:, positions])
+    names = read_schema(data)
+    positions = select_columns(names, wanted)
+    return Source(str(data), names, positions, None, lambda: read_table(data, [names[p] for p in positions]).X)
+
+
+def _reserve_outputs(staged: StagedFiles, **outputs) -> dict:
+    """A temporary twin for every output given (``--name=(path, formats)``); None for the others."""
+    return {
+        name: None if spec[0] is None else staged.reserve(spec[0], f"--{name.replace('_', '-')}", spec[1])
+        for name, spec in outputs.items()
+    }
+
+
+def _plot_formats() -> list[str]:
+    from ..plotting import plot_formats
+
+    return plot_formats()
+
+
+# ------------------------------------------------------------------------------------------ ledger
+
+
+def _parse_budget(text: str) -> Budget:
+    try:
+        epsilon, delta = (float(p) for p in text.split(","))
+    except ValueError:
+        raise ValueError(f"--ledger-budget must be 'EPSILON,DELTA' (e.g. '3,1e-5'), got {text!r}") from None
+    return Budget(epsilon, delta)
+
+
+def _open_ledger(path: Optional[Path], budget: Optional[str]):
+    from ..privacy.ledger import LedgerAccountant
+
+    if path is None:
+        if budget is not None:
+            raise ValueError("--ledger-budget needs --ledger FILE")
+        return None
+    return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
+
+
+def _ledger_run(ledger, epsilon: float, delta: float, about: dict, private: bool = True, gaussian: bool = False):
+    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger.
+
+    A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
+    every ledger refuses."""
+    if ledger is None:
+        return nullcontext(None)
+    return ledger.run(epsilon if private else float("inf"), delta, about, gaussian=gaussian)
+
+
+def _ledger_summary(ledger) -> Optional[dict]:
+    if ledger is None:
+        return None
+    epsilon, delta = ledger.guarantee()
+    return {
+        "file": str(ledger.path),
+        "spent": {"epsilon": epsilon, "delta": delta},
+        "budget": {"epsilon": ledger.budget.epsilon, "delta": ledger.budget.delta},
+    }
+
+
+def _ledger_line(ledger) -> str:
+    summary = _ledger_summary(ledger)
+    spent, budget = summary["spent"], summary["budget"]
+    return (
+        f"ledger {summary['file']}: spent (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) "
+        f"of (epsilon={budget['epsilon']:g}, delta={budget['delta']:g})"
+    )
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+
+class IterationsColumn(ProgressColumn):
+    """'3/7 iterations' once the algorithm has planned its iterations; 'planning' before."""
+
+    def render(self, task) -> Text:
+        if task.total is None:
+            return Text("planning", style="dim")
+        return Text(f"{int(task.completed)}/{int(task.total)} iterations")
+
+
+def _progress(disable: bool) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),  # pulses while the total is unknown
+        IterationsColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=disable,
+    )
+
+
+# ------------------------------------------------------------------------------------------ fit
 
 
 @app.command()
 def fit(
-    data: Optional[str] = typer.Argument(
-        None, help="A CSV / Parquet / .npy file, or a bundled data set name (default: s1)."
-    ),
+    data: Optional[str] = DATA_ARGUMENT,
+    columns: Optional[str] = COLUMNS_OPTION,
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Number of clusters (default: the data set's)."),
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon."),
-    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta (Gaussian algorithms)."),
-    algorithm: str = typer.Option("fastlloyd", "--algorithm", "-a", help=f"One of: {', '.join(ALGORITHMS)}."),
-    bounds: Optional[str] = typer.Option(
-        None, help="Public per-feature bounds 'LOWER,UPPER' (required for files), or 'data' (not private!)."
+    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta; keep it well below 1/n."),
+    algorithm: str = typer.Option(
+        "auto",
+        "--algorithm",
+        "-a",
+        help="One of: " + "; ".join(f"{name} ({PAPERS.get(name, '')})" for name in ALGORITHMS) + ".",
     ),
-    radius: Optional[float] = typer.Option(None, help="Public bound: points lie in the ball of this radius."),
+    bounds: Optional[List[str]] = BOUNDS_OPTION,
+    bounds_file: Optional[Path] = BOUNDS_FILE_OPTION,
+    radius: Optional[float] = RADIUS_OPTION,
     public_n: Optional[int] = typer.Option(None, help="A public row count (else a little budget buys a noisy one)."),
     seed: Optional[int] = typer.Option(
         None, help="Seed for reproducible experiments (numpy noise: not for releasing real data)."
     ),
-    output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
-    labels: Optional[Path] = typer.Option(None, help="Also write each row's cluster label here."),
-    plot: Optional[Path] = typer.Option(None, help="Draw the clusters to this PNG."),
+    output: Path = typer.Option(
+        Path("centers.csv"), "--output", "-o", help="Where to write the centers (CSV with the input's column names)."
+    ),
+    labels: Optional[Path] = typer.Option(None, help="Also write each row's cluster label here (not private)."),
+    plot: Optional[Path] = typer.Option(None, help="Draw the clusters to this image (.png, .pdf, .svg, ...)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     steps: bool = typer.Option(False, "--steps", help="List every privacy spend."),
+    ledger: Optional[Path] = LEDGER_OPTION,
+    ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
     engine: str = ENGINE_OPTION,
     spark_master: str = SPARK_MASTER_OPTION,
 ) -> None:
-    """Cluster a table privately and report what it cost."""
+    """Cluster a table privately and report what it cost.
+
+    Every column of the input is a feature unless --columns names the features.
+    """
     on_spark = _on_spark(engine)
-    if on_spark and labels is not None and labels.exists():
-        fail(f"{labels} exists: with --engine spark, --labels names a new Parquet folder for Spark to write")
-    try:
-        X, default_k, default_bounds, described = _load_on(on_spark, data, spark_master)
-        chosen_bounds = _parse_bounds(bounds, radius)
-        if chosen_bounds is None:
-            chosen_bounds = default_bounds
-        if chosen_bounds is None:
-            fail(
-                "this file needs public bounds: --bounds LOWER,UPPER (e.g. --bounds 0,1) or --radius R. "
-                "Do not derive them from the data; --bounds data does, and voids the privacy guarantee."
-            )
-        k = k if k is not None else default_k
-        if k is None:
-            fail("give the number of clusters with --k")
-        model = KMeans(
-            k,
-            epsilon=epsilon,
-            delta=delta,
-            bounds=chosen_bounds,
-            algorithm=algorithm,
-            random_state=seed,
-            public_n=public_n,
+    with _interrupts_reported(), StagedFiles() as staged:
+        try:
+            _check_public(k, epsilon, delta, algorithm)
+            wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
+            _split(columns)  # the syntax; the names are matched to the input's schema below
+            outputs = _reserve_outputs(staged, output=(output, None), plot=(plot, _plot_formats()))
+            if labels is not None and on_spark:  # Spark writes a folder of Parquet files, renamed into place
+                outputs["labels"] = staged.reserve_folder(labels, "--labels")
+            elif labels is not None:
+                outputs["labels"] = staged.reserve(labels, "--labels")
+            accounts = _open_ledger(ledger, ledger_budget)
+            name = None if on_spark else _bundled(data)
+            k = k if k is not None or name is None else datasets.DATASETS[name].k
+            about = {
+                "command": "fit",
+                "data": str(data or "s1"),
+                "algorithm": algorithm,
+                "k": k,
+                "epsilon": epsilon,
+                "delta": delta,
+                "secure_noise": seed is None,
+            }
+            private = algorithm != "lloyd" and not wanted_bounds.from_data
+            gaussian = algorithm in GAUSSIAN_ONLY
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian) as accountant:
+                source = _open_source(data, columns, on_spark, spark_master)
+                chosen_bounds = _checked_bounds(wanted_bounds, source)
+                if k is None:
+                    raise ValueError("give the number of clusters with --k")
+                model = KMeans(
+                    k,
+                    epsilon=epsilon,
+                    delta=delta,
+                    bounds=chosen_bounds,
+                    algorithm=algorithm,
+                    random_state=seed,
+                    public_n=public_n,
+                    accountant=accountant,
+                )
+                X = source.read()
+                with _progress(disable=as_json) as progress:
+                    rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
+                    task = progress.add_task(f"{algorithm} on {rows_text}", total=None)
+                    model.fit(X, callback=lambda done, planned: progress.update(task, completed=done, total=planned))
+        except USER_ERRORS as exc:
+            fail(_with_hint(str(exc), columns))
+        described = source.description if on_spark or name else f"{source.description} ({X.shape[0]} x {X.shape[1]})"
+        result = _write_fit_outputs(staged, outputs, model, source, X, algorithm, k)
+    _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
+
+
+def _checked_bounds(wanted: BoundsRequest, source: Source):
+    """The bounds for ``source``'s feature columns, checked against its schema before any row is read."""
+    from ..geometry.domain import make_domain
+
+    chosen = wanted.resolve(source.names, source.positions, source.default_bounds)
+    if chosen is None:
+        raise ValueError(
+            "this file needs public bounds: --bounds LOWER,UPPER for every feature (e.g. --bounds 0,1), "
+            "--bounds once per feature, --bounds-file FILE or --radius R. Do not derive them from the data; "
+            "--bounds data does, and voids the privacy guarantee."
         )
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} iterations"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json,
-        ) as progress:
-            task = progress.add_task(f"{algorithm} on {_rows_text(X, on_spark)}", total=None)
+    if chosen == "data" and source.on_spark:
+        raise ValueError("--bounds data is not supported with --engine spark: declare public bounds")
+    if chosen != "data":
+        make_domain(chosen, len(source.positions))  # the domain is public: any problem with it shows now
+    return chosen
 
-            def callback(done: int, planned: int) -> None:
-                progress.update(task, completed=done, total=planned)
 
-            model.fit(X, callback=callback)
-    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
-        fail(str(exc))
+@dataclass
+class FitResult:
+    nicv: float
 
+
+def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source, X, algorithm, k):
+    """Write every output to its temporary twin, then rename them all into place."""
     from ..io import write_points
 
-    write_points(output, model.cluster_centers_)
-    if labels is not None and on_spark:  # the executors label their rows and write them: nothing gathered
-        model.predict(X).write.parquet(str(labels))
-    elif labels is not None:
-        write_points(labels, model.labels_, header=["label"])
     domain = model.domain_
-    # NICV and the plot are for the data holder, on their own rows; on Spark, on a sample of them.
-    rows = np.array(X.limit(PLOT_SAMPLE).collect(), dtype=float) if on_spark else np.asarray(X, dtype=float)
-    unit_nicv = nicv(domain.to_unit(rows.copy()), domain.to_unit(model.cluster_centers_.copy()))
-    spent = model.privacy_spent_
-    if plot is not None:
-        from ..plotting import plot_clusters
+    unit_centers = domain.to_unit(model.cluster_centers_.copy())
+    if source.on_spark:  # a sample of the rows, brought to the driver, for the NICV and the plot
+        rows = np.array(X.limit(PLOT_SAMPLE).collect(), dtype=float)
+        row_labels = model.predict(rows)
+    else:  # chunk by chunk: a memory-mapped input is never copied whole
+        rows, row_labels = X, model.labels_
+    result = FitResult(nicv(rows, unit_centers, transform=domain.to_unit))
+    try:
+        write_points(outputs["output"], model.cluster_centers_, header=source.columns, atomic=False)
+        if outputs.get("labels") is not None and source.on_spark:
+            model.predict(X).write.mode("overwrite").parquet(str(outputs["labels"]))
+        elif outputs.get("labels") is not None:
+            write_points(outputs["labels"], model.labels_, header=["label"], atomic=False)
+        if outputs.get("plot") is not None:
+            from ..plotting import plot_clusters
 
-        plot_clusters(plot, rows, model.predict(rows), model.cluster_centers_, f"{algorithm}, k={k}, eps={epsilon:g}")
+            spent = model.privacy_spent_.epsilon
+            title = (
+                f"private centers: {algorithm}, k = {k}, epsilon = {spent:.3g}"
+                if np.isfinite(spent)
+                else (f"centers, NOT private: {algorithm}, k = {k}")
+            )
+            plot_clusters(outputs["plot"], rows, row_labels, model.cluster_centers_, title, columns=source.columns)
+        staged.commit()
+    except OSError as exc:  # the budget is spent: do not lose the release with the file
+        print(_centers_csv(model.cluster_centers_, source.columns), end="")
+        fail(f"could not write the outputs ({exc.strerror or exc}); the centers are printed above", 1)
+    return result
+
+
+def _centers_csv(centers: np.ndarray, names: list[str]) -> str:
+    from ..io import _csv_line
+
+    return "\n".join([_csv_line(names), *(",".join(f"{v:.10g}" for v in row) for row in centers)]) + "\n"
+
+
+def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
+    spent = model.privacy_spent_
+    chosen = model.fit_info_.get("auto")
+    if chosen is not None:
+        algorithm = f"auto: {chosen['chose']}"
     if as_json:
         # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
-        # the raw rows for the data holder only (their count, the cost): not private, do not publish.
+        # the raw rows for the data holder only (their count, the cost, the labels): not private.
         summary = {
             "release": {
                 "algorithm": algorithm,
+                **({"auto": chosen} if chosen is not None else {}),
                 "k": int(k),
+                "columns": source.columns,
                 "centers": model.cluster_centers_.tolist(),
                 "centers_file": str(output),
                 "iterations": model.n_iter_,
+                **({"cluster_sizes": model.cluster_sizes_.tolist()} if hasattr(model, "cluster_sizes_") else {}),
                 "privacy_spent": spent.as_dict(),
                 "secure_noise": seed is None,
+                **({"ledger": _ledger_summary(ledger)} if ledger is not None else {}),
             },
             "not_private": {
                 "note": "computed on your raw rows, for you only: not differentially private, do not publish",
                 "data": described,
-                "nicv": unit_nicv,
+                "nicv": result.nicv,
+                **({"rows_clipped": model.n_rows_clipped_} if hasattr(model, "n_rows_clipped_") else {}),
                 **({"plot_file": str(plot)} if plot is not None else {}),
+                **({"labels_file": str(labels)} if labels is not None else {}),
             },
         }
         print(json.dumps(json_safe(summary), indent=2))
@@ -221,13 +667,14 @@ def fit(
     for column in ("algorithm", "k", "epsilon spent", "delta spent", "iterations", "NICV*"):
         table.add_column(column, justify="right")
     table.add_row(
-        algorithm, str(k), f"{spent.epsilon:.4g}", f"{spent.delta:.3g}", str(model.n_iter_), f"{unit_nicv:.5f}"
+        algorithm, str(k), f"{spent.epsilon:.4g}", f"{spent.delta:.3g}", str(model.n_iter_), f"{result.nicv:.5f}"
     )
-    console.print(f"data: {described} [dim](for you only: not private)[/]")
+    console.print(f"data: {described} [dim](for you only: not private)[/]", highlight=False)
+    console.print(f"features: {', '.join(source.columns)}", highlight=False)
     console.print(table)
     console.print(
         "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data"
-        + (f" (its first {PLOT_SAMPLE:,} rows on Spark)" if on_spark else "")
+        + (f" (its first {PLOT_SAMPLE:,} rows on Spark)" if source.on_spark else "")
         + ": for you, not for publication."
     )
     if steps:
@@ -237,63 +684,164 @@ def fit(
         for s in spent.steps:
             st.add_row(s.label, f"mu={s.mu:.4g} (GDP)" if s.is_gdp else f"epsilon={s.epsilon:.4g}")
         console.print(st)
+    sizes = getattr(model, "cluster_sizes_", None)
+    if sizes is not None:
+        empty = model.fit_info_.get("nearly_empty_centers", 0)
+        console.print(
+            f"noisy cluster sizes (private): {', '.join(f'{s:,.0f}' for s in sizes)}"
+            + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
+            highlight=False,
+        )
+    clipped = getattr(model, "n_rows_clipped_", None)
+    if clipped:
+        console.print(
+            f"[yellow]{clipped:,} rows lay outside --bounds and were clipped to them[/] [dim](for you only: "
+            "not private)[/]; bounds that cut the data move its clusters",
+            highlight=False,
+        )
     if seed is not None:
         console.print("[yellow]--seed was given: noise came from numpy samplers; do not publish this result.[/]")
-    console.print(f"centers written to {output}" + (f", plot to {plot}" if plot else ""))
+    if ledger is not None:
+        console.print(_ledger_line(ledger), highlight=False)
+    written = [f"centers to {output}"]
+    written += [f"labels to {labels} (not private)"] if labels is not None else []
+    written += [f"plot to {plot} (shows your raw rows: not private)"] if plot is not None else []
+    console.print("wrote " + ", ".join(written), highlight=False)
+
+
+# ------------------------------------------------------------------------------------------ elbow
 
 
 @app.command()
 def elbow(
-    data: Optional[str] = typer.Argument(
-        None, help="A CSV / Parquet / .npy file, or a bundled data set name (default: s1)."
-    ),
+    data: Optional[str] = DATA_ARGUMENT,
+    columns: Optional[str] = COLUMNS_OPTION,
     k_max: int = typer.Option(30, "--k-max", help="Largest k of the curve."),
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon (the whole curve)."),
-    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta."),
-    bounds: Optional[str] = typer.Option(None, help="Public per-feature bounds 'LOWER,UPPER' (required for files)."),
-    radius: Optional[float] = typer.Option(None, help="Public bound: points lie in the ball of this radius."),
+    delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta; keep it well below 1/n."),
+    bounds: Optional[List[str]] = BOUNDS_OPTION,
+    bounds_file: Optional[Path] = BOUNDS_FILE_OPTION,
+    radius: Optional[float] = RADIUS_OPTION,
     seed: Optional[int] = typer.Option(None, help="Seed for reproducible experiments (not for real releases)."),
-    plot: Path = typer.Option(Path("elbow.png"), help="Where to save the curve."),
+    plot: Path = typer.Option(Path("elbow.png"), help="Where to save the curve (.png, .pdf, .svg, ...)."),
     as_json: bool = typer.Option(False, "--json", help="Print the curve as JSON."),
+    ledger: Optional[Path] = LEDGER_OPTION,
+    ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
     engine: str = ENGINE_OPTION,
     spark_master: str = SPARK_MASTER_OPTION,
 ) -> None:
-    """The private elbow curve: one greedy run gives a noisy cost for every k <= k-max (seed 000)."""
+    """The private elbow curve: one run of the private greedy of Dupré la Tour, Henzinger & Saulpic (ICML 2024)
+    gives a noisy cost for every k <= k-max, for the price of that one run.
+
+    Every column of the input is a feature unless --columns names the features.
+    """
     from ..elbow import elbow_curve
 
     on_spark = _on_spark(engine)
-    try:
-        X, _, default_bounds, described = _load_on(on_spark, data, spark_master)
-        chosen = _parse_bounds(bounds, radius)
-        chosen = default_bounds if chosen is None else chosen
-        if chosen is None:
-            fail("this file needs public bounds: --bounds LOWER,UPPER or --radius R")
-        with err_console.status(f"greedy with k = {k_max} on {_rows_text(X, on_spark)}"):
-            curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed)
-    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError) as exc:
-        fail(str(exc))
-    curve.plot(plot)
+    with _interrupts_reported(), StagedFiles() as staged:
+        try:
+            _check_public(k_max, epsilon, delta, k_name="--k-max")
+            wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
+            _split(columns)
+            outputs = _reserve_outputs(staged, plot=(plot, _plot_formats()))
+            accounts = _open_ledger(ledger, ledger_budget)
+            about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
+            about["secure_noise"] = seed is None
+            with _ledger_run(accounts, epsilon, delta, about, private=not wanted_bounds.from_data) as accountant:
+                source = _open_source(data, columns, on_spark, spark_master)
+                chosen = _checked_bounds(wanted_bounds, source)
+                X = source.read()
+                rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
+                with err_console.status(f"private greedy with k = {k_max} on {rows_text}"):
+                    curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed, accountant=accountant)
+        except USER_ERRORS as exc:
+            fail(_with_hint(str(exc), columns))
+        try:
+            curve.plot(outputs["plot"])
+            staged.commit()
+        except OSError as exc:
+            print(json.dumps(json_safe({"ks": curve.ks.tolist(), "costs": curve.costs.tolist()})))
+            fail(f"could not write the plot ({exc.strerror or exc}); the curve is above", 1)
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "ks": curve.ks.tolist(),
-                    "costs": curve.costs.tolist(),
-                    "elbow": curve.elbow,
-                    "privacy_spent": curve.privacy_spent.as_dict(),
-                }
-            )
-        )
+        release = {
+            "ks": curve.ks.tolist(),
+            "costs": curve.costs.tolist(),
+            "elbow": curve.elbow,
+            "columns": source.columns,
+            "privacy_spent": curve.privacy_spent.as_dict(),
+            **({"ledger": _ledger_summary(accounts)} if accounts is not None else {}),
+        }
+        print(json.dumps(json_safe(release)))
         return
-    table = Table(title=f"private elbow curve on {described}", show_header=True)
+    table = Table(title=f"private elbow curve on {source.description}", show_header=True)
     table.add_column("k", justify="right")
     table.add_column("noisy cost", justify="right")
     for k, cost in zip(curve.ks, curve.costs):
         table.add_row(f"{k}" + (" <- elbow" if k == curve.elbow else ""), f"{cost:.4g}")
     console.print(table)
     console.print(f"elbow at k = {curve.elbow}; privacy spent {curve.privacy_spent}; plot saved to {plot}")
+    if accounts is not None:
+        console.print(_ledger_line(accounts), highlight=False)
     if seed is not None:
         console.print("--seed was given: noise came from numpy samplers; do not publish this result.")
+
+
+# ------------------------------------------------------------------------------------------ ledger
+
+
+@ledger_app.command("init")
+def ledger_init(
+    path: Path = typer.Argument(..., help="The ledger file to create (JSON)."),
+    epsilon: float = typer.Option(..., "--epsilon", "-e", help="The total epsilon every run together may spend."),
+    delta: float = typer.Option(..., "--delta", "-d", help="The total delta; keep it well below 1/n."),
+) -> None:
+    """Create a ledger with a total budget for one data set: every run given --ledger FILE spends from it."""
+    from ..privacy.ledger import LedgerAccountant
+
+    try:
+        LedgerAccountant.create(path, Budget(epsilon, delta))
+    except USER_ERRORS as exc:
+        fail(str(exc))
+    console.print(f"created {path}: budget (epsilon={epsilon:g}, delta={delta:g})", highlight=False)
+
+
+@ledger_app.command("show")
+def ledger_show(
+    path: Path = typer.Argument(..., help="The ledger file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ledger as JSON."),
+) -> None:
+    """Every run charged to a ledger, what each spent, and the total against the budget."""
+    from ..privacy.budget import PrivacyAccountant
+    from ..privacy.ledger import LedgerAccountant, _spend_from_json
+
+    try:
+        accounts = LedgerAccountant(path)
+        entries = accounts.entries()
+    except USER_ERRORS as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps(json_safe({"ledger": _ledger_summary(accounts), "entries": entries}), indent=2))
+        return
+    table = Table(title=f"ledger {path}", show_header=True)
+    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
+        table.add_column(column, no_wrap=column == "time (UTC)")
+    for entry in entries:
+        about = entry.get("about", {})
+        one = PrivacyAccountant()
+        for item in entry["spends"]:
+            one.spend(_spend_from_json(item))
+        own_delta = about.get("delta", accounts.budget.delta)
+        requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
+        status = "running or killed: whole request held" if entry.get("reserved") else "done"
+        spent = f"{one.guarantee(own_delta)[0]:.4g}" if entry["spends"] else "-"
+        command = about.get("command", "") + (f" {about['algorithm']}" if "algorithm" in about else "")
+        when = entry["time"][:16].replace("T", " ")  # UTC, to the minute
+        table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
+    console.print(table)
+    console.print(_ledger_line(accounts), highlight=False)
+
+
+# ------------------------------------------------------------------------------------------ datasets
 
 
 @app.command("datasets")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -11,8 +12,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..privacy.leaks import PrivacyLeakWarning
+
 bench_app = typer.Typer(help="Benchmarks: utility over epsilon, speed and memory.", no_args_is_help=True)
 console = Console(stderr=True)
+
+
+@bench_app.callback()
+def _experiments() -> None:
+    """Benchmarks seed their noise to be repeatable (their timings use the secure default, see
+    docs/benchmarks.md): the seeded-noise warning is for releases, and would flood every worker's output."""
+    warnings.filterwarnings("ignore", message="random_state=.* seeds the noise", category=PrivacyLeakWarning)
 
 
 def _split(text: str, cast=str) -> list:
@@ -75,7 +85,8 @@ def utility(
     workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
     out: Path = typer.Option(Path("bench-results/utility"), help="Output folder."),
 ) -> None:
-    """NICV vs epsilon with 95% CIs, AUC per method, and the seed's Figure-2 plots."""
+    """NICV vs epsilon with 95% CIs, AUC per method, and the Figure-2 plots of FastLloyd (Diaa, Humphries
+    & Kerschbaum, 2024)."""
     from .. import datasets as ds_module
     from ..bench.utility import default_methods, plan_jobs, write_utility_report
 
@@ -172,7 +183,8 @@ def scaling(
     workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
     out: Path = typer.Option(Path("bench-results/scaling"), help="Output folder."),
 ) -> None:
-    """AUC as d and k grow (the seed's Figures 3 and 4), on synthetic data with controlled separation."""
+    """AUC as d and k grow, on synthetic data with controlled separation: Figures 3 and 4 of FastLloyd (Diaa,
+    Humphries & Kerschbaum, 2024)."""
     from ..bench.scaling import scaling_plan, write_scaling_report
 
     chosen = _methods(methods, [])
@@ -270,7 +282,8 @@ def federated(
     repeats: int = typer.Option(3, help="Runs per setting (the median is reported)."),
     out: Path = typer.Option(Path("bench-results/federated"), help="Output folder."),
 ) -> None:
-    """Per-iteration time and bytes of federated FastLloyd in the seed's Table 3 settings."""
+    """Per-iteration time and bytes of federated FastLloyd in the Table 3 settings of its paper (Diaa, Humphries
+    & Kerschbaum, 2024)."""
     from ..bench.federated import TABLE3, run_federated, write_federated_report
 
     rows = _with_progress(
@@ -280,12 +293,58 @@ def federated(
     console.print(report.read_text())
 
 
+@bench_app.command("local")
+def local(
+    users: str = typer.Option("10000,30000,100000,200000", help="Comma-separated numbers of users (blobs only)."),
+    local_epsilons: str = typer.Option("1,2,4", help="Comma-separated local epsilons (local and naive local)."),
+    central_epsilons: str = typer.Option("1", help="Comma-separated central epsilons (shuffle and central)."),
+    delta: float = typer.Option(1e-6, help="Central delta (shuffle and central)."),
+    datasets: str = typer.Option("blobs", help="Comma-separated: blobs (8 clusters, 2-d) and bundled data sets."),
+    runs: int = typer.Option(5, help="Seeds per point (new data and noise each)."),
+    protocol_users: int = typer.Option(1_000_000, help="Reports for the protocol's bytes and time (0: skip)."),
+    protocol_epsilon: float = typer.Option(2.0, help="Local epsilon of the measured local protocol."),
+    workers: int = typer.Option(os.cpu_count() or 1, help="Parallel worker processes."),
+    out: Path = typer.Option(Path("bench-results/local"), help="Output folder."),
+) -> None:
+    """NICV vs users in the local and shuffle models, beside central, k-means++, one center and naive local."""
+    from .. import datasets as ds_module
+    from ..bench import local as bench
+
+    names = _split(datasets)
+    for name in names:
+        if name != bench.BLOBS and name not in ds_module.DATASETS:
+            raise typer.BadParameter(f"unknown data set {name!r}; blobs or bundled: {', '.join(ds_module.DATASETS)}")
+    sizes, local_eps, central_eps = _split(users, int), _split(local_epsilons, float), _split(central_epsilons, float)
+    if min(sizes, default=0) < 2 or runs < 1:
+        raise typer.BadParameter("need at least 2 users per size and at least one run")
+    jobs = bench.plan(names, sizes, range(runs), local_eps, central_eps, delta)
+    rows = _with_progress(
+        "local and shuffle runs", len(jobs), lambda on_done: bench.run(jobs, workers=workers, on_done=on_done)
+    )
+    protocol = []
+    if protocol_users:
+        with console.status(f"protocol: randomizing and aggregating {protocol_users:,} reports"):
+            protocol = bench.measure_protocol(protocol_users, protocol_epsilon, (central_eps[0], delta))
+    setup = {
+        "datasets": names,
+        "users": sizes,
+        "local_epsilons": local_eps,
+        "central_epsilons": central_eps,
+        "delta": delta,
+        "seeds": runs,
+        "protocol_users": protocol_users,
+    }
+    report = bench.write_report(rows, protocol, setup, out, machine_description())
+    console.print(report.read_text())
+    console.print(f"wrote {report}, {out / 'local.json'} and plots")
+
+
 @bench_app.command("maxcover")
 def maxcover(
     datasets: str = typer.Option("mixture64,mnist60k", help="Comma-separated: mixture64, mnist60k."),
     methods: str = typer.Option("maxcover,fastlloyd,diffprivlib,lloyd", help="Comma-separated methods."),
     ks: str = typer.Option("2,4,8,16,32,64", help="Comma-separated numbers of clusters."),
-    runs: int = typer.Option(5, help="Runs (seeds) per point; the seed uses 5."),
+    runs: int = typer.Option(5, help="Runs (seeds) per point; the paper uses 5."),
     mnist: Optional[Path] = typer.Option(None, help="mnist_train60k.npz (default: ../shared/datasets)."),
     workers: int = typer.Option(1, help="Processes for privclust's jobs (1 keeps timings clean)."),
     ablation: bool = typer.Option(
@@ -293,7 +352,8 @@ def maxcover(
     ),
     out: Path = typer.Option(Path("bench-results/maxcover"), help="Output folder."),
 ) -> None:
-    """k-means cost vs k at epsilon = 1 on the 64-Gaussian mixture and MNIST 60k (seed 004, Figure 1)."""
+    """k-means cost vs k at epsilon = 1, 64-Gaussian mixture and MNIST 60k (Nguyen, Chaturvedi & Xu, AAAI 2021,
+    Fig. 1)."""
     from ..bench import maxcover as bench
 
     names = _split(datasets)
@@ -351,7 +411,8 @@ def onecluster(
     epsilon: float = typer.Option(1.0, help="Privacy budget of each run (delta = 1e-6)."),
     out: Path = typer.Option(Path("bench-results/onecluster"), help="Output folder."),
 ) -> None:
-    """Planted-cluster benchmark for one_cluster (seed 001): success = >= t/2 points inside, radius <= 4x."""
+    """Planted-cluster benchmark for one_cluster (Nissim, Stemmer & Vadhan, PODS 2016): success = >= t/2
+    points inside, radius <= 4x."""
     from ..bench import onecluster as bench
 
     rows = _with_progress(
@@ -367,13 +428,36 @@ def greedy(
     runs: int = typer.Option(3, help="Seeds per setting."),
     out: Path = typer.Option(Path("bench-results/greedy"), help="Output folder."),
 ) -> None:
-    """Sweep the greedy's constants (forbid, levels, boost, selection share) one at a time (seed 000)."""
+    """Sweep the constants (forbid, levels, boost, selection share) of the private greedy of Dupré la Tour,
+    Henzinger & Saulpic (ICML 2024)."""
     from ..bench import greedy as bench
 
     names = _split(datasets)
     total = len(names) * sum(len(v) for v in bench.SWEEP.values())
     rows = _with_progress("greedy settings", total, lambda on_done: bench.run(names, runs, on_done=on_done))
     console.print(bench.write_report(rows, out, machine_description()).read_text())
+
+
+@bench_app.command("stream")
+def stream(
+    steps: int = typer.Option(200, help="Steps of the sliding-window stream."),
+    horizons: str = typer.Option("100,1000,10000", help="Comma-separated horizons T for error against T."),
+    epsilon: float = typer.Option(1.0, help="Budget of the whole horizon (delta = 1e-6)."),
+    seed: int = typer.Option(0, help="Seed of the data and the noise."),
+    out: Path = typer.Option(Path("bench-results/stream"), help="Output folder."),
+) -> None:
+    """Continual observation (Dupré la Tour, Henzinger & Saulpic 2024): per-step NICV against k-means++ and the naive per-step greedy,
+    error against the horizon T, time per update and memory."""
+    from ..bench import stream as bench
+
+    window = _with_progress(
+        "window steps", steps, lambda on_done: bench.run_window(steps, epsilon=epsilon, seed=seed, on_done=on_done)
+    )
+    ts = _split(horizons, int)
+    rows = _with_progress(
+        "horizons", len(ts), lambda on_done: bench.run_horizons(ts, epsilon=epsilon, seed=seed, on_done=on_done)
+    )
+    console.print(bench.write_report(window, rows, out, machine_description()).read_text())
 
 
 @bench_app.command("elbow")
@@ -384,7 +468,8 @@ def elbow(
     epsilon: float = typer.Option(1.0, help="Budget of each curve (delta = 1/(n ln n))."),
     out: Path = typer.Option(Path("bench-results/elbow"), help="Output folder."),
 ) -> None:
-    """How often the private elbow curve finds the data set's k (seed 000)."""
+    """How often the private elbow curve (the greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024) finds
+    the data set's k."""
     from .. import datasets as ds_module
     from ..bench import elbow as bench
 
@@ -404,7 +489,8 @@ def aggregate(
     epsilon: float = typer.Option(1.0, help="Budget of each run (delta = 1e-6)."),
     out: Path = typer.Option(Path("bench-results/aggregate"), help="Output folder."),
 ) -> None:
-    """Sample-and-aggregate as a private robust mean, against the plain mean and median (seed 001)."""
+    """Sample-and-aggregate (Nissim, Stemmer & Vadhan, PODS 2016) as a private robust mean, against the plain
+    mean and median."""
     from ..bench import aggregate as bench
 
     rows = _with_progress(
@@ -423,7 +509,8 @@ def subsample(
     repeats: int = typer.Option(3, help="Timed repeats (best is kept)."),
     out: Path = typer.Option(Path("bench-results/subsample"), help="Output folder."),
 ) -> None:
-    """Time of Subsampled(fastlloyd, rate) vs fastlloyd on all rows, and both privacy guarantees (seed 002)."""
+    """Time of Subsampled(fastlloyd, rate) vs fastlloyd on all rows, and both guarantees (Blocki, Grigorescu &
+    Mukherjee, 2021)."""
     import json
     import time
 

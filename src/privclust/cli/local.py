@@ -71,7 +71,9 @@ def init(
     k: int = typer.Option(..., "--k", "-k", help="Number of clusters."),
     features: int = typer.Option(..., help="Number of features of every point."),
     bounds: str = typer.Option(..., help="Public per-feature bounds 'LOWER,UPPER' (points are clipped to them)."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Each report's local epsilon; with --shuffle the central one."),
+    epsilon: float = typer.Option(
+        ..., "--epsilon", "-e", help="Each report's local epsilon; with --shuffle the central one."
+    ),
     users: int = typer.Option(..., help="How many users will report (public: one report each)."),
     shuffle: bool = typer.Option(False, "--shuffle", help="Reports are shuffled: --epsilon/--delta are central."),
     delta: float = typer.Option(1e-6, "--delta", "-d", help="The central delta of a --shuffle protocol."),

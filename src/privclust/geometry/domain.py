@@ -10,16 +10,13 @@ projected onto the ball), which is what keeps every sensitivity bound true.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..privacy.leaks import PrivacyLeakWarning, warn_leak
+
 __all__ = ["Domain", "BoxDomain", "BallDomain", "make_domain", "fold", "PrivacyLeakWarning"]
-
-
-class PrivacyLeakWarning(UserWarning):
-    """The requested operation weakens or voids the differential-privacy guarantee."""
 
 
 class Domain:
@@ -34,6 +31,19 @@ class Domain:
 
     def describe(self) -> str:
         raise NotImplementedError
+
+    def outside(self, rows: np.ndarray) -> np.ndarray:
+        """Which rows lie outside the declared domain (and are clipped to it)."""
+        raise NotImplementedError
+
+    def count_outside(self, rows, chunk: int = 1 << 20) -> int:
+        """How many rows lie outside the domain, chunk by chunk (a memory map is never loaded whole)."""
+        return int(
+            sum(
+                np.count_nonzero(self.outside(np.asarray(rows[s : s + chunk], dtype=np.float64)))
+                for s in range(0, rows.shape[0], chunk)
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,9 @@ class BoxDomain(Domain):
             return f"box [{self.lower[0]:g}, {self.upper[0]:g}]^{self.n_features}"
         return f"box with per-feature bounds ({self.n_features} features)"
 
+    def outside(self, rows):
+        return np.any((rows < self.lower) | (rows > self.upper), axis=1)
+
 
 @dataclass(frozen=True)
 class BallDomain(Domain):
@@ -120,6 +133,10 @@ class BallDomain(Domain):
     def describe(self) -> str:
         return f"ball of radius {self.radius:g} in R^{self.dims}"
 
+    def outside(self, rows):
+        scaled = np.clip(rows, -self.radius, self.radius) / self.radius  # no overflow, as in to_unit
+        return (np.any(np.abs(rows) > self.radius, axis=1)) | (np.einsum("ij,ij->i", scaled, scaled) > 1.0)
+
 
 def _finite_float(value, what: str) -> float:
     try:
@@ -131,12 +148,69 @@ def _finite_float(value, what: str) -> float:
     return out
 
 
+def _valid(lower, upper) -> bool:
+    return bool(np.all(np.asarray(lower) < np.asarray(upper)))
+
+
+def _both_readings_valid(arr: np.ndarray) -> bool:
+    """A 2 x 2 array read both as per-feature pairs and as (lower, upper) vectors gives two boxes."""
+    return _valid(arr[:, 0], arr[:, 1]) and _valid(arr[0], arr[1]) and not np.array_equal(arr, arr.T)
+
+
+def _box(bounds, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) per feature from scalars, per-feature pairs or diffprivlib's two vectors; a
+    2 x 2 array that reads as two different valid boxes is refused."""
+    try:
+        arr = np.asarray(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be numbers, got {bounds!r}") from None
+    if arr.shape == (2,):
+        lower, upper = np.full(n_features, arr[0]), np.full(n_features, arr[1])
+    elif arr.shape == (2, 2) and n_features == 2 and _both_readings_valid(arr):
+        raise ValueError(
+            f"bounds {arr.tolist()} are ambiguous for 2 features: as per-feature pairs they mean feature 0 in "
+            f"[{arr[0, 0]:g}, {arr[0, 1]:g}] and feature 1 in [{arr[1, 0]:g}, {arr[1, 1]:g}]; as diffprivlib's "
+            f"(lower, upper) vectors, feature 0 in [{arr[0, 0]:g}, {arr[1, 0]:g}] and feature 1 in "
+            f"[{arr[0, 1]:g}, {arr[1, 1]:g}]. Say which: bounds={{'lower': [...], 'upper': [...]}}"
+        )
+    elif arr.shape == (n_features, 2) and not (n_features == 2 and _valid(arr[0], arr[1])):
+        lower, upper = arr[:, 0].copy(), arr[:, 1].copy()  # per-feature (lower, upper) pairs
+    elif arr.shape == (2, n_features):
+        lower, upper = arr[0].copy(), arr[1].copy()  # diffprivlib's (lower vector, upper vector)
+    else:
+        raise ValueError(
+            f"bounds of shape {arr.shape} do not fit data with {n_features} features: give (lower, upper), "
+            f"{n_features} (lower, upper) pairs, diffprivlib's (lower vector, upper vector), "
+            "{'lower': [...], 'upper': [...]}, or a radius"
+        )
+    return lower, upper
+
+
+def _lower_upper(bounds: dict, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    if set(bounds) != {"lower", "upper"}:
+        raise ValueError(
+            f"bounds as a dict must be {{'lower': ..., 'upper': ...}} or {{'radius': R}}, got keys {sorted(bounds)}"
+        )
+    try:
+        lower, upper = (np.asarray(bounds[key], dtype=np.float64) for key in ("lower", "upper"))
+        lower, upper = (np.broadcast_to(v, (n_features,)).copy() for v in (lower, upper))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"bounds['lower'] and bounds['upper'] must be numbers or {n_features} numbers each, got {bounds!r}"
+        ) from None
+    return lower, upper
+
+
 def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Domain:
     """Build the domain from declared ``bounds``.
 
     Accepted forms: ``(lower, upper)`` scalars for every feature; a sequence of
-    ``n_features`` pairs, or a ``(n_features, 2)`` array; a positive number
-    ``R`` for the ball of radius R about the origin; ``{"radius": R}``.  The
+    ``n_features`` pairs, or a ``(n_features, 2)`` array; diffprivlib's
+    ``(lower_vector, upper_vector)``, a ``(2, n_features)`` array;
+    ``{"lower": ..., "upper": ...}`` (scalars or vectors); a positive number
+    ``R`` for the ball of radius R about the origin; ``{"radius": R}``.  With
+    two features a 2 x 2 array that is a valid box in both readings is refused
+    as ambiguous (the message shows both).  The
     string ``"data"`` derives a box from ``data`` itself, which breaks the
     privacy guarantee and warns with :class:`PrivacyLeakWarning`.
     """
@@ -152,39 +226,27 @@ def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Doma
             raise ValueError(f"unknown bounds {bounds!r}: the only string accepted is 'data'")
         if data is None:
             raise ValueError("bounds='data' needs the data")
-        warnings.warn(
+        warn_leak(
             "bounds='data' reads the domain off the private data: the result is NOT differentially "
-            "private. Declare public bounds instead.",
-            PrivacyLeakWarning,
-            stacklevel=3,
+            "private. Declare public bounds instead."
         )
         lower, upper = np.min(data, axis=0).astype(float), np.max(data, axis=0).astype(float)
         flat = upper <= lower
         upper[flat] = lower[flat] + 1.0
         return BoxDomain(lower, upper)
-    if isinstance(bounds, dict):
+    if isinstance(bounds, dict) and "radius" in bounds:
         if set(bounds) != {"radius"}:
-            raise ValueError(f"bounds as a dict must be {{'radius': R}}, got keys {sorted(bounds)}")
+            raise ValueError(
+                f"bounds as a dict must be {{'radius': R}} or {{'lower': ..., 'upper': ...}}, got keys {sorted(bounds)}"
+            )
         bounds = bounds["radius"]
-    if np.ndim(bounds) == 0:
+    if not isinstance(bounds, dict) and np.ndim(bounds) == 0:
         radius = _finite_float(bounds, "the bounds radius")
         if radius <= 0:
             raise ValueError(f"the bounds radius must be positive, got {radius}")
         return BallDomain(radius, n_features)
-    try:
-        arr = np.asarray(bounds, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be numbers, got {bounds!r}") from None
-    if arr.shape == (2,):
-        lower, upper = np.full(n_features, arr[0]), np.full(n_features, arr[1])
-    elif arr.shape == (n_features, 2):
-        lower, upper = arr[:, 0].copy(), arr[:, 1].copy()
-    else:
-        raise ValueError(
-            f"bounds of shape {arr.shape} do not fit data with {n_features} features: give (lower, "
-            f"upper), {n_features} (lower, upper) pairs, or a radius"
-        )
-    if not np.all(np.isfinite(arr)):
+    lower, upper = _lower_upper(bounds, n_features) if isinstance(bounds, dict) else _box(bounds, n_features)
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         raise ValueError("bounds must be finite")
     if np.any(upper <= lower):
         bad = int(np.flatnonzero(upper <= lower)[0])

@@ -1,4 +1,4 @@
-"""Hierarchical nets of balls (seed 000): public geometry drawn without data.
+"""Hierarchical nets of balls (Dupré la Tour, Henzinger & Saulpic 2024): public geometry drawn without data.
 
 Level i has radius r_i = top * 2^-i and a net: the grid of side r_i shifted by
 a public uniform offset, whose points are the centers of the level's balls.

@@ -24,7 +24,7 @@ __all__ = ["BallProjection", "ChunkMemo", "default_projection_dim"]
 
 
 def default_projection_dim(n_estimate: float) -> int:
-    """Seed 004's experimental choice d' = log(n) / 2 (at least 1)."""
+    """Nguyen et al.'s experimental choice d' = log(n) / 2 (at least 1)."""
     return max(1, int(round(math.log(max(n_estimate, 2.0)) / 2.0)))
 
 

@@ -4,7 +4,7 @@
 all fixed before any report is read (``release_many`` once; no ``ADAPTIVE``
 capability), so each device sends a single report and is never asked again.
 
-**Users spread over queries** (seed 000, Lemma B.2).  A point belongs to one
+**Users spread over queries** (Dupré la Tour, Henzinger & Saulpic 2024, Lemma B.2).  A point belongs to one
 bucket of every query; a user answering all Q queries would split epsilon Q ways.
 Instead every user reports on *one* query, drawn with probability equal to the
 query's share of the plan -- the shares the algorithm declared -- from public

@@ -208,7 +208,7 @@ def stable_argmax(counts: np.ndarray, epsilon: float, delta: float, noise: Noise
 
 @dataclass(frozen=True)
 class NoisyAverage:
-    """NoisyAVG (seed 001, Alg. 5; seed 004, Alg. 3): an (epsilon, delta)-DP average of a point set.
+    """NoisyAVG (Nissim, Stemmer & Vadhan 2016, Alg. 5; Nguyen, Chaturvedi & Xu (2021), Alg. 3): an (epsilon, delta)-DP average of a point set.
 
     For a set V of points in a public region of diameter ``diameter``: a noisy
     size m = |V| + Lap(5/eps) - (5/eps) ln(2/delta) is drawn; if m <= 0 the

@@ -3,7 +3,7 @@
 A :class:`SumQuery` asks, for each of ``n_buckets`` buckets (a Voronoi cell, a
 grid cell, a ball, or the single bucket of a plain count), for the noisy sum of
 a bounded vector function of the points in it -- the "generalized bucketized
-vector summation" of seed 000 (Cohen-Addad et al.); a histogram is the special
+vector summation" of Dupré la Tour, Henzinger & Saulpic (2024) (Cohen-Addad et al.); a histogram is the special
 case where the value is 1.
 
 The query declares only what is public: a ``contribution`` function that maps

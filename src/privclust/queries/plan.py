@@ -36,6 +36,7 @@ Capabilities an oracle may offer:
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -201,6 +202,17 @@ class Oracle(ABC):
         plan = Plan(self, parts, self.allot(parts, family), family)
         self.accountant.check(self.reserved(plan))
         return plan
+
+    def with_pool(self, budget: Budget) -> "Oracle":
+        """This oracle -- the same rows, noise and ledger -- planning within ``budget``, a part of its pool.
+
+        For an algorithm in stages whose later stages depend on earlier releases: each stage plans in
+        its own part (parts whose (epsilon, delta) sum to at most the pool's), and the shared ledger
+        composes what they spend, so the total stays within the pool by basic composition (tighter
+        in the ledger's GDP accounting)."""
+        view = copy.copy(self)
+        view.budget = budget
+        return view
 
     def require(self, needs: Iterable[str], what: str = "it") -> None:
         """Refuse, before anything is read or spent, an algorithm needing what this model does not offer."""

@@ -114,7 +114,7 @@ def count_values(chunk: np.ndarray) -> np.ndarray:
 
 
 def moment_values(chunk: np.ndarray) -> np.ndarray:
-    """Value row [x, |x|^2, 1]: a bucket's sum, sum of squared norms and size (seed 000, Lemma 2.5)."""
+    """Value row [x, |x|^2, 1]: a bucket's sum, sum of squared norms and size (Dupré la Tour, Henzinger & Saulpic 2024, Lemma 2.5)."""
     d = chunk.shape[1]
     out = np.empty((chunk.shape[0], d + 2))
     out[:, :d] = chunk

@@ -62,10 +62,16 @@ def shuffle_delta(eps: float, eps0: float, n: int, tail: float = _TAIL) -> float
     low, high = int(stats.binom.ppf(tail, n - 1, p)), int(stats.binom.isf(tail, n - 1, p))
     c = np.arange(max(low - 1, 0), high + 1)
     log_weight = (
-        special.gammaln(n) - special.gammaln(c + 1.0) - special.gammaln(n - c) + c * math.log(p) + (n - 1 - c) * math.log1p(-p)
+        special.gammaln(n)
+        - special.gammaln(c + 1.0)
+        - special.gammaln(n - c)
+        + c * math.log(p)
+        + (n - 1 - c) * math.log1p(-p)
     )
     weight = np.exp(log_weight)
-    left_out = max(0.0, float(special.bdtr(c[0] - 1, n - 1, p)) if c[0] > 0 else 0.0) + float(special.bdtrc(c[-1], n - 1, p))
+    left_out = max(0.0, float(special.bdtr(c[0] - 1, n - 1, p)) if c[0] > 0 else 0.0) + float(
+        special.bdtrc(c[-1], n - 1, p)
+    )
     # The ratio P_c / Q_c is at least e^eps exactly when t <= t_star.
     e = math.exp(eps)
     numerator = alpha - e * (1.0 - alpha)
@@ -140,4 +146,6 @@ def closed_form_epsilon(eps0: float, n: int, delta: float) -> float | None:
     if eps0 > math.log(n / (16.0 * math.log(2.0 / delta))):
         return None
     e0 = math.exp(eps0)
-    return math.log1p((e0 - 1.0) / (e0 + 1.0) * (8.0 * math.sqrt(e0 * math.log(4.0 / delta)) / math.sqrt(n) + 8.0 * e0 / n))
+    return math.log1p(
+        (e0 - 1.0) / (e0 + 1.0) * (8.0 * math.sqrt(e0 * math.log(4.0 / delta)) / math.sqrt(n) + 8.0 * e0 / n)
+    )

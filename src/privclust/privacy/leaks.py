@@ -1,0 +1,42 @@
+"""Warnings for a weakened or voided guarantee, pointed at the user's line.
+
+A :class:`PrivacyLeakWarning` is a ``RuntimeWarning``: it is about what a call does at run time
+(reads bounds off the data, seeds the noise, skips the noise), not about a deprecated API.  It is
+attributed to the first frame outside privclust, so the user sees their own line, not ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["PrivacyLeakWarning", "warn_leak", "warn_if_seeded"]
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+_PASSED_THROUGH = (_PACKAGE, contextlib.__file__)
+
+
+class PrivacyLeakWarning(RuntimeWarning):
+    """The requested operation weakens or voids the differential-privacy guarantee."""
+
+
+def warn_leak(message: str) -> None:
+    """Warn with :class:`PrivacyLeakWarning` at the first caller outside privclust."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the frame that called warn_leak
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PASSED_THROUGH):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, PrivacyLeakWarning, stacklevel=level)
+
+
+def warn_if_seeded(random_state) -> None:
+    """Seeded noise comes from numpy's floating-point samplers: reproducible, but without the
+    protection of the secure default against attacks on the low bits of floating-point noise
+    (Mironov, CCS 2012)."""
+    if random_state is not None:
+        warn_leak(
+            f"random_state={random_state!r} seeds the noise from numpy's floating-point samplers: the run "
+            "is reproducible, but its noise lacks the secure default's protection against floating-point "
+            "attacks. Leave random_state=None for results you release."
+        )

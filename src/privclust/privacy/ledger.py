@@ -1,0 +1,328 @@
+"""A privacy budget kept in a file: every run, in any process, that names the file spends from it.
+
+The in-memory :class:`~privclust.privacy.budget.PrivacyAccountant` composes the spends of one
+Python process.  Runs of the command line are separate processes, and a data set's budget must
+cover all of them: :class:`LedgerAccountant` keeps the budget and every spend in a JSON file, rereads
+it before every check and appends to it under an exclusive lock, so spends from several processes
+compose as if they had been made in one.
+
+The file (``privclust ledger show FILE`` prints it)::
+
+    {"format": "privclust-ledger", "version": 1,
+     "budget": {"epsilon": 3.0, "delta": 1e-05},
+     "entries": [{"id": "...", "time": "2025-...", "about": {"command": "fit", ...},
+                  "reserved": null, "spends": [{"label": "...", "mu": 0.21}, ...]}, ...]}
+
+An entry is either a run (:meth:`LedgerAccountant.run`: the whole request is *reserved* before any
+data is read and replaced by the run's exact spends when it ends) or the spends one accountant object
+recorded directly (``KMeans(accountant=LedgerAccountant(path))``).  The total is the composition of
+every spend and every open reservation (a run that was killed keeps its whole request charged), with
+the Gaussian spends composed exactly in GDP and converted at the budget's delta.
+
+Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a reader never sees
+half a ledger and a crash leaves the previous version.  The lock is ``flock`` on a companion file
+``FILE.lock`` (the ledger itself is replaced on every write, so it cannot carry the lock).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import tempfile
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
+from .gdp import gdp_mu
+
+__all__ = ["LedgerAccountant", "LedgerError"]
+
+FORMAT = "privclust-ledger"
+VERSION = 1
+
+
+class LedgerError(ValueError):
+    """The ledger file is missing, unreadable, or not a privclust ledger."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _spend_to_json(spend: Spend) -> dict:
+    return spend.as_dict()
+
+
+def _spend_from_json(item: dict) -> Spend:
+    if "mu" in item:
+        return Spend(label=str(item["label"]), mu=float(item["mu"]))
+    return Spend(label=str(item["label"]), epsilon=float(item["epsilon"]), delta=float(item.get("delta", 0.0)))
+
+
+class LedgerAccountant(PrivacyAccountant):
+    """A :class:`PrivacyAccountant` whose budget and spends live in a JSON file shared across processes.
+
+    Every check rereads the file; every spend is checked and appended under an exclusive lock
+    (``fcntl.flock`` on ``FILE.lock``), and the file is replaced atomically.  So two processes can
+    never both pass a check for budget that only one of them may spend: the second is refused.
+
+    Unlike the in-memory accountant, which refuses to be pickled (a copy would spend the same budget
+    unseen), this one may be pickled and sent to other processes: it carries only the file's path,
+    and every copy reads and appends to the same file, so their spends compose.
+
+    Use :meth:`create` to start a ledger with a budget, ``LedgerAccountant(path)`` to open one, and
+    :meth:`run` to reserve a whole run's request before it reads any data.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._entry_id = f"direct-{uuid.uuid4().hex[:12]}"  # where this object's direct spends go
+        state = self._load()
+        super().__init__(Budget(**state["budget"]), parent=None)
+        self._refresh(state)
+
+    # -- creating and opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, budget: Budget) -> "LedgerAccountant":
+        """A new ledger file at ``path`` with ``budget``; refuses to replace an existing one."""
+        if not isinstance(budget, Budget):
+            raise TypeError("budget must be a privclust Budget(epsilon, delta)")
+        path = Path(path)
+        if not path.parent.is_dir():
+            raise LedgerError(f"cannot create the ledger {path}: the folder {path.parent} does not exist")
+        with _locked(path):
+            if path.exists():
+                raise LedgerError(f"{path} exists already; open it instead of creating it")
+            _write(path, {"format": FORMAT, "version": VERSION, "budget": _budget_json(budget), "entries": []})
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, budget: Budget | None = None) -> "LedgerAccountant":
+        """Open the ledger at ``path``; if it does not exist, create it with ``budget`` (required then).
+
+        A ``budget`` given for an existing ledger must be the one it was created with: a budget is set
+        once, not changed run by run."""
+        path = Path(path)
+        if not path.exists():
+            if budget is None:
+                raise LedgerError(
+                    f"no ledger at {path}: create it with a total budget first "
+                    f"(privclust ledger init {path} --epsilon E --delta D, or --ledger-budget E,D)"
+                )
+            try:
+                return cls.create(path, budget)
+            except LedgerError:
+                if not path.exists():
+                    raise  # else another process created it meanwhile: open theirs
+        ledger = cls(path)
+        if budget is not None and (budget.epsilon, budget.delta) != (ledger.budget.epsilon, ledger.budget.delta):
+            raise LedgerError(
+                f"{path} has the budget (epsilon={ledger.budget.epsilon:g}, delta={ledger.budget.delta:g}), "
+                f"not (epsilon={budget.epsilon:g}, delta={budget.delta:g}); a ledger's budget is fixed when it "
+                "is created"
+            )
+        return ledger
+
+    def __reduce__(self):
+        # Only the path travels: the copy rereads the shared file (see the class docstring).
+        return (type(self), (str(self.path),))
+
+    # -- the accountant's interface, backed by the file ------------------------------------------------
+
+    @property
+    def spends(self) -> list[Spend]:
+        """Everything the file charges, in order: recorded spends, and each open reservation as one step."""
+        self._refresh()
+        return list(self._spends)
+
+    def guarantee(self, delta: float | None = None, extra: Iterable[Spend] = ()) -> tuple[float, float]:
+        self._refresh()
+        return super().guarantee(delta, extra)
+
+    def check(self, planned: Iterable[Spend]) -> None:
+        """Raise :class:`BudgetExceededError` if ``planned`` would take the file's total past its budget."""
+        planned = list(planned)
+        self._refresh()  # the file is replaced atomically: reading it needs no lock
+        super().check(planned)
+
+    def spend(self, spend: Spend) -> None:
+        """Check ``spend`` against the file as it is now and append it, both under the lock."""
+        with _locked(self.path):
+            state = self._refresh()
+            super().check([spend])
+            entry = next((e for e in state["entries"] if e["id"] == self._entry_id), None)
+            if entry is None:
+                entry = {"id": self._entry_id, "time": _now(), "about": {"recorded by": "accountant"}}
+                entry.update(reserved=None, spends=[])
+                state["entries"].append(entry)
+            entry["spends"].append(_spend_to_json(spend))
+            _write(self.path, state)
+            self._refresh(state)
+
+    def _record(self, spend: Spend) -> None:
+        # A child accountant (a fit's own ledger) checked this spend against us and now records it; another
+        # process may have spent in between, so the check is repeated under the lock, with the append.
+        self.spend(spend)
+
+    def report(self, delta: float | None = None) -> PrivacyReport:
+        """The total and every step in the file; an open reservation is a step of its whole request."""
+        self._refresh()
+        return super().report(delta)
+
+    # -- runs: reserve the request, settle with the exact spends --------------------------------------
+
+    @contextmanager
+    def run(
+        self, epsilon: float, delta: float, about: dict | None = None, *, gaussian: bool = False
+    ) -> Iterator[PrivacyAccountant]:
+        """Reserve ``(epsilon, delta)`` for one run -- refused now, before the run reads any data, if it
+        would exceed the budget -- and yield an in-memory accountant to give the run (``accountant=``).
+
+        When the block ends, however it ends, the reservation is replaced by what that accountant
+        recorded: the run's exact spends.  A run that spent nothing leaves no entry; a process killed
+        inside the block leaves its reservation charged.  A non-private run (``epsilon = inf``) is
+        refused by any ledger.
+
+        The reservation is an (epsilon, delta) spend, composed with the rest by basic composition,
+        which bounds any run that keeps to its own (epsilon, delta).  ``gaussian=True`` reserves it as
+        the mu-GDP spend ``gdp_mu(epsilon, delta)`` instead, which composes exactly with the Gaussian
+        spends of other runs (so more runs fit in the budget); the yielded accountant then refuses any
+        release that is not Gaussian, or that would pass (epsilon, delta), so the reservation always
+        bounds what the run records."""
+        entry_id = f"run-{uuid.uuid4().hex[:12]}"
+        label = f"reserved by {entry_id} (running, or ended without settling)"
+        if math.isinf(epsilon):
+            raise BudgetExceededError("a non-private run cannot be charged to a finite privacy budget")
+        budget = Budget(epsilon, delta)
+        gaussian = gaussian and delta > 0  # mu-GDP at delta = 0 is epsilon = inf
+        reserved = Spend(label, mu=gdp_mu(epsilon, delta)) if gaussian else Spend(label, epsilon=epsilon, delta=delta)
+        with _locked(self.path):
+            state = self._refresh()
+            super().check([reserved])
+            entry = {"id": entry_id, "time": _now(), "about": dict(about or {})}
+            entry.update(reserved=_spend_to_json(reserved), spends=[])
+            state["entries"].append(entry)
+            _write(self.path, state)
+        # The run's own budget, enforced here too: the reservation bounds what it records whoever runs it.
+        collector = _GaussianRun(budget) if gaussian else PrivacyAccountant(budget)
+        try:
+            yield collector
+        finally:
+            self._settle(entry_id, collector.spends)
+
+    def _settle(self, entry_id: str, spends: list[Spend]) -> None:
+        with _locked(self.path):
+            state = self._load()
+            entries = state["entries"]
+            at = next((i for i, e in enumerate(entries) if e["id"] == entry_id), None)
+            if not spends:  # nothing was released: the run costs nothing and leaves no entry
+                if at is not None:
+                    del entries[at]
+            else:  # recorded whatever the budget says now: these releases happened
+                entry = entries[at] if at is not None else {"id": entry_id, "time": _now(), "about": {}}
+                entry.update(reserved=None, spends=[_spend_to_json(s) for s in spends])
+                if at is None:
+                    entries.append(entry)
+            _write(self.path, state)
+            self._refresh(state)
+
+    # -- the file ---------------------------------------------------------------------------------------
+
+    def entries(self) -> list[dict]:
+        """The file's entries as stored (for display)."""
+        return self._load()["entries"]
+
+    def _refresh(self, state: dict | None = None) -> dict:
+        """Reread the file (unless ``state`` is given) into the in-memory fields the base class composes."""
+        state = self._load() if state is None else state
+        self.budget = Budget(**state["budget"])
+        steps = []
+        for entry in state["entries"]:
+            steps.extend(_spend_from_json(s) for s in entry["spends"])
+            if entry.get("reserved"):
+                steps.append(_spend_from_json(entry["reserved"]))
+        self._spends = steps
+        return state
+
+    def _load(self) -> dict:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                state = json.load(f)
+        except FileNotFoundError:
+            raise LedgerError(f"no ledger at {self.path}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
+        try:
+            _validate(state)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise LedgerError(f"{self.path} is not a valid privclust ledger ({exc}); not spending from it") from None
+        return state
+
+
+def _validate(state: dict) -> None:
+    if state.get("format") != FORMAT or state.get("version") != VERSION:
+        raise ValueError(f"no format {FORMAT!r}, version {VERSION}")
+    Budget(**state["budget"])
+    for entry in state["entries"]:
+        if not isinstance(entry["id"], str):
+            raise TypeError("an entry without an id")
+        for item in entry["spends"]:
+            _spend_from_json(item)
+        if entry.get("reserved"):
+            _spend_from_json(entry["reserved"])
+
+
+class _GaussianRun(PrivacyAccountant):
+    """The accountant of a run reserved as mu-GDP: Gaussian releases only, within the run's budget."""
+
+    def check(self, planned: Iterable[Spend]) -> None:
+        planned = list(planned)
+        if any(not s.is_gdp for s in planned):
+            raise BudgetExceededError(
+                "this run's ledger reservation covers Gaussian (mu-GDP) releases only, and it planned another "
+                "kind; nothing was released"
+            )
+        super().check(planned)
+
+
+def _budget_json(budget) -> dict:
+    return {"epsilon": float(budget.epsilon), "delta": float(budget.delta)}
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path``'s companion ``.lock`` file (blocks until it is free)."""
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _write(path: Path, state: dict) -> None:
+    """Replace ``path`` by ``state`` atomically: a reader sees the old ledger or the new one."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(state, out, indent=1)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, path.stat().st_mode & 0o7777 if path.exists() else _default_mode())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -1,0 +1,312 @@
+"""``ContinualKMeans``: fresh private centers after every step of a data set that changes.
+
+The simplest correct design, and the one Dupré la Tour, Henzinger & Saulpic (2024) proves: the public geometry
+-- the greedy's levels of balls (and its JL projection above d = 4) and the
+public grid of its lifting -- is fixed at construction from the bounds and the
+seed; the greedy's queries over it are declared once to a
+:class:`~privclust.stream.oracle.ContinualOracle`, whose continual counters
+answer them after every step; and the greedy's own post-processing
+(``algorithms.greedy``: noise floor, argmax selection, lifting, boosting)
+turns each step's noisy answers into that step's centers.  Everything a caller
+sees -- centers, ``step_``, ``privacy_spent_``, errors, the state file's
+public part -- is a function of the public parameters and of the counters'
+published estimates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .._validation import check_data, check_delta, check_epsilon, check_int, check_n_clusters
+from ..algorithms.base import FitContext
+from ..algorithms.greedy import (
+    LiftGrid,
+    greedy_levels,
+    greedy_spec,
+    histogram_centers,
+    level_requests,
+    level_tables,
+    projection_for,
+    solution_cost,
+    uniform_fallback,
+)
+from ..geometry.domain import make_domain
+from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
+from ..privacy.noise import Randomness
+from .counters import MECHANISMS
+from .oracle import ContinualOracle, HorizonError, StepNoise
+
+__all__ = ["ContinualKMeans", "ALGORITHMS", "MAX_HORIZON", "FORMAT"]
+
+ALGORITHMS = ("greedy",)
+MAX_HORIZON = 2**40  # a public cap: the tree has one level per bit of the horizon
+FORMAT = "privclust continual state 1"
+# Independent seeded streams derived from one seed: public geometry, node noise, per-step post-processing.
+_GEOMETRY, _NOISE, _POST = 0, 1, 2
+
+
+def _json_bounds(bounds):
+    if isinstance(bounds, dict):
+        return {key: float(value) for key, value in bounds.items()}
+    if np.ndim(bounds) == 0:
+        return float(bounds)
+    return np.asarray(bounds, dtype=np.float64).tolist()
+
+
+class ContinualKMeans:
+    """Private k-means centers under continual observation (Dupré la Tour, Henzinger & Saulpic 2024): one solution per step.
+
+    Parameters
+    ----------
+    n_clusters, epsilon, delta, bounds :
+        As for :class:`privclust.KMeans`; ``bounds`` is the public domain (rows outside are clipped to
+        it).  The guarantee (epsilon, delta) covers everything published over the whole horizon, for
+        streams that differ by one item's insertion and possibly its later deletion.
+    horizon :
+        The public number of steps T.  Noise grows with log T; updates past it are refused.
+    algorithm :
+        ``"greedy"`` (the private greedy of Dupré la Tour, Henzinger & Saulpic (2024) -- the one algorithm proven here).
+    mechanism :
+        ``"honaker"`` (default: the binary tree with the variance-optimal estimator) or ``"tree"``.
+    random_state :
+        ``None``: secure noise (OpenDP samplers, OS entropy).  An int: reproducible seeded noise, for
+        experiments only -- a resumed stream then gives exactly the outputs of an uninterrupted one.
+    n_features :
+        The number of features (public: the schema); by default read off the first update.
+    algorithm_params :
+        The greedy's options (``algorithms.greedy``), e.g. ``{"levels": 7}``.
+    accountant :
+        A shared :class:`~privclust.privacy.budget.PrivacyAccountant` the stream's spends are charged to.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int,
+        epsilon: float,
+        delta: float,
+        bounds,
+        horizon: int,
+        algorithm: str = "greedy",
+        random_state: int | None = None,
+        mechanism: str = "honaker",
+        n_features: int | None = None,
+        algorithm_params: dict | None = None,
+        accountant: PrivacyAccountant | None = None,
+    ):
+        self.n_clusters = check_n_clusters(n_clusters)
+        self.epsilon = check_epsilon(epsilon)
+        self.delta = check_delta(delta)
+        if self.delta <= 0:
+            raise ValueError("continual observation adds Gaussian noise: it needs delta > 0 (e.g. 1e-6)")
+        self.horizon = check_int("horizon", horizon, 1, MAX_HORIZON)
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS} under continual observation, got {algorithm!r}")
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        if random_state is not None:
+            random_state = check_int("random_state", random_state, 0, 2**128 - 1)
+        self.algorithm, self.mechanism, self.random_state = algorithm, mechanism, random_state
+        self.bounds = _json_bounds(bounds)
+        self.algorithm_params = dict(algorithm_params or {})
+        if int(self.algorithm_params.get("restarts", 1) or 1) != 1:
+            raise ValueError("restarts are not supported under continual observation (one greedy run per step)")
+        # The seed of the public geometry and of seeded noise: drawn now when the noise is secure (the
+        # geometry is public, so it is kept in the state file; the noise is not reproducible then).
+        self._seed = random_state if random_state is not None else secrets.randbits(128)
+        self._parent = accountant
+        self.step_ = 0
+        self.centers_: np.ndarray | None = None
+        self.n_features_ = None
+        if n_features is not None:
+            self._start(check_int("n_features", n_features, 1, 10**6))
+
+    # -- set-up (public only) ------------------------------------------------------------------------------
+
+    def _sequence(self, *key: int) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self._seed, spawn_key=key)
+
+    def _start(self, n_features: int) -> None:
+        """Fix the public geometry, declare the greedy's queries and charge the whole horizon's spends."""
+        self.n_features_ = n_features
+        self.domain_ = make_domain(self.bounds, n_features)
+        budget = Budget(self.epsilon, self.delta)
+        self.accountant_ = PrivacyAccountant(budget, parent=self._parent)
+        noise = StepNoise(None if self.random_state is None else self._sequence(_NOISE))
+        self.oracle_ = ContinualOracle(n_features, budget, self.accountant_, self.horizon, noise, self.mechanism)
+        options = {"params": self.algorithm_params}
+        ctx = FitContext(self.oracle_, self.n_clusters, budget, Randomness(self._seed), options=options)
+        self.spec_ = greedy_spec(ctx)
+        plan = self.spec_.open(self.oracle_)
+        rng = np.random.default_rng(self._sequence(_GEOMETRY))
+        self._project = projection_for(self.spec_, n_features, rng)
+        self._levels = greedy_levels(self.spec_, n_features, rng)
+        self._grid = LiftGrid.for_dim(self.spec_.projection_dim or n_features)
+        requests, self._owners = level_requests(self._levels, self._project, self.spec_, 0)
+        projected = self.spec_.projection_dim is not None
+        lifting = (self._grid.query(self._project, n_features, projected), self.spec_.lift_part(0), 1.0)
+        plan.release_many(requests + [lifting])
+
+    @property
+    def privacy_spent_(self) -> PrivacyReport | None:
+        """What the stream spends for its whole horizon (charged when its queries are declared)."""
+        return self.accountant_.report() if self.n_features_ is not None else None
+
+    @property
+    def memory_bytes_(self) -> int:
+        """The counters' memory: dense universes and touched sparse buckets, times 2 log2(T) values each."""
+        return self.oracle_.nbytes if self.n_features_ is not None else 0
+
+    # -- the stream ----------------------------------------------------------------------------------------
+
+    def _rows(self, rows, what: str) -> np.ndarray | None:
+        if rows is None:
+            return None
+        arr = check_data(rows, what=what)
+        if self.n_features_ is None:
+            self._start(arr.shape[1])
+        if arr.shape[1] != self.n_features_:
+            raise ValueError(f"{what} has {arr.shape[1]} features; this stream has {self.n_features_}")
+        return arr
+
+    def update(self, insert=None, delete=None, publish: bool = True) -> np.ndarray | None:
+        """Apply one step -- rows inserted and rows deleted -- and return that step's centers (``publish``;
+        else ``None``: a service may ingest every step and compute centers only at some, see :meth:`publish`).
+
+        Deleting rows that were never inserted is the caller's error: it is not (and cannot privately be)
+        checked; the counters then estimate the running sum of the updates as given (see
+        ``stream.oracle``).  Past the horizon, :class:`HorizonError` and nothing changes."""
+        if self.step_ >= self.horizon:
+            raise HorizonError(
+                f"the stream's horizon of {self.horizon} steps is over: no update was applied. The guarantee "
+                "covers the declared horizon only; start a new stream (with its own budget) to go on."
+            )
+        inserted, deleted = self._rows(insert, "insert"), self._rows(delete, "delete")
+        if self.n_features_ is None:
+            raise ValueError("the first update needs rows (the number of features is read off them)")
+        unit = [None if rows is None else self.domain_.to_unit(np.array(rows)) for rows in (inserted, deleted)]
+        self.oracle_.update(*unit)
+        self.step_ = self.oracle_.step
+        self.centers_ = None
+        return self.publish() if publish else None
+
+    def publish(self) -> np.ndarray:
+        """The current step's centers (also ``centers_``): the greedy's post-processing of the step's
+        published estimates -- free, and the same whenever it is called within the step."""
+        answers = self.oracle_.releases()
+        tables = level_tables(self._levels, self._owners, answers[: len(self._owners)], self.spec_)
+        rng = np.random.default_rng(self._sequence(_POST, self.step_))
+        centers = histogram_centers(self.spec_, tables, uniform_fallback(self.spec_, self.n_features_, rng))
+        lifted = self._grid.lifted(answers[len(self._owners)], centers, self.spec_.projection_dim is not None)
+        final, _ = solution_cost(lifted, self.n_clusters, rng)
+        self.centers_ = self.domain_.from_unit(final)
+        return self.centers_
+
+    # -- durable state -------------------------------------------------------------------------------------
+
+    def config(self) -> dict:
+        """The public configuration a state file must match (the seed only when the noise is seeded)."""
+        return {
+            "format": FORMAT,
+            "n_clusters": self.n_clusters,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "bounds": self.bounds,
+            "horizon": self.horizon,
+            "algorithm": self.algorithm,
+            "mechanism": self.mechanism,
+            "algorithm_params": self.algorithm_params,
+            "random_state": self.random_state,
+        }
+
+    def save(self, path) -> None:
+        """Write the stream's whole state to ``path`` (npz, no pickle), atomically: a temporary file
+        beside it, renamed into place.  **The file is private**: it holds exact running sums."""
+        path = Path(path)
+        arrays = {"step": np.array(self.step_)}
+        header = dict(self.config(), seed=str(self._seed), n_features=self.n_features_)
+        if self.n_features_ is not None:
+            for i, counters in enumerate(self.oracle_.counters):
+                for name, value in counters.state().items():
+                    arrays[f"q{i}_{name}"] = value
+            if self.centers_ is not None:
+                arrays["centers"] = self.centers_
+        arrays["header"] = np.array(json.dumps(header, sort_keys=True))
+        arrays["checksum"] = np.array(_checksum(arrays))
+        folder = path.parent if str(path.parent) else Path(".")
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, **arrays)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path, expect: "ContinualKMeans | dict | None" = None, accountant=None) -> "ContinualKMeans":
+        """Resume a stream saved by :meth:`save`.  With ``expect`` (a stream, or its :meth:`config`), a file
+        from any other configuration is refused.  The resumed stream's ledger records the horizon's spends
+        again -- the same release, not a new one: do not pass an ``accountant`` that already holds them."""
+        try:
+            with np.load(Path(path), allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path} is not a privclust stream state file: {exc}") from None
+        checksum = arrays.pop("checksum", None)
+        if checksum is None or "header" not in arrays or str(checksum) != _checksum(arrays):
+            raise ValueError(f"{path} is not an intact privclust stream state file (missing parts or checksum)")
+        header = json.loads(str(arrays["header"]))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"{path} has state format {header.get('format')!r}; this version reads {FORMAT!r}")
+        if expect is not None:
+            wanted = expect.config() if isinstance(expect, ContinualKMeans) else dict(expect)
+            saved = {key: header.get(key) for key in wanted}
+            if wanted.get("random_state") is None:  # secure noise: the saved geometry seed is the stream's own
+                saved.pop("random_state", None)
+                wanted.pop("random_state", None)
+            differ = sorted(key for key in wanted if json.dumps(wanted[key]) != json.dumps(saved.get(key)))
+            if differ:
+                raise ValueError(f"{path} is the state of a stream with another configuration ({', '.join(differ)})")
+        model = cls(
+            header["n_clusters"],
+            header["epsilon"],
+            header["delta"],
+            header["bounds"],
+            header["horizon"],
+            header["algorithm"],
+            header["random_state"],
+            header["mechanism"],
+            header["n_features"],
+            header["algorithm_params"],
+            accountant,
+        )
+        model._seed = int(header["seed"])
+        if header["n_features"] is not None:
+            model._start(int(header["n_features"]))  # the same geometry and queries, from the same seed
+            for i, counters in enumerate(model.oracle_.counters):
+                names = ("ids", "open", "left", "step")
+                if any(f"q{i}_{name}" not in arrays for name in names):
+                    raise ValueError(f"{path} does not hold this configuration's counters")
+                counters.restore({name: arrays[f"q{i}_{name}"] for name in names})
+            if f"q{len(model.oracle_.counters)}_ids" in arrays:
+                raise ValueError(f"{path} holds counters this configuration does not have")
+        model.step_ = int(arrays["step"])
+        model.centers_ = arrays.get("centers")
+        return model
+
+
+def _checksum(arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        digest.update(name.encode())
+        digest.update(str(value.dtype).encode() + str(value.shape).encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,332 @@
+"""Continual observation: counters, oracle and ContinualKMeans (Dupré la Tour, Henzinger & Saulpic 2024)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privclust.privacy.budget import Budget, PrivacyAccountant
+from privclust.privacy.gdp import gdp_epsilon, gdp_mu
+from privclust.privacy.noise import SeededNoise
+from privclust.queries.base import Block, SumQuery
+from privclust.queries.plan import ADAPTIVE, CapabilityError, Part
+from privclust.stream import (
+    ContinualCounters,
+    ContinualKMeans,
+    ContinualOracle,
+    HorizonError,
+    StepNoise,
+    prefix_variance,
+    tree_levels,
+    tree_sensitivity,
+)
+
+
+def _noise(seed=0):
+    return SeededNoise(np.random.SeedSequence(seed))
+
+
+def _closed_nodes(t: int, levels: int) -> list[tuple[int, int]]:
+    """Every dyadic interval [start, end] (1-based) of at most 2^(levels-1) steps closed by step t."""
+    return [(j * 2**h + 1, (j + 1) * 2**h) for h in range(levels) for j in range(t // 2**h)]
+
+
+def _blue_variance(t: int, levels: int) -> float:
+    """Independent reference: the variance of the best linear unbiased estimate of S(t) from every node
+    closed by t, each with unit noise -- generalized least squares on the explicit design matrix."""
+    nodes = _closed_nodes(t, levels)
+    X = np.zeros((len(nodes), t))
+    for row, (start, end) in enumerate(nodes):
+        X[row, start - 1 : end] = 1.0
+    a = np.ones(t)
+    return float(a @ np.linalg.solve(X.T @ X, a))
+
+
+@pytest.mark.parametrize("horizon", [1, 7, 16, 23])
+def test_honaker_variance_is_the_least_squares_variance(horizon):
+    levels = tree_levels(horizon)
+    for t in range(1, horizon + 1):
+        assert prefix_variance(t, horizon, "honaker") == pytest.approx(_blue_variance(t, levels), rel=1e-9)
+        assert prefix_variance(t, horizon, "tree") == bin(t).count("1")
+
+
+@pytest.mark.parametrize("mechanism", ["honaker", "tree"])
+def test_counters_are_unbiased_with_the_claimed_variance(mechanism):
+    """20,000 independent buckets of one dense counter set are 20,000 replicates of one counter."""
+    horizon, buckets, sigma = 13, 20_000, 2.0
+    counters = ContinualCounters(horizon, [sigma], mechanism, n_buckets=buckets)
+    rng = np.random.default_rng(1)
+    truth = np.zeros(buckets)
+    for t in range(1, horizon + 1):
+        noise = _noise(t)
+        increments = rng.integers(-3, 4, size=buckets).astype(float)
+        counters.add(np.arange(buckets), increments[:, None], noise)
+        truth += increments
+        counters.end_step(noise)
+        error = counters.estimates()[:, 0] - truth
+        variance = sigma**2 * prefix_variance(t, horizon, mechanism)
+        assert abs(error.mean()) < 5 * math.sqrt(variance / buckets)
+        assert error.var() == pytest.approx(variance, rel=0.06)  # sd of the sample variance: 1 %
+        assert counters.std()[0] == pytest.approx(math.sqrt(variance))
+
+
+def test_variance_optimal_estimator_beats_the_plain_tree():
+    horizon = 10_000
+    tree = np.array([prefix_variance(t, horizon, "tree") for t in range(1, horizon + 1)])
+    honaker = np.array([prefix_variance(t, horizon, "honaker") for t in range(1, horizon + 1)])
+    assert np.all(honaker <= tree + 1e-12)
+    assert honaker.mean() < 0.7 * tree.mean()
+    assert honaker.max() < 0.7 * tree.max()
+
+
+@pytest.mark.parametrize("horizon", [5, 8, 13])
+def test_tree_sensitivity_bounds_every_insertion_and_deletion(horizon):
+    """Brute force over every (insertion step, deletion step): the released nodes move by at most
+    sqrt(2 L) in l2 norm per unit of value."""
+    levels = tree_levels(horizon)
+    nodes = _closed_nodes(horizon, levels)
+    worst = 0.0
+    for s in range(1, horizon + 1):
+        for gone in list(range(s + 1, horizon + 1)) + [None]:
+            change = np.array(
+                [(start <= s <= end) - (gone is not None and start <= gone <= end) for start, end in nodes], float
+            )
+            worst = max(worst, float(np.linalg.norm(change)))
+    assert worst <= tree_sensitivity(horizon) + 1e-12
+    assert worst >= math.sqrt(2 * levels - 2) - 1e-12  # and the bound is nearly attained
+
+
+def test_sparse_counters_hold_only_touched_buckets_whatever_the_length():
+    horizon = 1000
+    counters = ContinualCounters(horizon, [1.0, 1.0], "honaker", n_buckets=None)
+    touched = np.array([5, 10**15, 77, 3])
+    sizes = []
+    for t in range(horizon):
+        noise = _noise(t)
+        counters.add(touched[[t % 4]], np.ones((1, 2)), noise)
+        counters.end_step(noise)
+        sizes.append(counters.nbytes)
+    assert counters.ids.size == 4
+    assert sizes[-1] == sizes[3]  # memory stopped growing once every bucket was touched
+    per_bucket = 2 * tree_levels(horizon) * 2 * 8 + 2 * 8
+    assert counters.nbytes <= 4 * per_bucket
+
+
+def test_a_late_sparse_bucket_has_the_noise_of_one_that_ran_from_the_start():
+    horizon, sigma, buckets = 12, 1.0, 20_000
+    counters = ContinualCounters(horizon, [sigma], "honaker", n_buckets=None)
+    for t in range(1, horizon + 1):
+        noise = _noise(100 + t)
+        if t == 7:  # every bucket first touched at step 7, by nothing
+            counters.add(np.arange(buckets), np.zeros((buckets, 1)), noise)
+        counters.end_step(noise)
+    errors = counters.estimates()[:, 0]
+    assert errors.var() == pytest.approx(prefix_variance(horizon, horizon, "honaker"), rel=0.06)
+
+
+def _oracle(horizon=16, epsilon=1.0, delta=1e-6, mechanism="honaker", accountant=None):
+    budget = Budget(epsilon, delta)
+    accountant = accountant or PrivacyAccountant(budget)
+    noise = StepNoise(np.random.SeedSequence(3))
+    return ContinualOracle(1, budget, accountant, horizon, noise, mechanism), accountant
+
+
+def _histogram(n_buckets=4, sparse=False):
+    def contribution(chunk):
+        return np.floor((chunk[:, 0] + 1.0) * n_buckets / 2.0).clip(0, n_buckets - 1).astype(np.int64), np.ones(
+            (chunk.shape[0], 1)
+        )
+
+    return SumQuery("cells", n_buckets, (Block("count", 1, 1.0, count=True),), contribution, sparse=sparse)
+
+
+def test_oracle_charges_the_horizon_once_and_calibrates_from_the_tree_sensitivity():
+    oracle, accountant = _oracle(horizon=100)
+    plan = oracle.plan([Part("all", share=1.0)])
+    plan.release_many([(_histogram(), "all", 1.0)])
+    mu = gdp_mu(1.0, 1e-6)
+    assert oracle.counters[0].column_std[0] == pytest.approx(math.sqrt(2 * 7) / mu)
+    for _ in range(10):
+        oracle.update(np.zeros((5, 1)), None)
+    report = accountant.report()
+    assert len(report.steps) == 1 and report.mu == pytest.approx(mu)
+    assert report.epsilon == pytest.approx(gdp_epsilon(mu, 1e-6)) and report.epsilon <= 1.0 + 1e-9
+
+
+def test_oracle_refuses_what_it_cannot_serve():
+    oracle, accountant = _oracle()
+    with pytest.raises(CapabilityError):
+        oracle.plan([Part("all", share=1.0)], needs={ADAPTIVE})
+    with pytest.raises(CapabilityError):
+        oracle.plan([Part("exp", epsilon=0.5)])
+    plan = oracle.plan([Part("a", share=0.5), Part("b", share=0.5)])
+    plan.release(_histogram(), "a")
+    with pytest.raises(CapabilityError):
+        plan.release(_histogram(), "b")  # a second round: the queries are declared once
+    assert accountant.report().mu == pytest.approx(gdp_mu(1.0, 1e-6) * math.sqrt(0.5))
+
+
+def test_sparse_threshold_hides_a_bucket_only_one_item_ever_touched():
+    """Each of 4,000 buckets holds one item for the whole horizon: at most delta of them may ever show."""
+    horizon, delta, buckets = 32, 0.05, 4000
+    oracle, _ = _oracle(horizon=horizon, epsilon=2.0, delta=0.5)
+    query = SumQuery(
+        "ids",
+        10**12,
+        (Block("count", 1, 1.0, count=True),),
+        lambda chunk: (chunk[:, 0].astype(np.int64), np.ones((chunk.shape[0], 1))),
+        sparse=True,
+    )
+    oracle.plan([Part("sparse", share=1.0, delta=delta)]).release(query, "sparse")
+    shown = set()
+    for t in range(horizon):
+        rows = np.arange(buckets, dtype=float)[:, None] if t == 0 else None
+        oracle.update(rows, None)
+        shown |= set(oracle.releases()[0].ids.tolist())
+    assert len(shown) / buckets <= delta * 1.4
+
+
+def _blobs(rng, m, centers):
+    labels = rng.integers(0, len(centers), m)
+    return np.clip(centers[labels] + rng.normal(0, 0.05, (m, centers.shape[1])), -1, 1)
+
+
+CENTERS = np.array([[-0.6, -0.5], [0.5, 0.6], [0.6, -0.5]])
+
+
+def _model(**kw):
+    args = dict(n_clusters=3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), horizon=8, random_state=5)
+    args.update(kw)
+    return ContinualKMeans(**args)
+
+
+def test_continual_kmeans_tracks_the_data():
+    from privclust.metrics import nicv
+
+    rng = np.random.default_rng(0)
+    model = _model()
+    current = _blobs(rng, 10_000, CENTERS)
+    model.update(insert=current)
+    for _ in range(3):
+        new = _blobs(rng, 1000, CENTERS)
+        centers = model.update(insert=new, delete=current[:1000])
+        current = np.vstack([current[1000:], new])
+    assert model.step_ == 4 and model.centers_ is centers and centers.shape == (3, 2)
+    assert nicv(current, centers) <= 3.0 * nicv(current, CENTERS)
+    assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
+
+
+def test_resumed_stream_gives_the_outputs_of_an_uninterrupted_one(tmp_path):
+    rng = np.random.default_rng(1)
+    batches = [_blobs(rng, 2000, CENTERS) for _ in range(6)]
+    whole = _model()
+    expected = [whole.update(insert=b, delete=batches[i - 1][:500] if i else None) for i, b in enumerate(batches)]
+    first = _model()
+    for i, b in enumerate(batches[:3]):
+        first.update(insert=b, delete=batches[i - 1][:500] if i else None)
+    first.save(tmp_path / "state.npz")
+    resumed = ContinualKMeans.load(tmp_path / "state.npz", expect=_model())
+    assert resumed.step_ == 3
+    np.testing.assert_array_equal(resumed.centers_, expected[2])
+    for i in range(3, 6):
+        np.testing.assert_array_equal(resumed.update(insert=batches[i], delete=batches[i - 1][:500]), expected[i])
+    assert not list(tmp_path.glob(".*part"))  # the atomic write left no temporary file
+
+
+def test_state_file_from_another_configuration_or_damaged_is_refused(tmp_path):
+    model = _model()
+    model.update(insert=np.zeros((10, 2)))
+    path = tmp_path / "state.npz"
+    model.save(path)
+    with pytest.raises(ValueError, match="another configuration.*epsilon"):
+        ContinualKMeans.load(path, expect=_model(epsilon=0.5))
+    with pytest.raises(ValueError, match="another configuration.*horizon"):
+        ContinualKMeans.load(path, expect=_model(horizon=9))
+    data = dict(np.load(path))
+    data["q0_open"] = data["q0_open"] + 1.0
+    np.savez(tmp_path / "tampered.npz", **data)
+    with pytest.raises(ValueError, match="intact"):
+        ContinualKMeans.load(tmp_path / "tampered.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a state file")
+    with pytest.raises(ValueError, match="not a privclust"):
+        ContinualKMeans.load(tmp_path / "junk.npz")
+
+
+def test_updates_past_the_horizon_are_refused_and_change_nothing():
+    model = _model(horizon=2)
+    model.update(insert=np.zeros((5, 2)))
+    model.update(insert=np.ones((5, 2)))
+    before = [c.state() for c in model.oracle_.counters]
+    centers = model.centers_.copy()
+    with pytest.raises(HorizonError, match="horizon of 2 steps"):
+        model.update(insert=np.zeros((5, 2)))
+    assert model.step_ == 2
+    np.testing.assert_array_equal(model.centers_, centers)
+    for saved, counters in zip(before, model.oracle_.counters):
+        for name, value in counters.state().items():
+            np.testing.assert_array_equal(value, saved[name])
+
+
+def test_a_deletion_undoes_its_insertion_and_a_stray_deletion_corrupts_nothing():
+    rng = np.random.default_rng(2)
+    rows = _blobs(rng, 3000, CENTERS)
+    churn, quiet = _model(), _model()
+    churn.update(insert=rows[:100])
+    churn.update(delete=rows[:100])
+    quiet.update(insert=np.zeros((0, 2)))
+    quiet.update(insert=np.zeros((0, 2)))
+    for a, b in zip(churn.oracle_.releases(), quiet.oracle_.releases()):
+        for name in a.values:  # the same noise, and the item's contribution cancelled exactly
+            np.testing.assert_allclose(a[name], b[name], atol=1e-9)
+    stray = _model()
+    stray.update(insert=rows)
+    stray.update(delete=rows[:50] + 0.3)  # never inserted: accepted, not checked (caller's promise)
+    centers = stray.update(insert=rows[:10])
+    assert stray.step_ == 3 and np.all(np.isfinite(centers))
+
+
+def test_bad_input_is_refused_before_anything_changes():
+    model = _model()
+    model.update(insert=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        model.update(insert=np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="3 features"):
+        model.update(delete=np.zeros((2, 3)))
+    assert model.step_ == 1
+    with pytest.raises(ValueError, match="greedy"):
+        _model(algorithm="fastlloyd")
+    with pytest.raises(ValueError, match="delta > 0"):
+        _model(delta=0.0)
+
+
+def test_stream_command_publishes_every_step_and_resumes(tmp_path):
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    rng = np.random.default_rng(4)
+    rows = [(t, "insert", *x) for t in (1, 2, 3) for x in _blobs(rng, 400, CENTERS)]
+    rows += [(3, "delete", *rows[0][2:])]
+    pd.DataFrame(rows, columns=["step", "op", "x", "y"]).to_csv(tmp_path / "events.csv", index=False)
+    base = ["stream", str(tmp_path / "events.csv"), "-k", "3", "--horizon", "5", "--bounds=-1,1", "--seed", "2"]
+    runner = CliRunner()
+    result = runner.invoke(app, base + ["-o", str(tmp_path / "all.jsonl")])
+    assert result.exit_code == 0, result.output
+    published = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in published] == [1, 2, 3, 4, 5]
+    assert np.array(published[-1]["centers"]).shape == (3, 2)
+    state = ["--state", str(tmp_path / "state.npz")]
+    assert runner.invoke(app, base + state + ["--until", "2", "-o", str(tmp_path / "a.jsonl")]).exit_code == 0
+    assert runner.invoke(app, base + state + ["-o", str(tmp_path / "b.jsonl")]).exit_code == 0
+    resumed = [
+        json.loads(line) for name in ("a", "b") for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()
+    ]
+    assert resumed == published
+    refused = runner.invoke(app, base + state + ["-e", "0.5", "-o", str(tmp_path / "x.jsonl")])
+    assert refused.exit_code == 2 and "another configuration" in refused.output
+    assert not (tmp_path / "x.jsonl").exists()
