@@ -74,7 +74,7 @@ def test_privacy_leak_warnings_are_runtime_warnings_at_the_users_line():
     X = np.random.default_rng(1).uniform(-1, 1, (200, 2))
     cases = [
         (dict(bounds="data"), "NOT differentially private"),
-        (dict(bounds=(-1, 1), random_state=3), "seeds the noise"),
+        (dict(bounds=(-1, 1), random_state=3), "seeded random_state draws the noise"),
         (dict(bounds=(-1, 1), algorithm="lloyd"), "non-private baseline"),
     ]
     assert issubclass(PrivacyLeakWarning, RuntimeWarning)

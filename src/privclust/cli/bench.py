@@ -22,7 +22,7 @@ console = Console(stderr=True)
 def _experiments() -> None:
     """Benchmarks seed their noise to be repeatable (their timings use the secure default, see
     docs/benchmarks.md): the seeded-noise warning is for releases, and would flood every worker's output."""
-    warnings.filterwarnings("ignore", message="random_state=.* seeds the noise", category=PrivacyLeakWarning)
+    warnings.filterwarnings("ignore", message="a seeded random_state draws the noise", category=PrivacyLeakWarning)
 
 
 def _split(text: str, cast=str) -> list:

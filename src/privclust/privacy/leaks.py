@@ -36,7 +36,7 @@ def warn_if_seeded(random_state) -> None:
     (Mironov, CCS 2012)."""
     if random_state is not None:
         warn_leak(
-            f"random_state={random_state!r} seeds the noise from numpy's floating-point samplers: the run "
+            "a seeded random_state draws the noise from numpy's floating-point samplers: the run "
             "is reproducible, but its noise lacks the secure default's protection against floating-point "
             "attacks. Leave random_state=None for results you release."
         )
