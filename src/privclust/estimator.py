@@ -20,7 +20,7 @@ from ._validation import (
 )
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
-from .metrics import assign
+from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.leaks import warn_if_seeded, warn_leak
@@ -255,12 +255,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         # Squared distances of coordinates beyond ~1e150 overflow a double. Dividing by a
         # public scalar leaves every nearest center unchanged, so do that in the danger range.
         scale = self.domain_.extent
-        if 1e-150 < scale < 1e150:
-            labels, sq = assign(X, self.cluster_centers_)
-            return labels, float(sq.sum())
-        labels, sq = assign(X / scale, self.cluster_centers_ / scale)
+        if 1e-150 < scale < 1e150:  # chunk by chunk: int32 labels and no n-long array of distances
+            return labels_and_cost(X, self.cluster_centers_)
+        labels, cost = labels_and_cost(X / scale, self.cluster_centers_ / scale)
         with np.errstate(over="ignore"):
-            return labels, float(sq.sum()) * scale * scale
+            return labels, cost * scale * scale
 
     def _check_X(self, X) -> np.ndarray:
         check_is_fitted(self, "cluster_centers_")
