@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Callable
 
@@ -161,7 +162,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
         if self.max_iter is not None:
             check_int("max_iter", self.max_iter, 1, MAX_ITER, hint=" or None (each iteration is one noisy release)")
-        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd).
+        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd only
+        # after releasing its noisy count: a bad option found then would refuse a half-spent fit).
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) or not 0 < self.alpha < math.inf:
+            raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
         if self.postprocess is not None and self.postprocess not in POSTPROCESS:
             raise ValueError(f"postprocess must be one of {POSTPROCESS} or None, got {self.postprocess!r}")
         if self.radius_strategy not in RADIUS_STRATEGIES:

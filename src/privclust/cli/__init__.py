@@ -34,7 +34,7 @@ from rich.text import Text
 
 from .. import __version__, datasets
 from ..algorithms import ALGORITHMS
-from ..estimator import KMeans
+from ..estimator import NON_PRIVATE, KMeans
 from ..io import StagedFiles
 from ..metrics import nicv
 from ..privacy.budget import Budget, BudgetExceededError
@@ -633,6 +633,8 @@ def _centers_csv(centers: np.ndarray, names: list[str]) -> str:
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")
+    # The non-private baseline's cell sizes are exact counts of the rows (their sum is n): for the data holder.
+    exact_sizes = model.algorithm in NON_PRIVATE and hasattr(model, "cluster_sizes_")
     if chosen is not None:
         algorithm = f"auto: {chosen['chose']}"
     if as_json:
@@ -647,7 +649,11 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 "centers": model.cluster_centers_.tolist(),
                 "centers_file": str(output),
                 "iterations": model.n_iter_,
-                **({"cluster_sizes": model.cluster_sizes_.tolist()} if hasattr(model, "cluster_sizes_") else {}),
+                **(
+                    {"cluster_sizes": model.cluster_sizes_.tolist()}
+                    if hasattr(model, "cluster_sizes_") and not exact_sizes
+                    else {}
+                ),
                 "privacy_spent": spent.as_dict(),
                 "secure_noise": seed is None,
                 **({"ledger": _ledger_summary(ledger)} if ledger is not None else {}),
@@ -657,6 +663,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 "data": described,
                 "nicv": result.nicv,
                 **({"rows_clipped": model.n_rows_clipped_} if hasattr(model, "n_rows_clipped_") else {}),
+                **({"cluster_sizes": model.cluster_sizes_.tolist()} if exact_sizes else {}),
                 **({"plot_file": str(plot)} if plot is not None else {}),
                 **({"labels_file": str(labels)} if labels is not None else {}),
             },
@@ -688,7 +695,12 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
     if sizes is not None:
         empty = model.fit_info_.get("nearly_empty_centers", 0)
         console.print(
-            f"noisy cluster sizes (private): {', '.join(f'{s:,.0f}' for s in sizes)}"
+            (
+                "cluster sizes [dim](exact, for you only: not private)[/]"
+                if exact_sizes
+                else "noisy cluster sizes (private)"
+            )
+            + f": {', '.join(f'{s:,.0f}' for s in sizes)}"
             + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
             highlight=False,
         )
