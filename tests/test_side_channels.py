@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV
 
-from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, Subsampled, sample_and_aggregate
+from privclust import (
+    Budget,
+    BudgetExceededError,
+    KMeans,
+    PrivacyAccountant,
+    PrivacyLeakWarning,
+    Subsampled,
+    sample_and_aggregate,
+)
 from privclust.algorithms import onecluster as oc
 from privclust.elbow import elbow_curve
 
@@ -251,4 +259,24 @@ def test_huge_rows_in_a_ball_domain_raise_no_warning_and_stay_finite():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning here would depend on the private rows
         model = KMeans(2, bounds=0.5).fit(X)
+    assert np.all(np.isfinite(model.cluster_centers_))
+
+
+def test_a_training_row_far_outside_the_bounds_raises_no_warning():
+    import warnings
+
+    X = np.array([[1.7e308, -1.7e308], [0.5, 0.5], [0.2, 0.2]] * 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning here would say that such a row exists
+        model = KMeans(2, bounds=(0, 1)).fit(X)
+        model.predict(X), model.transform(X)
+    assert model.labels_.shape == (15,)
+
+
+def test_data_bounds_beyond_two_to_the_53_still_give_a_finite_domain():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        model = KMeans(3, bounds="data").fit(np.array([[9.00719925e15]]))
     assert np.all(np.isfinite(model.cluster_centers_))

@@ -259,10 +259,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         # Squared distances of coordinates beyond ~1e150 overflow a double. Dividing by a
         # public scalar leaves every nearest center unchanged, so do that in the danger range.
         scale = self.domain_.extent
-        if 1e-150 < scale < 1e150:  # chunk by chunk: int32 labels and no n-long array of distances
-            return labels_and_cost(X, self.cluster_centers_)
-        labels, cost = labels_and_cost(X / scale, self.cluster_centers_ / scale)
-        with np.errstate(over="ignore"):
+        # A training row far outside the bounds may overflow its distances: its label is then any
+        # center's, and no warning may say that such a row exists (the warning would depend on it).
+        with np.errstate(over="ignore", invalid="ignore"):
+            if 1e-150 < scale < 1e150:  # chunk by chunk: int32 labels and no n-long array of distances
+                return labels_and_cost(X, self.cluster_centers_)
+            labels, cost = labels_and_cost(X / scale, self.cluster_centers_ / scale)
             return labels, cost * scale * scale
 
     def _check_X(self, X) -> np.ndarray:
@@ -307,9 +309,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         # As in _assign: divide by a public scale where squared coordinates would overflow a double.
         scale = self.domain_.extent
         scale = 1.0 if 1e-150 < scale < 1e150 else scale
-        x, c = X / scale, self.cluster_centers_ / scale
-        sq = (x * x).sum(1)[:, None] - 2.0 * x @ c.T + (c * c).sum(1)[None, :]
-        return np.sqrt(np.maximum(sq, 0.0)) * scale
+        with np.errstate(over="ignore", invalid="ignore"):  # as in _assign: no warning about a row
+            x, c = X / scale, self.cluster_centers_ / scale
+            sq = (x * x).sum(1)[:, None] - 2.0 * x @ c.T + (c * c).sum(1)[None, :]
+            return np.sqrt(np.maximum(sq, 0.0)) * scale
 
     def score(self, X, y=None) -> float:
         """Minus the k-means cost of ``X`` under the released centers (scikit-learn convention)."""

@@ -232,7 +232,8 @@ def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Doma
         )
         lower, upper = np.min(data, axis=0).astype(float), np.max(data, axis=0).astype(float)
         flat = upper <= lower
-        upper[flat] = lower[flat] + 1.0
+        # a width of 1 is lost to rounding beyond 2^53: widen by a relative amount there
+        upper[flat] = lower[flat] + np.maximum(1.0, np.abs(lower[flat]) * 2.0**-40)
         return BoxDomain(lower, upper)
     if isinstance(bounds, dict) and "radius" in bounds:
         if set(bounds) != {"radius"}:

@@ -210,7 +210,8 @@ class RunningAnswers:
 
     def result(self) -> list:
         return [
-            self._merged(i) if t is not None else empty_answer(q) for i, (q, t) in enumerate(zip(self.queries, self.totals))
+            self._merged(i) if t is not None else empty_answer(q)
+            for i, (q, t) in enumerate(zip(self.queries, self.totals))
         ]
 
 
