@@ -36,8 +36,9 @@ class Domain:
         """Which rows lie outside the declared domain (and are clipped to it)."""
         raise NotImplementedError
 
-    def count_outside(self, rows, chunk: int = 1 << 20) -> int:
-        """How many rows lie outside the domain, chunk by chunk (a memory map is never loaded whole)."""
+    def count_outside(self, rows, chunk_bytes: int = 4 << 20) -> int:
+        """How many rows lie outside the domain, ~4 MiB at a time (a memory map is never loaded whole)."""
+        chunk = max(1, chunk_bytes // (8 * max(1, self.n_features)))
         return int(
             sum(
                 np.count_nonzero(self.outside(np.asarray(rows[s : s + chunk], dtype=np.float64)))
