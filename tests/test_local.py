@@ -126,6 +126,19 @@ def test_reports_are_refused_unless_they_were_made_for_the_protocol():
         decode_reports(protocol, b"not reports at all")
 
 
+@pytest.mark.parametrize("field, value", [("y", 2**31), ("hash", 65535)])
+def test_a_forged_report_with_a_field_out_of_range_is_refused(field, value):
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=1.0, users=1000, seed=1)
+    records = decode_reports(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(np.zeros((400, 2))))
+    forged = records.copy()
+    forged[field][0] = value
+    aggregator = Aggregator(protocol)
+    aggregator.add(records)  # the honest batch is tallied
+    with pytest.raises(ValueError, match="out of range"):
+        aggregator.add(forged)
+    assert aggregator.received == 400  # the refused batch left the tallies as they were
+
+
 def test_the_aggregator_takes_reports_in_any_order_and_batches():
     X, _ = blobs(20_000)
     protocol = Protocol(n_clusters=4, n_features=2, bounds=[-1, 1], epsilon=2.0, users=len(X), seed=2)

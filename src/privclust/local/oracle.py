@@ -147,8 +147,24 @@ class LocalQuery:
     def _table_size(self) -> int:
         return self.buckets.hash_functions * self.buckets.g if self._hashed else self.none + 1
 
+    def _check(self, reports: np.ndarray) -> None:
+        """Refuse reports no honest device of this round could send (a cell beyond the oracle's table, a
+        coordinate beyond the vector, a bit other than -1 or +1): they would land in another cell."""
+        if not reports.size:
+            return
+        bad = reports["y"] >= (self.buckets.g if self._hashed else self.none + 1)
+        if self._hashed:
+            bad |= reports["hash"] >= self.buckets.hash_functions
+        if self.values is not None:
+            bad |= (reports["coord"] >= self.values.width) | ~np.isin(reports["bit"], (-1, 1))
+        if np.any(bad):
+            raise ValueError(
+                "a report has a field out of range for this protocol (a damaged or forged report): the batch is refused"
+            )
+
     def tally(self, reports: np.ndarray) -> "Tally":
         """The additive summary the server keeps of this query's reports."""
+        self._check(reports)
         cells = self._cells(reports)
         size = self._table_size()
         counts = np.bincount(cells, minlength=size).astype(np.float64)
