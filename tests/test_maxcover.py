@@ -148,6 +148,12 @@ def fitted_histogram():
     return _fits("histogram")
 
 
+def test_the_default_cover_is_the_histogram_cover():
+    X = np.random.default_rng(0).uniform(-1, 1, (1000, 3))
+    model = KMeans(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="maxcover", random_state=0, public_n=1000)
+    assert model.fit(X).fit_info_["cover"] == "histogram"
+
+
 def test_histogram_cover_spends_what_its_plan_claims(fitted_histogram):
     model = fitted_histogram[0][0]
     steps = model.privacy_spent_.steps
@@ -159,14 +165,14 @@ def test_histogram_cover_spends_what_its_plan_claims(fitted_histogram):
     rest = 2.0 * (1 - 0.05)
     assert by["rows"].epsilon == pytest.approx(0.1)
     assert (by["max cover: proxy counts"].epsilon, by["max cover: NoisyAVG per cluster"].epsilon) == pytest.approx(
-        (0.1 * rest, 0.25 * rest)
+        (0.05 * rest, 0.5 * rest)
     )
-    # one Gaussian pool for the cover's levels and the final round, shared 0.4 : 0.25 (shares of mu^2), converted
+    # one Gaussian pool for the cover's levels and the final round, shared 0.2 : 0.25 (shares of mu^2), converted
     # at the delta left after the partition selection (1/3) and NoisyAVG (1/3)
-    mu = gdp_mu(0.65 * rest, 1e-6 / 3)
-    assert sum(s.mu**2 for s in levels) == pytest.approx(mu**2 * 0.4 / 0.65)
+    mu = gdp_mu(0.45 * rest, 1e-6 / 3)
+    assert sum(s.mu**2 for s in levels) == pytest.approx(mu**2 * 0.2 / 0.45)
     lloyd = [s for s in steps if s.label.startswith("iteration")]
-    assert sum(s.mu**2 for s in lloyd) == pytest.approx(mu**2 * 0.25 / 0.65)
+    assert sum(s.mu**2 for s in lloyd) == pytest.approx(mu**2 * 0.25 / 0.45)
     assert sum(s.delta for s in selection) == pytest.approx(1e-6 / 3)
     assert model.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-6)
     assert model.privacy_spent_.delta == pytest.approx(1e-6)

@@ -105,13 +105,18 @@ __all__ = [
 ]
 
 SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
-DEFAULT_SPLIT = {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25}
+# Per cover: the seed's split for the exponential cover; for the histogram cover, the split measured best on the
+# 64-Gaussian mixture (docs/benchmarks.md): its cover needs less budget, and NoisyAVG is what limits the cost.
+DEFAULT_SPLITS = {
+    "exponential": {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25},
+    "histogram": {"cover": 0.2, "proxy": 0.05, "average": 0.5, "lloyd": 0.25},
+}
 MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
 MAX_CANDIDATES = 200_000
 MAX_COVER_BYTES = 4 * 2**30  # refuse covers whose per-level keys would not fit in a few GiB
 OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd", "cover")
 COVERS = ("histogram", "exponential")
-DEFAULT_COVER = "exponential"
+DEFAULT_COVER = "histogram"  # measured: docs/benchmarks.md, "Max cover: the histogram cover"
 MAX_LOG_CELLS = math.log(2.0**62)  # a histogram level with more cells than this cannot be indexed: it is skipped
 COVER, PROXY, AVERAGE = (
     "max cover: greedy grid cover (Lemma 17)",
@@ -170,8 +175,14 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
     ctx.oracle.require(NEEDS, "maxcover")
     options = algorithm_params(ctx, "maxcover", OPTIONS)
+    cover = DEFAULT_COVER if options["cover"] is None else options["cover"]
+    if cover not in COVERS:
+        raise ValueError(f"cover must be one of {COVERS}, got {cover!r}")
     given = options["budget_split"]
-    split = dict(DEFAULT_SPLIT) if given is None else check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
+    if given is None:
+        split = dict(DEFAULT_SPLITS[cover])
+    else:
+        split = check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
     growth = 2.0 if options["growth"] is None else options["growth"]
     growth = check_number(
         "growth", growth, 1.0, 16.0, open_low=True, hint=" (the ratio between consecutive grid sides)"
@@ -188,9 +199,6 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
     if per_level is not None:
         per_level = check_int("candidates_per_level", per_level)
     final = options["final_lloyd"] if options["final_lloyd"] is not None else True
-    cover = DEFAULT_COVER if options["cover"] is None else options["cover"]
-    if cover not in COVERS:
-        raise ValueError(f"cover must be one of {COVERS}, got {cover!r}")
     if split["lloyd"] > 0 and not final:
         raise ValueError("budget_split gives the final Lloyd round a share but final_lloyd is False")
     if final and split["lloyd"] == 0:
