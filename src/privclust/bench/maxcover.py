@@ -4,8 +4,9 @@ Two data sets, as in the seed: a mixture of 64 Gaussians in R^100
 (n = 50,000; generated here, see :func:`gaussian_mixture`) and MNIST's
 60,000 x 784 training images (pixels / 255, bounds [0, 1]; read from an
 ``.npz`` file because the package bundles only the 10k test set).  Methods:
-maxcover, fastlloyd, diffprivlib (its own environment, if installed) and
-non-private Lloyd (scikit-learn, k-means++).  epsilon = 1, delta = n^-1.5,
+maxcover (its default cover), maxcover-hist and maxcover-exp (the histogram and
+the seed's exponential cover by name), fastlloyd, diffprivlib (its own
+environment, if installed) and non-private Lloyd (scikit-learn, k-means++).  epsilon = 1, delta = n^-1.5,
 the row count public, seeded noise; cost = mean squared distance to the
 nearest center.  Each run also records its wall time and peak resident
 memory growth.
