@@ -7,11 +7,12 @@ import pytest
 from scipy import stats
 
 from privclust import KMeans
-from privclust.algorithms.maxcover import greedy_grid_cover, grid_sides
+from privclust.algorithms.maxcover import greedy_cover_of_counts, greedy_grid_cover, grid_sides
 from privclust.geometry.grid import dense_ids
 from privclust.geometry.projection import BallProjection, default_projection_dim
 from privclust.privacy import NoisyAverage, PrivacyAccountant, sample_exponential
 from privclust.privacy.budget import Budget
+from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import SecureNoise, SeededNoise
 
 
@@ -111,17 +112,89 @@ def test_greedy_cover_is_uniform_over_the_grid_when_the_budget_is_tiny():
     assert np.all(np.abs(chosen) <= 1.0 + 0.01)
 
 
-@pytest.fixture(scope="module")
-def fitted():
+def test_greedy_cover_of_counts_takes_the_heaviest_corner_first_and_stops_when_all_is_covered():
+    # 1-d: cells 0..3, grid point g is a corner of cells g - 1 and g
+    cells = np.array([[0], [1], [3]])
+    counts = np.array([5.0, 7.0, 2.0])
+    picks = greedy_cover_of_counts(cells, counts, np.array([5]), 10)
+    assert picks[0, 0] == 1  # covers cells 0 and 1: 12
+    assert picks[1, 0] in (3, 4)  # then cell 3 (either of its corners)
+    assert picks.shape == (2, 1)  # nothing is left to cover
+    assert greedy_cover_of_counts(np.zeros((0, 3), np.int64), np.zeros(0), np.array([4, 4, 4]), 5).shape == (0, 3)
+
+
+def _fits(cover):
     """Three seeded fits on four tight clusters in R^8."""
     rng = np.random.default_rng(5)
     centers = rng.uniform(-0.6, 0.6, (4, 8))
     X = np.clip(centers[rng.integers(0, 4, 4000)] + rng.normal(0, 0.03, (4000, 8)), -1, 1)
+    params = {"cover": cover}
     models = [
-        KMeans(4, epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="maxcover", random_state=seed).fit(X)
+        KMeans(
+            4, epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="maxcover", random_state=seed, algorithm_params=params
+        ).fit(X)
         for seed in range(3)
     ]
     return models, X, centers
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return _fits("exponential")
+
+
+@pytest.fixture(scope="module")
+def fitted_histogram():
+    return _fits("histogram")
+
+
+def test_the_default_cover_is_the_histogram_cover():
+    X = np.random.default_rng(0).uniform(-1, 1, (1000, 3))
+    model = KMeans(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="maxcover", random_state=0, public_n=1000)
+    assert model.fit(X).fit_info_["cover"] == "histogram"
+
+
+def test_histogram_cover_spends_what_its_plan_claims(fitted_histogram):
+    model = fitted_histogram[0][0]
+    steps = model.privacy_spent_.steps
+    levels = [s for s in steps if s.label.startswith("max cover: histogram of level") and s.label.endswith("/count")]
+    selection = [s for s in steps if s.label.endswith("/threshold")]
+    assert len(levels) == len(selection) == model.fit_info_["levels"] > 0
+    assert not any("Lemma 17" in s.label for s in steps)
+    by = {s.label.split("/")[0]: s for s in steps}
+    rest = 2.0 * (1 - 0.05)
+    assert by["rows"].epsilon == pytest.approx(0.1)
+    assert (by["max cover: proxy counts"].epsilon, by["max cover: NoisyAVG per cluster"].epsilon) == pytest.approx(
+        (0.05 * rest, 0.5 * rest)
+    )
+    # one Gaussian pool for the cover's levels and the final round, shared 0.2 : 0.25 (shares of mu^2), converted
+    # at the delta left after the partition selection (1/3) and NoisyAVG (1/3)
+    mu = gdp_mu(0.45 * rest, 1e-6 / 3)
+    assert sum(s.mu**2 for s in levels) == pytest.approx(mu**2 * 0.2 / 0.45)
+    lloyd = [s for s in steps if s.label.startswith("iteration")]
+    assert sum(s.mu**2 for s in lloyd) == pytest.approx(mu**2 * 0.25 / 0.45)
+    assert sum(s.delta for s in selection) == pytest.approx(1e-6 / 3)
+    assert model.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert model.privacy_spent_.delta == pytest.approx(1e-6)
+
+
+def test_histogram_cover_without_final_round_keeps_the_pool_for_its_levels():
+    X = np.random.default_rng(0).uniform(-1, 1, (2000, 3))
+    split = {"cover": 0.5, "proxy": 0.2, "average": 0.3}
+    params = {"cover": "histogram", "final_lloyd": False, "budget_split": split}
+    model = KMeans(
+        3,
+        epsilon=1.0,
+        delta=1e-6,
+        bounds=(-1, 1),
+        algorithm="maxcover",
+        algorithm_params=params,
+        random_state=0,
+        public_n=2000,
+    ).fit(X)
+    assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert model.privacy_spent_.delta == pytest.approx(1e-6)
+    assert model.cluster_centers_.shape == (3, 3)
 
 
 def test_maxcover_accounting_is_theorem_16(fitted):
@@ -143,8 +216,9 @@ def test_maxcover_accounting_is_theorem_16(fitted):
     assert model.privacy_spent_.delta == pytest.approx(1e-6)
 
 
-def test_maxcover_finds_well_separated_clusters(fitted):
-    models, X, centers = fitted
+@pytest.mark.parametrize("which", ["fitted", "fitted_histogram"])
+def test_maxcover_finds_well_separated_clusters(which, request):
+    models, X, centers = request.getfixturevalue(which)
     errors = []
     for model in models:
         assert model.cluster_centers_.shape == (4, 8) and np.all(np.isfinite(model.cluster_centers_))
@@ -166,6 +240,8 @@ def test_maxcover_finds_well_separated_clusters(fitted):
         ({"candidates_per_level": 10**6}, "candidates"),
         ({"nonsense": 1}, "unknown maxcover parameters"),
         ({"final_lloyd": False}, "final_lloyd is False"),
+        ({"cover": "argmax"}, "cover must be one of"),
+        ({"cover": "histogram", "budget_split": {"cover": 0.0, "proxy": 0.5, "average": 0.5}}, "must be positive"),
     ],
 )
 def test_bad_parameters_are_refused_before_any_data_is_read(params, message):

@@ -41,6 +41,35 @@ Gaussian release of mu-GDP, converted at its share of delta.  A noisy row
 count (Laplace, ``count_fraction`` of epsilon) sizes d' and the levels unless
 ``public_n`` is given.  Basic composition of the parts gives the total that
 ``privacy_spent_`` reports, itemised.
+
+**The histogram cover** (``algorithm_params={"cover": "histogram"}``; the
+seed's draws above are ``cover="exponential"``).  Instead of k' sequential
+exponential-mechanism draws per level, each level releases one noisy sparse
+histogram and the greedy max cover runs on the released counts.  Level i's
+query: each row *not covered at a finer level* adds 1 to the count of the one
+cell of the level's shifted grid that contains its projection, and to nothing
+else; so the query's l2 (and l1) sensitivity is 1, whatever d'.  The rows
+covered at finer levels are named by the grid points chosen from the finer
+levels' *released* histograms, so each query is fixed by earlier releases
+(adaptive composition; a row's contribution still touches at most one cell).
+The histogram is sparse (the grid has up to 2^62 cells; finer levels, which
+could not be indexed, are skipped -- a public choice from n and d'): the
+oracle adds Gaussian noise to the non-empty cells and keeps a cell only when
+its noisy count clears the partition-selection threshold that a cell holding
+one row clears with probability delta_i (``queries.central.sparse_threshold``,
+as the greedy's histogram levels); the threshold costs delta_i.  The L levels
+each draw 1/L of the plan's pooled part COVER: mu_i = mu_cover / sqrt(L),
+delta_i = delta_cover / L, so together they are mu_cover-GDP plus delta_cover,
+exactly (GDP composition).  Everything after is post-processing: a grid point's
+score is the released count of the not-yet-covered cells it is a corner of (the
+same set system as the exponential cover: a point covers the 2^{d'} corners
+of its cell), the greedy takes the best up to k' times per level and stops
+early when every kept cell is covered (no uniform draws into empty space); if
+fewer than k points are chosen, public uniform points pad the candidates.
+The plan: the cover and the final Lloyd round share one Gaussian pool (the
+budget left after the explicit parts: proxy, NoisyAVG, row count) in the
+ratio of their ``budget_split`` shares; delta is split in thirds: the
+partition selection, NoisyAVG, and the pool's (epsilon, delta) conversion.
 """
 
 from __future__ import annotations
@@ -52,28 +81,49 @@ import numpy as np
 
 from .._validation import check_int, check_number, check_shares
 from ..geometry.grid import dense_ids
+from ..geometry.nets import Level
 from ..geometry.projection import BallProjection, default_projection_dim
 from ..privacy.mechanisms import ExponentialCandidates, NoisyAverage
 from ..privacy.noise import NoiseSource
-from ..queries.base import Block
+from ..queries.base import Block, SumQuery
 from ..queries.plan import ADAPTIVE, EXACT, LAPLACE, Part
 from ..queries.voronoi import count_values, projected_cells_query
 from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register, weighted_kmeans
 from .lloyd import LLOYD_PART, fastlloyd_eta, fastlloyd_step, run_lloyd
 
-__all__ = ["MaxCoverPlan", "greedy_grid_cover", "grid_sides", "level_grid_size", "maxcover"]
+__all__ = [
+    "MaxCoverPlan",
+    "CoverLevel",
+    "corner_keys",
+    "corner_offsets",
+    "greedy_cover_of_counts",
+    "greedy_grid_cover",
+    "grid_sides",
+    "histogram_grid_cover",
+    "level_grid_size",
+    "maxcover",
+]
 
 SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
-DEFAULT_SPLIT = {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25}
+# Per cover: the seed's split for the exponential cover; for the histogram cover, the split measured best on the
+# 64-Gaussian mixture (docs/benchmarks.md): its cover needs less budget, and NoisyAVG is what limits the cost.
+DEFAULT_SPLITS = {
+    "exponential": {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25},
+    "histogram": {"cover": 0.2, "proxy": 0.05, "average": 0.5, "lloyd": 0.25},
+}
 MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
 MAX_CANDIDATES = 200_000
 MAX_COVER_BYTES = 4 * 2**30  # refuse covers whose per-level keys would not fit in a few GiB
-OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd")
+OPTIONS = ("projection_dim", "budget_split", "growth", "candidates_per_level", "final_lloyd", "cover")
+COVERS = ("histogram", "exponential")
+DEFAULT_COVER = "histogram"  # measured: docs/benchmarks.md, "Max cover: the histogram cover"
+MAX_LOG_CELLS = math.log(2.0**62)  # a histogram level with more cells than this cannot be indexed: it is skipped
 COVER, PROXY, AVERAGE = (
     "max cover: greedy grid cover (Lemma 17)",
     "max cover: proxy counts",
     "max cover: NoisyAVG per cluster",
 )
+COVER_LEVEL = "max cover: histogram of level {}"
 
 
 @dataclass(frozen=True)
@@ -81,8 +131,8 @@ class MaxCoverPlan:
     """The public plan: every parameter and every share of the budget, fixed before data are read."""
 
     eps_count: float | None
-    eps_cover: float  # the cover's total, e * eps_E * ln(1/delta_E) / 2
-    delta_cover: float
+    eps_cover: float  # exponential: the cover's total, e * eps_E * ln(1/delta_E) / 2; histogram: its pool share
+    delta_cover: float  # exponential: Lemma 17's delta; histogram: the partition-selection delta of all levels
     eps_proxy: float
     eps_average: float
     delta_average: float
@@ -90,6 +140,8 @@ class MaxCoverPlan:
     growth: float
     candidates_per_level: int | None
     projection_dim: int | None
+    cover: str = DEFAULT_COVER
+    lloyd_share: float = 1.0  # the final round's share of the pool beside the histogram cover's ``eps_cover``
 
     @property
     def eps_draw(self) -> float:
@@ -97,15 +149,20 @@ class MaxCoverPlan:
         return 2.0 * self.eps_cover / (math.e * math.log(1.0 / self.delta_cover))
 
     def parts(self) -> list[Part]:
-        """The plan's parts: explicit (epsilon, delta) for the cover, the proxy counts (Laplace), NoisyAVG and
-        the row count (Laplace); the final Lloyd round, if any, is the pool: the rest of the budget."""
+        """The plan's parts: explicit (epsilon, delta) for the exponential cover, the proxy counts (Laplace),
+        NoisyAVG and the row count (Laplace); the rest of the budget is one Gaussian pool, shared by the
+        histogram cover (with its partition-selection delta) and the final Lloyd round, in the split's ratio."""
+        if self.cover == "histogram":
+            cover = Part(COVER, share=self.eps_cover, delta=self.delta_cover)
+        else:
+            cover = Part(COVER, epsilon=self.eps_cover, delta=self.delta_cover)
         out = [
-            Part(COVER, epsilon=self.eps_cover, delta=self.delta_cover),
+            cover,
             Part(PROXY, epsilon=self.eps_proxy),
             Part(AVERAGE, epsilon=self.eps_average, delta=self.delta_average),
         ]
         if self.final_lloyd:
-            out.append(Part(LLOYD_PART, share=1.0))
+            out.append(Part(LLOYD_PART, share=self.lloyd_share if self.cover == "histogram" else 1.0))
         if self.eps_count is not None:
             out.append(Part(ROW_COUNT_PART, epsilon=self.eps_count))
         return out
@@ -118,8 +175,14 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
     ctx.oracle.require(NEEDS, "maxcover")
     options = algorithm_params(ctx, "maxcover", OPTIONS)
+    cover = DEFAULT_COVER if options["cover"] is None else options["cover"]
+    if cover not in COVERS:
+        raise ValueError(f"cover must be one of {COVERS}, got {cover!r}")
     given = options["budget_split"]
-    split = dict(DEFAULT_SPLIT) if given is None else check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
+    if given is None:
+        split = dict(DEFAULT_SPLITS[cover])
+    else:
+        split = check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
     growth = 2.0 if options["growth"] is None else options["growth"]
     growth = check_number(
         "growth", growth, 1.0, 16.0, open_low=True, hint=" (the ratio between consecutive grid sides)"
@@ -146,11 +209,15 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
         raise ValueError("maxcover needs delta > 0 (its cover and NoisyAVG are (epsilon, delta)-DP)")
     eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
     rest = eps - (eps_count or 0.0)
-    n_parts = 3 if final else 2
+    # delta thirds: the cover (Lemma 17, or partition selection), NoisyAVG, and the Gaussian pool's conversion
+    # (the final round; the histogram cover's releases are Gaussian too, so it needs the pool even without it).
+    n_parts = 3 if final or cover == "histogram" else 2
     part_delta = delta / n_parts
+    if cover == "histogram" and split["cover"] <= 0:
+        raise ValueError("the histogram cover needs a positive budget_split['cover']")
     result = MaxCoverPlan(
         eps_count=eps_count,
-        eps_cover=split["cover"] * rest,
+        eps_cover=split["cover"] if cover == "histogram" else split["cover"] * rest,
         delta_cover=part_delta,
         eps_proxy=split["proxy"] * rest,
         eps_average=split["average"] * rest,
@@ -159,6 +226,8 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
         growth=growth,
         candidates_per_level=None if per_level is None else int(per_level),
         projection_dim=None if dim is None else int(dim),
+        cover=cover,
+        lloyd_share=split["lloyd"],
     )
     # The levels grow with log n; whatever n is, there is at least the levels of n = 1, so a
     # request over the limit even then is refused here, before the row count reads any data.
@@ -202,7 +271,7 @@ def greedy_grid_cover(
     implicit part of the universe and are drawn uniformly when chosen.
     """
     n, dim = points.shape
-    corners = np.array(np.meshgrid(*[[0, 1]] * dim, indexing="ij")).reshape(dim, -1).T  # (2^d', d')
+    corners = corner_offsets(dim)
     alive = np.ones(n, dtype=bool)
     chosen = []
     for level, side in enumerate(sides):
@@ -215,14 +284,8 @@ def greedy_grid_cover(
                 chosen.append(shift + side * (_uniform_uncovering(radix, np.empty((0, dim), np.int64), noise) + low))
             continue
         cells = np.floor((points[rows] - shift) / side).astype(np.int64) - low
-        cover_index = (cells[:, None, :] + corners[None, :, :]).reshape(-1, dim)
-        key_of = dense_ids(cover_index, radix).reshape(rows.size, -1)  # (rows, 2^d') grid-point ids
-        n_keys = int(key_of.max()) + 1 if key_of.size else 0
-        counts = np.bincount(key_of.ravel(), minlength=n_keys)
-        key_index = np.empty((n_keys, dim), dtype=np.int64)
-        key_index[key_of.ravel()] = cover_index
-        order = np.argsort(key_of.ravel(), kind="stable")
-        starts = np.searchsorted(key_of.ravel()[order], np.arange(n_keys + 1))
+        key_of, key_index, order, starts = corner_keys(cells, corners, radix)
+        counts = np.bincount(key_of.ravel(), minlength=key_index.shape[0])
         local_alive = np.ones(rows.size, dtype=bool)
         draws = None  # the scores change only when a pick covers points: group them once per change
         for _ in range(picks_per_level):
@@ -248,6 +311,120 @@ def greedy_grid_cover(
         if callback is not None:
             callback(level + 1, len(sides))
     return np.array(chosen)
+
+
+def corner_offsets(dim: int) -> np.ndarray:
+    """The 2^d' corners of the unit cube, shape (2^d', d'): a cell's corner grid points are cell + corner."""
+    return np.array(np.meshgrid(*[[0, 1]] * dim, indexing="ij")).reshape(dim, -1).T
+
+
+def corner_keys(cells: np.ndarray, corners: np.ndarray, radix: np.ndarray):
+    """The cover's set system on the given cells (non-negative indices): every cell's corner grid points.
+
+    Returns ``key_of`` (cells, 2^d') dense grid-point keys, ``key_index`` (keys, d') each key's grid index,
+    and ``order``, ``starts``: the flat (cell, corner) entries sorted by key, and where each key's run starts
+    (so ``order[starts[key]:starts[key + 1]] // 2^d'`` are the cells that ``key`` covers)."""
+    dim = cells.shape[1]
+    cover_index = (cells[:, None, :] + corners[None, :, :]).reshape(-1, dim)
+    key_of = dense_ids(cover_index, radix).reshape(cells.shape[0], -1)
+    n_keys = int(key_of.max()) + 1 if key_of.size else 0
+    key_index = np.empty((n_keys, dim), dtype=np.int64)
+    key_index[key_of.ravel()] = cover_index
+    order = np.argsort(key_of.ravel(), kind="stable")
+    starts = np.searchsorted(key_of.ravel()[order], np.arange(n_keys + 1))
+    return key_of, key_index, order, starts
+
+
+def greedy_cover_of_counts(cells: np.ndarray, counts: np.ndarray, radix: np.ndarray, picks: int) -> np.ndarray:
+    """The greedy max cover of released cell counts (post-processing): up to ``picks`` grid indices, each the
+    grid point whose not-yet-covered cells (the 2^d' cells it is a corner of) hold the most released count.
+
+    ``cells`` (non-negative indices) are the kept cells of one level and ``counts`` their noisy counts (all
+    positive: they cleared the partition-selection threshold).  Stops early when every cell is covered."""
+    if cells.shape[0] == 0:
+        return np.zeros((0, cells.shape[1]), dtype=np.int64)
+    key_of, key_index, order, starts = corner_keys(cells, corner_offsets(cells.shape[1]), radix)
+    width = key_of.shape[1]
+    scores = np.bincount(key_of.ravel(), weights=np.repeat(counts, width), minlength=key_index.shape[0])
+    alive = np.ones(cells.shape[0], dtype=bool)
+    chosen = []
+    for _ in range(picks):
+        key = int(np.argmax(scores))
+        if not alive.any() or scores[key] <= 0.0:
+            break
+        members = order[starts[key] : starts[key + 1]] // width
+        members = members[alive[members]]
+        alive[members] = False
+        np.subtract.at(scores, key_of[members].ravel(), np.repeat(counts[members], width))
+        chosen.append(key_index[key])
+    return np.array(chosen, dtype=np.int64).reshape(-1, cells.shape[1])
+
+
+@dataclass(frozen=True)
+class CoverLevel:
+    """One level of the histogram cover: a public shifted grid of side ``side``, its cells indexed like the
+    balls of a net level (``geometry.nets.Level``, mixed-radix ids over the index box)."""
+
+    grid: Level
+
+    @classmethod
+    def draw(cls, index: int, side: float, dim: int, rng: np.random.Generator) -> "CoverLevel":
+        shift = rng.uniform(0.0, side, size=dim)  # public random offset, as in the exponential cover
+        low, radix = _grid_range(side, shift)
+        return cls(Level(index, side, shift, low, low + radix - 1, stride=1))
+
+    @property
+    def indexable(self) -> bool:
+        return self.grid.log_size < MAX_LOG_CELLS
+
+    def cells(self, points: np.ndarray) -> np.ndarray:
+        """Each point's cell (absolute grid index of its lowest corner)."""
+        return np.floor((points - self.grid.shift) / self.grid.radius).astype(np.int64)
+
+    def covered_ids(self, picks: np.ndarray) -> np.ndarray:
+        """Ids of the cells that the grid points ``picks`` (absolute indices) are a corner of."""
+        dim = self.grid.dim
+        cells = (picks[:, None, :] - corner_offsets(dim)[None, :, :]).reshape(-1, dim)
+        inside = np.all((cells >= self.grid.low) & (cells <= self.grid.high), axis=1)
+        return np.unique(self.grid.encode(cells[inside]))
+
+
+def cover_query(level: CoverLevel, project, covered: list[tuple[CoverLevel, np.ndarray]]) -> SumQuery:
+    """Level ``level``'s sparse histogram: each row not covered at a finer level adds 1 to the count of its
+    cell (and to nothing else).  ``covered``: the finer levels and the ids of the cells their picks cover --
+    public, released before this query is asked, so the query is fixed by earlier releases (adaptive)."""
+
+    def contribution(chunk):
+        points = project(chunk)
+        ids = level.grid.encode(level.cells(points))
+        free = np.ones(points.shape[0], dtype=bool)
+        for finer, taken in covered:
+            free &= ~np.isin(finer.grid.encode(finer.cells(points)), taken)
+        return np.where(free, ids, -1), np.ones((points.shape[0], 1))
+
+    size = int(np.prod(level.grid.radix.astype(float)))
+    return SumQuery(
+        COVER_LEVEL.format(level.grid.index), size, (Block("count", 1, 1.0, count=True),), contribution, sparse=True
+    )
+
+
+def histogram_grid_cover(plan, levels: list[CoverLevel], project, picks_per_level: int, callback=None) -> np.ndarray:
+    """The histogram cover: per level (finest first) one noisy sparse histogram of the not-yet-covered rows'
+    cells, each drawing 1/len(levels) of the plan's COVER part, then :func:`greedy_cover_of_counts` on it.
+    Returns the chosen grid points (absolute coordinates), shape (picks, d')."""
+    covered, chosen = [], []
+    for number, level in enumerate(levels):
+        released = plan.release(cover_query(level, project, covered), COVER, 1.0 / len(levels))
+        cells = level.grid.decode(released.ids) - level.grid.low
+        picks = greedy_cover_of_counts(cells, released["count"][:, 0], level.grid.radix, picks_per_level)
+        picks = picks + level.grid.low
+        if picks.shape[0]:
+            covered.append((level, level.covered_ids(picks)))
+            chosen.append(level.grid.centers(picks))
+        if callback is not None:
+            callback(number + 1, len(levels))
+    dim = levels[0].grid.dim if levels else 1
+    return np.vstack(chosen) if chosen else np.zeros((0, dim))
 
 
 def _grid_range(side: float, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -310,12 +487,24 @@ def maxcover(ctx: FitContext) -> FitResult:
     rng = ctx.randomness.geometry()
     project = BallProjection.draw(d, dim, rng)
 
-    candidates = budget.run_exact(
-        [COVER],
-        lambda rows: greedy_grid_cover(
-            rows.map_rows(project), sides, per_level, spec.eps_draw, rows.noise, rng, ctx.callback
-        ),
-    )
+    info = {"cover": spec.cover, "projection_dim": dim}
+    if spec.cover == "histogram":
+        levels = [CoverLevel.draw(i, side, dim, rng) for i, side in enumerate(sides)]
+        levels = [level for level in levels if level.indexable]  # public: depends on n and d' only
+        candidates = histogram_grid_cover(budget, levels, project, per_level, ctx.callback)
+        info.update(levels=len(levels), cover_points=int(candidates.shape[0]))
+        if candidates.shape[0] < k:  # too little released mass: pad with public uniform points (weight 0)
+            pad = rng.normal(size=(k - candidates.shape[0], dim))
+            pad *= (rng.uniform(size=(pad.shape[0], 1)) ** (1.0 / dim)) / np.linalg.norm(pad, axis=1, keepdims=True)
+            candidates = np.vstack([candidates, pad])
+    else:
+        candidates = budget.run_exact(
+            [COVER],
+            lambda rows: greedy_grid_cover(
+                rows.map_rows(project), sides, per_level, spec.eps_draw, rows.noise, rng, ctx.callback
+            ),
+        )
+        info.update(levels=len(sides), eps_draw=spec.eps_draw)
     proxy = projected_cells_query(PROXY, project, candidates, [Block("count", 1, 1.0, norm="l1")], count_values)
     counts = budget.release(proxy, PROXY)["count"][:, 0]
     # Post-processing: a candidate whose noisy count is within the largest noise expected among
@@ -335,12 +524,7 @@ def maxcover(ctx: FitContext) -> FitResult:
         return average.apply(sums[:, :d], sums[:, d], -np.ones(d), np.ones(d), rows.noise)
 
     centers = np.clip(budget.run_exact([AVERAGE], noisy_averages), -1.0, 1.0)
-    info = {
-        "projection_dim": dim,
-        "levels": len(sides),
-        "candidates": int(candidates.shape[0]),
-        "eps_draw": spec.eps_draw,
-    }
+    info["candidates"] = int(candidates.shape[0])
     n_iter = 0
     if spec.final_lloyd:
         centers, n_iter, info["sizes"] = run_lloyd(

@@ -4,8 +4,9 @@ Two data sets, as in the seed: a mixture of 64 Gaussians in R^100
 (n = 50,000; generated here, see :func:`gaussian_mixture`) and MNIST's
 60,000 x 784 training images (pixels / 255, bounds [0, 1]; read from an
 ``.npz`` file because the package bundles only the 10k test set).  Methods:
-maxcover, fastlloyd, diffprivlib (its own environment, if installed) and
-non-private Lloyd (scikit-learn, k-means++).  epsilon = 1, delta = n^-1.5,
+maxcover (its default cover), maxcover-hist and maxcover-exp (the histogram and
+the seed's exponential cover by name), fastlloyd, diffprivlib (its own
+environment, if installed) and non-private Lloyd (scikit-learn, k-means++).  epsilon = 1, delta = n^-1.5,
 the row count public, seeded noise; cost = mean squared distance to the
 nearest center.  Each run also records its wall time and peak resident
 memory growth.
@@ -49,7 +50,9 @@ from .stats import mean_ci
 __all__ = ["gaussian_mixture", "CostJob", "plan", "run", "write_report", "DEFAULT_KS", "find_mnist"]
 
 DEFAULT_KS = (2, 4, 8, 16, 32, 64)
-METHODS = ("maxcover", "fastlloyd", "diffprivlib", "lloyd")
+METHODS = ("maxcover", "maxcover-hist", "maxcover-exp", "fastlloyd", "diffprivlib", "lloyd")
+# maxcover at its default cover, and at each cover by name (``algorithm_params={"cover": ...}``)
+COVER_METHODS = {"maxcover-hist": "histogram", "maxcover-exp": "exponential"}
 ABLATION = ("cover-exact", "cover-private")  # non-private diagnostics of maxcover's partition
 EXACT_SELECTION = 1e6  # an eps_E at which the exponential mechanism is an argmax
 
@@ -127,12 +130,22 @@ def run_job(job: CostJob) -> dict:
     }
 
 
-def _private_fit(X: np.ndarray, bounds, algorithm: str, k: int, seed: int) -> KMeans:
+def _private_fit(X: np.ndarray, bounds, method: str, k: int, seed: int) -> KMeans:
     """The seed's setting: epsilon = 1, delta = n^-1.5, the row count public, seeded noise."""
     n = X.shape[0]
-    return KMeans(k, epsilon=1.0, delta=n**-1.5, bounds=bounds, algorithm=algorithm, random_state=seed, public_n=n).fit(
-        X
-    )
+    algorithm, params = method, None
+    if method in COVER_METHODS:
+        algorithm, params = "maxcover", {"cover": COVER_METHODS[method]}
+    return KMeans(
+        k,
+        epsilon=1.0,
+        delta=n**-1.5,
+        bounds=bounds,
+        algorithm=algorithm,
+        algorithm_params=params,
+        random_state=seed,
+        public_n=n,
+    ).fit(X)
 
 
 def maxcover_partition(X: np.ndarray, bounds, k: int, seed: int, private_cover: bool) -> np.ndarray:
@@ -143,7 +156,7 @@ def maxcover_partition(X: np.ndarray, bounds, k: int, seed: int, private_cover: 
     cover is drawn at eps_E (``private_cover``) or by exact argmax, the proxy
     counts are exact, and each projected Voronoi cell's mean is exact.
     """
-    info = _private_fit(X, bounds, "maxcover", k, seed).fit_info_
+    info = _private_fit(X, bounds, "maxcover-exp", k, seed).fit_info_
     rng = np.random.default_rng(seed)
     unit = make_domain(bounds, X.shape[1]).to_unit(X.copy())
     project = BallProjection.draw(X.shape[1], info["projection_dim"], rng)
@@ -161,7 +174,7 @@ def cover_thresholds(dataset: str, k: int, mnist_path: str | None = None) -> lis
     """Per grid level of private maxcover (seed 0): |G_i| and the points a grid point must cover
     to outweigh the whole empty grid in the exponential mechanism, 2 ln|G_i| / eps_E."""
     X, bounds = load(dataset, mnist_path)
-    info = _private_fit(X, bounds, "maxcover", k, 0).fit_info_
+    info = _private_fit(X, bounds, "maxcover-exp", k, 0).fit_info_
     dim, eps = info["projection_dim"], info["eps_draw"]
     rows = []
     for side in grid_sides(X.shape[0], 2.0):
@@ -242,7 +255,7 @@ def write_report(
             lines.append(f"| {m} | " + " | ".join(f"{s[0]:.4g} (±{(s[2] - s[1]) / 2:.2g})" for s in stats) + " |")
         times = {m: np.median([r["seconds"] for r in sub if r["method"] == m]) for m in methods}
         lines += ["", "Median seconds per fit: " + ", ".join(f"{m} {t:.2f}" for m, t in times.items()), ""]
-        mc = [r for r in sub if r["method"] == "maxcover" and "peak_rss_growth_bytes" in r]
+        mc = [r for r in sub if r["method"].startswith("maxcover") and "peak_rss_growth_bytes" in r]
         if mc:
             peak = max(r["peak_rss_growth_bytes"] for r in mc) / 2**30
             lines += [
