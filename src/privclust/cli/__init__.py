@@ -610,11 +610,11 @@ def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source
         if outputs.get("plot") is not None:
             from ..plotting import plot_clusters
 
-            spent = model.privacy_spent_.epsilon
+            spent, shown = model.privacy_spent_.epsilon, _algorithm_shown(model, algorithm)
             title = (
-                f"private centers: {algorithm}, k = {k}, epsilon = {spent:.3g}"
+                f"private centers: {shown}, k = {k}, epsilon = {spent:.3g}"
                 if np.isfinite(spent)
-                else (f"centers, NOT private: {algorithm}, k = {k}")
+                else (f"centers, NOT private: {shown}, k = {k}")
             )
             plot_clusters(outputs["plot"], rows, row_labels, model.cluster_centers_, title, columns=source.columns)
         staged.commit()
@@ -630,13 +630,18 @@ def _centers_csv(centers: np.ndarray, names: list[str]) -> str:
     return "\n".join([_csv_line(names), *(",".join(f"{v:.10g}" for v in row) for row in centers)]) + "\n"
 
 
+def _algorithm_shown(model, algorithm: str) -> str:
+    """The algorithm as the user should read it: with what ``auto`` chose."""
+    chosen = model.fit_info_.get("auto")
+    return f"auto: {chosen['chose']}" if chosen is not None else algorithm
+
+
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")
     # The non-private baseline's cell sizes are exact counts of the rows (their sum is n): for the data holder.
     exact_sizes = model.algorithm in NON_PRIVATE and hasattr(model, "cluster_sizes_")
-    if chosen is not None:
-        algorithm = f"auto: {chosen['chose']}"
+    algorithm = _algorithm_shown(model, algorithm)
     if as_json:
         # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
         # the raw rows for the data holder only (their count, the cost, the labels): not private.
