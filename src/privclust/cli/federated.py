@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from .common import check_output, fail, write_whole
+
 federated_app = typer.Typer(
     help="Federated FastLloyd: parties cluster their joint rows; the server sees only masked values.",
     no_args_is_help=True,
 )
 console = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
 
 
 def _tls(certs: Optional[Path], stem: str, plain: bool, server: bool):
@@ -31,12 +26,12 @@ def _tls(certs: Optional[Path], stem: str, plain: bool, server: bool):
         console.print("[yellow]--insecure-plain-tcp: no TLS, parties are not authenticated.[/]")
         return None
     if certs is None:
-        _fail("give --certs DIR (see `privclust federated make-certs`) or --insecure-plain-tcp for a local test")
+        fail("give --certs DIR (see `privclust federated make-certs`) or --insecure-plain-tcp for a local test")
     make = server_context if server else client_context
     try:
         return make(certs / f"{stem}.pem", certs / f"{stem}.key", certs / "ca.pem")
     except (OSError, ValueError) as exc:
-        _fail(f"cannot load TLS files {stem}.pem/{stem}.key/ca.pem from {certs}: {exc}")
+        fail(f"cannot load TLS files {stem}.pem/{stem}.key/ca.pem from {certs}: {exc}")
 
 
 def _server_address(server: str) -> tuple[str, int]:
@@ -45,33 +40,8 @@ def _server_address(server: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        _fail(f"--server must be HOST:PORT with a port in 1 .. 65535, got {server!r}")
+        fail(f"--server must be HOST:PORT with a port in 1 .. 65535, got {server!r}")
     return host, int(port)
-
-
-def _check_output(output: Path) -> None:
-    """Refuse an output path that cannot be written before any data is read or any budget spent."""
-    folder = output.parent
-    if output.is_dir():
-        _fail(f"--output {output} is a folder; give a file name")
-    if not folder.is_dir():
-        _fail(f"--output: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        _fail(f"--output: the folder {folder} is not writable")
-
-
-def _write_atomically(output: Path, centers) -> None:
-    """Write to a temporary name in the same folder, then rename: the file is whole or absent."""
-    from ..io import write_points
-
-    handle, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=output.suffix)
-    os.close(handle)
-    try:
-        write_points(temporary, centers)
-        os.replace(temporary, output)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _read_data(data: Path):
@@ -82,12 +52,12 @@ def _read_data(data: Path):
     try:
         return read_points(data)
     except (OSError, ValueError) as exc:
-        _fail(str(exc) if str(data) in str(exc) else f"cannot read {data}: {exc}")
+        fail(str(exc) if str(data) in str(exc) else f"cannot read {data}: {exc}")
 
 
 def _positive(value: float, option: str) -> float:
     if not math.isfinite(value) or value <= 0:
-        _fail(f"{option} must be a positive number, got {value}")
+        fail(f"{option} must be a positive number, got {value}")
     return value
 
 
@@ -95,7 +65,7 @@ def _bounds(text: str) -> list[float]:
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:
-        _fail(f"--bounds must be 'LOWER,UPPER', got {text!r}")
+        fail(f"--bounds must be 'LOWER,UPPER', got {text!r}")
     return [lo, hi]
 
 
@@ -110,14 +80,14 @@ def make_certs_command(
     from ..federated.server import MAX_PARTIES
 
     if not 2 <= parties <= MAX_PARTIES:
-        _fail(f"--parties must be 2 .. {MAX_PARTIES}, got {parties}")
+        fail(f"--parties must be 2 .. {MAX_PARTIES}, got {parties}")
     hosts = [h.strip() for h in host.split(",") if h.strip()]
     if not hosts:
-        _fail("--host names no host")
+        fail("--host names no host")
     try:
         make_certs(out, parties, hosts=hosts)
     except OSError as exc:
-        _fail(f"cannot write certificates to {out}: {exc}")
+        fail(f"cannot write certificates to {out}: {exc}")
     console.print(f"wrote certificates for {parties} parties to {out}: give party i its party-i.* and ca.pem")
 
 
@@ -147,9 +117,9 @@ def serve(
 
     _positive(timeout, "--timeout")
     if not math.isfinite(max_mib) or not 1 / 256 <= max_mib <= 16384:
-        _fail(f"--max-mib must be 1/256 .. 16384, got {max_mib}")
+        fail(f"--max-mib must be 1/256 .. 16384, got {max_mib}")
     if not 0 <= port <= 65535:
-        _fail(f"--port must be 0 .. 65535, got {port}")
+        fail(f"--port must be 0 .. 65535, got {port}")
     try:
         job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=_bounds(bounds), algorithm=algorithm)
         server = FederatedServer(
@@ -163,14 +133,14 @@ def serve(
             threshold=threshold,
         )
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if port_file is not None:
         port_file.write_text(str(server.address[1]))
     console.print(f"waiting for {parties} parties on {server.address[0]}:{server.address[1]}")
     try:
         report = server.serve()
     except FederatedAbort as exc:
-        _fail(f"run aborted: {exc}")
+        fail(f"run aborted: {exc}")
     print(
         json.dumps(
             {
@@ -218,22 +188,22 @@ def join_command(
     from ..federated import FederatedAbort, JobLimits, join
 
     address = _server_address(server)
-    _check_output(output)
+    check_output(output)
     _positive(timeout, "--timeout")
     _positive(max_epsilon, "--max-epsilon")
     if not 0 < max_delta < 1:
-        _fail(f"--max-delta must lie in (0, 1), got {max_delta}")
+        fail(f"--max-delta must lie in (0, 1), got {max_delta}")
     if not 2 <= parties or not 0 <= party < parties:
-        _fail(f"--party must be 0 .. {parties - 1} and --parties at least 2, got {party} of {parties}")
+        fail(f"--party must be 0 .. {parties - 1} and --parties at least 2, got {party} of {parties}")
     X = _read_data(data)
     key = None
     if group_key is not None:
         try:
             key = group_key.read_bytes()
         except OSError as exc:
-            _fail(f"cannot read the group key {group_key}: {exc}")
+            fail(f"cannot read the group key {group_key}: {exc}")
         if len(key) < 32:
-            _fail(f"{group_key} holds {len(key)} bytes; a group key needs at least 32 random bytes")
+            fail(f"{group_key} holds {len(key)} bytes; a group key needs at least 32 random bytes")
     context = _tls(certs, f"party-{party}", insecure_plain_tcp, False)
     limits = JobLimits(
         max_epsilon=max_epsilon,
@@ -245,15 +215,17 @@ def join_command(
     try:
         result = join(X, address, party, parties, ssl_context=context, group_key=key, timeout=timeout, limits=limits)
     except FederatedAbort as exc:
-        _fail(f"run aborted: {exc}")
+        fail(f"run aborted: {exc}")
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"cannot reach the server at {server}: {exc}")
+        fail(f"cannot reach the server at {server}: {exc}")
+    from ..io import write_points
+
     try:
-        _write_atomically(output, result.centers)
+        write_whole(output, lambda staged: write_points(staged, result.centers))
     except OSError as exc:
-        _fail(f"cannot write the centers to {output}: {exc}")
+        fail(f"cannot write the centers to {output}: {exc}")
     print(
         json.dumps(
             {

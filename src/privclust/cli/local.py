@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import typer
 from rich.console import Console
+
+from .common import check_output, fail, write_whole
 
 local_app = typer.Typer(
     help="The local model deployed: each device randomizes its own point; the server sees one report per user.",
@@ -19,50 +19,22 @@ local_app = typer.Typer(
 console = Console(stderr=True)
 
 
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
-
-
-def _write_atomically(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place: never half a file."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        _fail(f"the folder of {path} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data.encode() if isinstance(data, str) else data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _check_output(path: Path) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        _fail(f"the folder of {path} does not exist: create it first (nothing was written)")
-    if path.is_dir():
-        _fail(f"{path} is a folder: give a file name")
-
-
 def _protocol(path: Path):
     from ..local import Protocol
 
     try:
         return Protocol.from_json(path.read_text())
     except FileNotFoundError:
-        _fail(f"no such protocol file: {path} (make one with `privclust local init`)")
+        fail(f"no such protocol file: {path} (make one with `privclust local init`)")
     except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-        _fail(f"{path} is not a privclust local protocol: {exc}")
+        fail(f"{path} is not a privclust local protocol: {exc}")
 
 
 def _bounds(text: str) -> list:
     try:
         low, high = (float(v) for v in text.split(","))
     except ValueError:
-        _fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {text!r}")
+        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {text!r}")
     return [low, high]
 
 
@@ -83,7 +55,7 @@ def init(
     """Fix the public parameters every device and the server share (a protocol file)."""
     from ..local import Protocol
 
-    _check_output(output)
+    check_output(output)
     public = dict(n_clusters=k, n_features=features, bounds=_bounds(bounds))
     if seed is not None:
         public["seed"] = seed
@@ -94,8 +66,8 @@ def init(
             protocol = Protocol(epsilon=epsilon, users=users, **public)
         protocol.design()  # refuses parameters the algorithm cannot run with, now rather than on a device
     except (ValueError, TypeError) as exc:
-        _fail(str(exc))
-    _write_atomically(output, protocol.to_json())
+        fail(str(exc))
+    write_whole(output, lambda staged: staged.write_text(protocol.to_json()))
     local = f"each report epsilon_0 = {protocol.epsilon:.4g}"
     guarantee = f"shuffled: central ({epsilon:g}, {delta:g})-DP, {local}" if shuffle else f"{local}-LDP"
     console.print(f"wrote {output}: k = {k}, {features} features, {users:,} users, {guarantee}")
@@ -113,15 +85,15 @@ def report(
     from ..local import Randomizer
 
     protocol = _protocol(protocol_file)
-    _check_output(output)
+    check_output(output)
     if (points is None) == (point is None):
-        _fail("give a file of points or one --point, not both")
+        fail("give a file of points or one --point, not both")
     try:
         rows = read_points(points) if points is not None else np.array([[float(v) for v in point.split(",")]])
         data = Randomizer(protocol).reports(rows)
     except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
-        _fail(str(exc))
-    _write_atomically(output, data)
+        fail(str(exc))
+    write_whole(output, lambda staged: staged.write_bytes(data))
     console.print(f"wrote {output}: {len(rows):,} reports, {len(data):,} bytes")
 
 
@@ -133,9 +105,9 @@ def _report_files(inputs: list[Path]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            _fail(f"no such file or folder: {path}")
+            fail(f"no such file or folder: {path}")
     if not files:
-        _fail("no report files given")
+        fail("no report files given")
     return files
 
 
@@ -150,12 +122,13 @@ def shuffle_reports(
     from ..shuffle import Shuffler
 
     protocol = _protocol(protocol_file)
-    _check_output(output)
+    check_output(output)
     try:
         records = np.concatenate([decode_reports(protocol, f.read_bytes()) for f in _report_files(inputs)])
     except ValueError as exc:
-        _fail(str(exc))
-    _write_atomically(output, encode_reports(protocol, Shuffler().shuffle(records)))
+        fail(str(exc))
+    shuffled = encode_reports(protocol, Shuffler().shuffle(records))
+    write_whole(output, lambda staged: staged.write_bytes(shuffled))
     console.print(f"wrote {output}: {len(records):,} reports, shuffled")
 
 
@@ -171,18 +144,15 @@ def aggregate(
     from ..local import Aggregator
 
     protocol = _protocol(protocol_file)
-    _check_output(output)
+    check_output(output)
     aggregator = Aggregator(protocol)
     try:
         for path in _report_files(inputs):
             aggregator.add(path.read_bytes())
         result = aggregator.release()
     except ValueError as exc:
-        _fail(str(exc))
-    with tempfile.TemporaryDirectory(dir=output.parent if str(output.parent) else ".") as scratch:
-        staged = Path(scratch) / output.name
-        write_points(staged, result.centers)
-        os.replace(staged, output)
+        fail(str(exc))
+    write_whole(output, lambda staged: write_points(staged, result.centers))
     spent = result.privacy_spent
     summary = {
         "centers": result.centers.tolist(),

@@ -11,15 +11,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .local import _check_output, _write_atomically
+from .common import check_output, fail, write_whole
 
 console = Console(stderr=True)
 INSERT, DELETE = ("insert", "+", "1", "add"), ("delete", "-", "-1", "remove")
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
 
 
 def read_events(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,23 +54,23 @@ def stream(
     """Publish private k-means centers after every step of a stream (continual observation, Dupré la Tour, Henzinger & Saulpic (2024))."""
     from ..stream import ContinualKMeans
 
-    _check_output(output)
+    check_output(output)
     try:
         low, high = (float(v) for v in bounds.split(","))
     except ValueError:
-        _fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {bounds!r}")
+        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {bounds!r}")
     try:
         steps, signs, rows = read_events(events)
         model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
         if state is not None and state.exists():
             model = ContinualKMeans.load(state, expect=model)
     except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if np.any(steps > horizon) or np.any(steps < 1):  # refused before any step is published
-        _fail(f"{events} has events outside steps 1..{horizon} (the horizon): nothing was published")
+        fail(f"{events} has events outside steps 1..{horizon} (the horizon): nothing was published")
     until = horizon if until is None else until
     if not 1 <= until <= horizon:
-        _fail(f"--until must lie in 1..{horizon} (the horizon)")
+        fail(f"--until must lie in 1..{horizon} (the horizon)")
     order = np.argsort(steps, kind="stable")
     steps, signs, rows = steps[order], signs[order], rows[order]
     bounds_of = np.searchsorted(steps, np.arange(1, horizon + 2))  # events of step t: [bounds_of[t-1], bounds_of[t])
@@ -92,6 +87,7 @@ def stream(
             progress.advance(task)
     if state is not None:
         model.save(state)
-    _write_atomically(output, "\n".join(lines) + ("\n" if lines else ""))
+    text = "\n".join(lines) + ("\n" if lines else "")
+    write_whole(output, lambda staged: staged.write_text(text))
     spent = model.privacy_spent_
     console.print(f"{len(lines)} steps published to {output}; the whole horizon spends {spent}")

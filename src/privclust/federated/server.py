@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .._validation import positive_finite
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource, SecureNoise
@@ -80,12 +81,6 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _positive_finite(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class Job:
     """The public parameters every party runs with (announced by the server, checked on both sides)."""
@@ -113,7 +108,7 @@ class Job:
             raise ValueError("delta must be positive: the federated algorithms are Gaussian mechanisms")
         if self.n_features is not None and (not _is_int(self.n_features) or self.n_features < 1):
             raise ValueError(f"n_features must be a positive integer, got {self.n_features!r}")
-        _positive_finite(self.alpha, "alpha")
+        positive_finite("alpha", self.alpha)
         if self.public_n is not None and (not _is_int(self.public_n) or self.public_n < 1):
             raise ValueError(f"public_n must be a positive integer, got {self.public_n!r}")
         if self.max_iter is not None and (not _is_int(self.max_iter) or not 1 <= self.max_iter <= MAX_ITER):
@@ -159,8 +154,8 @@ def validate_spec(spec, max_bytes: int) -> tuple[int, list[dict], int]:
         if not _is_int(width) or width < 1:
             raise ProtocolError(f"block {block['name']!r}: width must be a positive integer, got {width!r}")
         try:
-            sensitivity = _positive_finite(sensitivity, f"block {block['name']!r}: sensitivity")
-            std = _positive_finite(std, f"block {block['name']!r}: std")
+            sensitivity = positive_finite(f"block {block['name']!r}: sensitivity", sensitivity)
+            std = positive_finite(f"block {block['name']!r}: std", std)
         except ValueError as exc:
             raise ProtocolError(str(exc)) from None
         sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
@@ -253,10 +248,10 @@ class FederatedServer:
                 f"the threshold must be a majority of the parties and at least 2: "
                 f"{max(2, parties // 2 + 1)} .. {parties}, got {threshold!r}"
             )
-        self._timeout = _positive_finite(timeout, "timeout")
+        self._timeout = positive_finite("timeout", timeout)
         if self._timeout > MAX_TIMEOUT:
             raise ValueError(f"timeout must be at most {MAX_TIMEOUT:g} seconds, got {timeout!r}")
-        self._handshake_timeout = min(_positive_finite(handshake_timeout, "handshake_timeout"), self._timeout)
+        self._handshake_timeout = min(positive_finite("handshake_timeout", handshake_timeout), self._timeout)
         if not _is_int(max_bytes) or not 4096 <= max_bytes <= 2**34:
             raise ValueError(f"the message limit must be 4 KiB .. 16 GiB, got {max_bytes!r} bytes")
         if not _is_int(port) or not 0 <= port <= 65535:

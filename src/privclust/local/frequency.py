@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import positive_finite
+
 __all__ = [
     "GeneralizedRR",
     "LocalHashing",
@@ -63,12 +65,6 @@ MAX_HASH_FUNCTIONS = 65536  # hash indices travel as 16-bit integers
 SPREAD = 8  # the sizing of the hash family assumes a heavy value holds at most 1/SPREAD of the reports
 PRIME = 2**31 - 1
 _DECODE_CELLS = 2**22  # candidates x hash functions evaluated at once while decoding (memory stays ~32 MiB)
-
-
-def _check_epsilon(epsilon: float) -> float:
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"a local randomizer needs a positive finite epsilon, got {epsilon!r}")
-    return float(epsilon)
 
 
 @dataclass(frozen=True)
@@ -207,7 +203,7 @@ def hash_functions_for(users: float, epsilon: float) -> int:
 def frequency_oracle(domain: int, epsilon: float, seed: int, users: float = 0.0):
     """Randomized response for small domains (D < 3 e^eps + 2, Wang et al.), optimal local hashing otherwise;
     ``users`` is the expected number of reports (public), which sizes local hashing's hash family."""
-    epsilon = _check_epsilon(epsilon)
+    epsilon = positive_finite("a local randomizer's epsilon", epsilon)
     if domain < 2:
         raise ValueError("a frequency oracle needs a domain of at least 2 values")
     if domain < 3.0 * math.exp(epsilon) + 2.0:

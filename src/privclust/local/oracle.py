@@ -290,6 +290,16 @@ class LocalRound:
         return out
 
 
+def user_shares(model: str, parts) -> dict[str, UserShare]:
+    """A one-round model's allotments: each part gets its share of the users (each reports once, with
+    all of epsilon); a part with an explicit cost cannot be served."""
+    explicit = [p.name for p in parts if not p.pooled]
+    if explicit:
+        raise CapabilityError(f"{model} serves shares of its users only, not explicit costs ({explicit})")
+    total = sum(p.share for p in parts)
+    return {p.name: UserShare(p.share / total) for p in parts}
+
+
 class LocalOracle(Oracle):
     """The local model, simulated end to end: every row is one user who sends one randomized report."""
 
@@ -315,11 +325,7 @@ class LocalOracle(Oracle):
         return Spend("local reports: one per user, each epsilon-LDP", epsilon=self.local_epsilon)
 
     def allot(self, parts, family):
-        explicit = [p.name for p in parts if not p.pooled]
-        if explicit:
-            raise CapabilityError(f"{self.model} serves shares of its users only, not explicit costs ({explicit})")
-        total = sum(p.share for p in parts)
-        return {p.name: UserShare(p.share / total) for p in parts}
+        return user_shares(self.model, parts)
 
     def reserved(self, plan):
         return [self.round_spend()]

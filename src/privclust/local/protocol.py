@@ -39,8 +39,8 @@ from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
 from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
-from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
-from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, UserShare
+from ..queries.plan import DENSE, SPARSE, Oracle
+from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 
 __all__ = ["Protocol", "Randomizer", "Aggregator", "LocalResult", "encode_reports", "decode_reports"]
 
@@ -130,11 +130,7 @@ class _LocalPlanning(Oracle):
         self.protocol = protocol
 
     def allot(self, parts, family):
-        explicit = [p.name for p in parts if not p.pooled]
-        if explicit:
-            raise CapabilityError(f"{self.model} serves shares of its users only, not explicit costs ({explicit})")
-        total = sum(p.share for p in parts)
-        return {p.name: UserShare(p.share / total) for p in parts}
+        return user_shares(self.model, parts)
 
     def reserved(self, plan):
         return [self.protocol.round_spend()]

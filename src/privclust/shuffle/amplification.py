@@ -101,6 +101,18 @@ def _tail_for(delta: float) -> float:
     return min(1e-12, max(_TAIL, delta * 1e-6))  # what is left out stays about a millionth of the target
 
 
+def _bisect(holds, good: float, bad: float) -> float:
+    """The end of [good, bad] where the monotone ``holds`` is true, after _BISECTIONS halvings: always a
+    point where it holds, so the answer errs on the safe side."""
+    for _ in range(_BISECTIONS):
+        mid = (good + bad) / 2.0
+        if holds(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
 def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     """The smallest eps (to bisection accuracy, rounded up) with ``shuffle_delta(eps) <= delta``."""
     _check(eps0, n)
@@ -109,14 +121,7 @@ def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     tail = _tail_for(delta)
     if shuffle_delta(0.0, eps0, n, tail) <= delta:
         return 0.0
-    low, high = 0.0, float(eps0)
-    for _ in range(_BISECTIONS):
-        mid = (low + high) / 2.0
-        if shuffle_delta(mid, eps0, n, tail) <= delta:
-            high = mid
-        else:
-            low = mid
-    return high
+    return _bisect(lambda eps: shuffle_delta(eps, eps0, n, tail) <= delta, good=float(eps0), bad=0.0)
 
 
 def local_epsilon_for(eps: float, delta: float, n: int, ceiling: float = 30.0) -> float:
@@ -130,14 +135,7 @@ def local_epsilon_for(eps: float, delta: float, n: int, ceiling: float = 30.0) -
     tail = _tail_for(delta)
     if shuffle_delta(eps, ceiling, n, tail) <= delta:
         return ceiling
-    low, high = eps, ceiling
-    for _ in range(_BISECTIONS):
-        mid = (low + high) / 2.0
-        if shuffle_delta(eps, mid, n, tail) <= delta:
-            low = mid
-        else:
-            high = mid
-    return low
+    return _bisect(lambda eps0: shuffle_delta(eps, eps0, n, tail) <= delta, good=eps, bad=ceiling)
 
 
 def closed_form_epsilon(eps0: float, n: int, delta: float) -> float | None:

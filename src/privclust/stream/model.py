@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ from ..algorithms.greedy import (
     uniform_fallback,
 )
 from ..geometry.domain import make_domain
+from ..io import StagedFiles
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from ..privacy.noise import Randomness
 from .counters import MECHANISMS
@@ -239,15 +238,10 @@ class ContinualKMeans:
                 arrays["centers"] = self.centers_
         arrays["header"] = np.array(json.dumps(header, sort_keys=True))
         arrays["checksum"] = np.array(_checksum(arrays))
-        folder = path.parent if str(path.parent) else Path(".")
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
-        try:
-            with os.fdopen(handle, "wb") as out:
+        with StagedFiles() as staged:
+            with open(staged.reserve(path, "the state file"), "wb") as out:  # a file object: no ".npz" appended
                 np.savez(out, **arrays)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+            staged.commit()
 
     @classmethod
     def load(cls, path, expect: "ContinualKMeans | dict | None" = None, accountant=None) -> "ContinualKMeans":
