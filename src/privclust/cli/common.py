@@ -10,7 +10,7 @@ from typing import Callable, NoReturn
 import typer
 from rich.console import Console
 
-__all__ = ["fail", "check_output", "write_whole"]
+__all__ = ["fail", "bounds_pair", "check_output", "write_whole"]
 
 _errors = Console(stderr=True)
 
@@ -18,6 +18,15 @@ _errors = Console(stderr=True)
 def fail(message: str) -> NoReturn:
     _errors.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
+
+
+def bounds_pair(text: str) -> list[float]:
+    """``--bounds LOWER,UPPER`` as [lower, upper] (the domain itself checks them)."""
+    try:
+        lower, upper = (float(v) for v in text.split(","))
+    except ValueError:
+        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {text!r}")
+    return [lower, upper]
 
 
 def check_output(path: Path, what: str = "--output") -> Path:

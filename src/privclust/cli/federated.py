@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .common import check_output, fail, write_whole
+from .common import bounds_pair, check_output, fail, write_whole
 
 federated_app = typer.Typer(
     help="Federated FastLloyd: parties cluster their joint rows; the server sees only masked values.",
@@ -59,14 +59,6 @@ def _positive(value: float, option: str) -> float:
     if not math.isfinite(value) or value <= 0:
         fail(f"{option} must be a positive number, got {value}")
     return value
-
-
-def _bounds(text: str) -> list[float]:
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        fail(f"--bounds must be 'LOWER,UPPER', got {text!r}")
-    return [lo, hi]
 
 
 @federated_app.command("make-certs")
@@ -121,7 +113,7 @@ def serve(
     if not 0 <= port <= 65535:
         fail(f"--port must be 0 .. 65535, got {port}")
     try:
-        job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=_bounds(bounds), algorithm=algorithm)
+        job = Job(n_clusters=k, epsilon=epsilon, delta=delta, bounds=bounds_pair(bounds), algorithm=algorithm)
         server = FederatedServer(
             job,
             parties,
@@ -209,7 +201,7 @@ def join_command(
         max_epsilon=max_epsilon,
         max_delta=max_delta,
         n_clusters=k,
-        bounds=_bounds(bounds) if bounds is not None else None,
+        bounds=bounds_pair(bounds) if bounds is not None else None,
         min_threshold=min_threshold,
     )
     try:

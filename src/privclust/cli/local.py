@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from .common import check_output, fail, write_whole
+from .common import bounds_pair, check_output, fail, write_whole
 
 local_app = typer.Typer(
     help="The local model deployed: each device randomizes its own point; the server sees one report per user.",
@@ -28,14 +28,6 @@ def _protocol(path: Path):
         fail(f"no such protocol file: {path} (make one with `privclust local init`)")
     except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
         fail(f"{path} is not a privclust local protocol: {exc}")
-
-
-def _bounds(text: str) -> list:
-    try:
-        low, high = (float(v) for v in text.split(","))
-    except ValueError:
-        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {text!r}")
-    return [low, high]
 
 
 @local_app.command("init")
@@ -56,7 +48,7 @@ def init(
     from ..local import Protocol
 
     check_output(output)
-    public = dict(n_clusters=k, n_features=features, bounds=_bounds(bounds))
+    public = dict(n_clusters=k, n_features=features, bounds=bounds_pair(bounds))
     if seed is not None:
         public["seed"] = seed
     try:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .common import check_output, fail, write_whole
+from .common import bounds_pair, check_output, fail, write_whole
 
 console = Console(stderr=True)
 INSERT, DELETE = ("insert", "+", "1", "add"), ("delete", "-", "-1", "remove")
@@ -55,10 +55,7 @@ def stream(
     from ..stream import ContinualKMeans
 
     check_output(output)
-    try:
-        low, high = (float(v) for v in bounds.split(","))
-    except ValueError:
-        fail(f"--bounds must be 'LOWER,UPPER' (e.g. '-1,1'), got {bounds!r}")
+    low, high = bounds_pair(bounds)
     try:
         steps, signs, rows = read_events(events)
         model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
