@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["NoiseSource", "SecureNoise", "SeededNoise", "Randomness"]
+__all__ = ["NoiseSource", "SecureNoise", "SeededNoise", "PartitionedNoise", "Randomness"]
 
 
 class NoiseSource:
@@ -59,6 +59,28 @@ class NoiseSource:
     def uniform_index(self, n: int) -> int:
         """A uniform integer in [0, n)."""
         raise NotImplementedError
+
+    def partitioned(self) -> "PartitionedNoise":
+        """Independent noise sources for the partitions of one release, drawn where each partition lives
+        (a Spark executor): picklable, and partition p's source is the same wherever it is built."""
+        raise NotImplementedError
+
+
+class PartitionedNoise:
+    """One release's noise, split by partition: ``at(p)`` is partition p's own noise source.
+
+    Secure: every partition draws from OpenDP's samplers and OS entropy, so the partitions' noises are
+    independent.  Seeded: partition p's stream is child p of one stream the driver spawned for the
+    release, so the noise is reproducible and independent of where, or in which order, partitions run."""
+
+    def __init__(self, seeds: np.random.SeedSequence | None):
+        self._seeds = seeds
+
+    def at(self, partition: int) -> NoiseSource:
+        if self._seeds is None:
+            return SecureNoise()
+        seeds = self._seeds
+        return SeededNoise(np.random.SeedSequence(seeds.entropy, spawn_key=seeds.spawn_key + (int(partition),)))
 
 
 @lru_cache(maxsize=1)
@@ -141,6 +163,9 @@ class SecureNoise(NoiseSource):
         # The point carries no information about the data, so OS entropy through numpy suffices.
         return np.random.default_rng(secrets.randbits(128)).uniform(low, high)
 
+    def partitioned(self):
+        return PartitionedNoise(None)
+
 
 class SeededNoise(NoiseSource):
     """Reproducible numpy sampling. Not for production releases (see module doc)."""
@@ -176,6 +201,9 @@ class SeededNoise(NoiseSource):
 
     def uniform_index(self, n):
         return int(self._stream().integers(0, int(n)))
+
+    def partitioned(self):
+        return PartitionedNoise(self._seeds.spawn(1)[0])
 
 
 class Randomness:

@@ -37,18 +37,40 @@ See ``queries.base`` for the shared privacy argument.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate
-from ..privacy.noise import NoiseSource
+from ..privacy.noise import NoiseSource, PartitionedNoise
 from .base import Released, SumQuery, significant_buckets
-from .plan import ADAPTIVE, DENSE, EXACT, LAPLACE, SPARSE, Allotment, CapabilityError, Oracle, pooled_allotments
+from .plan import (
+    ADAPTIVE,
+    DENSE,
+    DISTRIBUTED,
+    EXACT,
+    LAPLACE,
+    SPARSE,
+    Allotment,
+    CapabilityError,
+    Oracle,
+    pooled_allotments,
+)
+from .reduce import tree_height
 from .rows import MemoryRows, Rows
 
-__all__ = ["CentralOracle", "ExactAccess", "block_mechanisms", "sparse_threshold", "in_memory"]
+__all__ = [
+    "CentralOracle",
+    "ExactAccess",
+    "PartitionNoiser",
+    "block_mechanisms",
+    "noised",
+    "release_spends",
+    "sparse_threshold",
+    "in_memory",
+]
 
 
 def block_mechanisms(query: SumQuery, allotment: Allotment) -> list:
@@ -92,6 +114,49 @@ def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tupl
     return ids[inside], sums[inside]
 
 
+def release_spends(query: SumQuery, mechanisms: list, allotment: Allotment) -> tuple[list[Spend], float | None]:
+    """What a release charges, and the keep-threshold of a sparse one (None: keep every bucket)."""
+    spends = [m.spend(f"{query.label}/{b.name}") for b, m in zip(query.blocks, mechanisms)]
+    if not query.sparse or allotment.exact:
+        return spends, None
+    if allotment.delta <= 0:
+        raise ValueError(f"the sparse release {query.label!r} needs a partition-selection delta in its part")
+    spends.append(Spend(f"{query.label}/threshold", delta=allotment.delta))
+    return spends, sparse_threshold(mechanisms[0], allotment.delta)
+
+
+def noised(query: SumQuery, mechanisms, total, noise: NoiseSource, threshold: float | None) -> Released:
+    """Exact sums (a dense array, or a sparse answer's (ids, sums)) noised block by block; a sparse
+    release keeps the buckets whose noisy first value clears ``threshold``."""
+    ids = None
+    if query.sparse:
+        ids, total = total
+    values, std = {}, {}
+    for (block, cols), mechanism in zip(query.block_slices(), mechanisms):
+        values[block.name] = mechanism.apply(total[:, cols], noise)
+        std[block.name] = noise_std(mechanism)
+    if threshold is not None:
+        keep = values[query.blocks[0].name][:, 0] >= threshold
+        ids, values = ids[keep], {name: v[keep] for name, v in values.items()}
+    return Released(values, std, ids)
+
+
+@dataclass(frozen=True)
+class PartitionNoiser:
+    """One sparse release's noise for the buckets of one partition, drawn where they live (picklable).
+
+    Partition p draws from its own source ``noise.at(p)``; each bucket lives in exactly one partition, so
+    every bucket is noised once, from the release's mechanism (``queries.reduce``)."""
+
+    query: SumQuery
+    mechanisms: tuple
+    threshold: float | None
+    noise: PartitionedNoise
+
+    def __call__(self, partition: int, total: tuple[np.ndarray, np.ndarray]) -> Released:
+        return noised(self.query, self.mechanisms, total, self.noise.at(partition), self.threshold)
+
+
 class ExactAccess:
     """What a central-model mechanism may read -- the rows, exact sums -- and the noise it may draw."""
 
@@ -116,6 +181,8 @@ class CentralOracle(Oracle):
     def __init__(self, rows: Rows, budget: Budget | None, accountant: PrivacyAccountant, noise: NoiseSource):
         super().__init__(rows.n_features, budget, accountant)
         self.rows, self.noise = rows, noise
+        if rows.distributed:
+            self.capabilities = self.capabilities | {DISTRIBUTED}
 
     def allot(self, parts, family):
         return pooled_allotments(self.budget, parts, family)
@@ -134,23 +201,35 @@ class CentralOracle(Oracle):
 
     def _noised(self, query: SumQuery, allotment: Allotment, total) -> Released:
         mechanisms = block_mechanisms(query, allotment)
-        ids = None
-        if query.sparse:
-            ids, total = total
-        values, std = {}, {}
-        for (block, cols), mechanism in zip(query.block_slices(), mechanisms):
-            values[block.name] = mechanism.apply(total[:, cols], self.noise)
-            std[block.name] = noise_std(mechanism)
-        spends = [m.spend(f"{query.label}/{b.name}") for b, m in zip(query.blocks, mechanisms)]
-        if query.sparse and not allotment.exact:
-            if allotment.delta <= 0:
-                raise ValueError(f"the sparse release {query.label!r} needs a partition-selection delta in its part")
-            spends.append(Spend(f"{query.label}/threshold", delta=allotment.delta))
-            keep = values[query.blocks[0].name][:, 0] >= sparse_threshold(mechanisms[0], allotment.delta)
-            ids, values = ids[keep], {name: v[keep] for name, v in values.items()}
+        spends, threshold = release_spends(query, mechanisms, allotment)
+        released = noised(query, mechanisms, total, self.noise, threshold)
         for spend in spends:
             self.accountant.spend(spend)
-        return Released(values, std, ids)
+        return released
+
+    def answer_reduced(self, requests):
+        """Dense releases as usual, reduced on the driver; sparse ones noised and reduced where their buckets
+        live (``queries.reduce``), charged before any of it runs."""
+        top = tree_height(self.rows.partitions)
+        out: list = [None] * len(requests)
+        dense = [i for i, (query, _, _) in enumerate(requests) if not query.sparse]
+        for i, released in zip(dense, self.answer([requests[i][:2] for i in dense])):
+            out[i] = requests[i][2].select(released, top, top)
+        sparse = [i for i, (query, _, _) in enumerate(requests) if query.sparse]
+        noisers = []
+        for i in sparse:
+            query, allotment, _ = requests[i]
+            mechanisms = block_mechanisms(query, allotment)
+            spends, threshold = release_spends(query, mechanisms, allotment)
+            for spend in spends:
+                self.accountant.spend(spend)
+            noisers.append(PartitionNoiser(query, tuple(mechanisms), threshold, self.noise.partitioned()))
+        if sparse:
+            queries = [requests[i][0] for i in sparse]
+            reduced = self.rows.reduced(queries, noisers, [requests[i][2] for i in sparse])
+            for i, released in zip(sparse, reduced):
+                out[i] = released
+        return out
 
     def run_exact(self, spends: list[Spend], mechanism):
         self.accountant.check(spends)

@@ -31,7 +31,12 @@ Capabilities an oracle may offer:
     mechanisms that read exact rows (the exponential mechanism over exact
     counts, NoisyAVG, the sparse vector): the trusted curator only;
 ``LAPLACE``
-    pure epsilon-DP sums (``family="laplace"``).
+    pure epsilon-DP sums (``family="laplace"``);
+``DISTRIBUTED``
+    the rows live on many machines, and a sparse release asked with a reduction
+    (``Plan.release_reduced``) is noised and reduced there, only the reduction's
+    result reaching the driver (``queries.reduce``).  Every oracle serves
+    ``release_reduced``; without this capability it reduces on one machine.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "ADAPTIVE",
     "EXACT",
     "LAPLACE",
+    "DISTRIBUTED",
     "CapabilityError",
     "Part",
     "Allotment",
@@ -67,6 +73,7 @@ SPARSE = "sparse sums over huge bucket universes"
 ADAPTIVE = "adaptive rounds"
 EXACT = "exact access to the rows"
 LAPLACE = "pure epsilon-DP (Laplace) sums"
+DISTRIBUTED = "sparse releases reduced where the rows live (MPC)"
 FAMILIES = ("gaussian", "laplace")
 _SLACK = 1e-9  # relative rounding slack when fractions of a part are added up
 
@@ -156,6 +163,13 @@ class Plan:
         drawn = [(query, self._draw(part, fraction)) for query, part, fraction in requests]
         return self.oracle.answer(drawn)
 
+    def release_reduced(self, requests: Iterable[tuple[SumQuery, str, float, "Reduction"]]) -> list[Released]:  # noqa: F821
+        """Releases fixed in advance, each used only through its reduction (``queries.reduce``): what each
+        reduction keeps of its release.  Charged like ``release_many``; the reductions are post-processing."""
+        requests = list(requests)
+        drawn = [(query, self._draw(part, fraction), reduction) for query, part, fraction, reduction in requests]
+        return self.oracle.answer_reduced(drawn)
+
     def run_exact(self, parts: list[str], mechanism: Callable[["ExactAccess"], T]) -> T:  # noqa: F821
         """Run a mechanism that reads exact rows (central model), charging the whole of ``parts``."""
         spends = [s for part in parts for s in self._draw(part, 1.0).spends(part)]
@@ -234,6 +248,11 @@ class Oracle(ABC):
     @abstractmethod
     def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
         """Compute, noise and charge the releases (called by :class:`Plan` only)."""
+
+    def answer_reduced(self, requests: list[tuple[SumQuery, Allotment, "Reduction"]]) -> list[Released]:  # noqa: F821
+        """Releases and their reductions on one machine (an oracle whose rows are distributed overrides it)."""
+        answers = self.answer([(query, allotment) for query, allotment, _ in requests])
+        return [reduction.select(answer, 0, 0) for (_, _, reduction), answer in zip(requests, answers)]
 
     def run_exact(self, spends: list[Spend], mechanism):
         raise CapabilityError(f"{self.model} gives no exact access to the rows")

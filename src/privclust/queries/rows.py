@@ -36,6 +36,7 @@ from scipy import sparse
 from .._parallel import map_chunks, n_workers
 from .._validation import check_data
 from .base import ROW_COUNT, SumQuery, clip_blocks
+from .reduce import merge_and_reduce, split, tree_height
 from .voronoi import VoronoiCells
 
 __all__ = [
@@ -84,6 +85,29 @@ class Rows(ABC):
 
     def close(self) -> None:  # noqa: B027 -- most rows hold nothing elsewhere
         """Release what the rows hold elsewhere (a Spark cache)."""
+
+    distributed = False  # on many machines: reductions run where the buckets live (``queries.reduce``)
+
+    @property
+    def partitions(self) -> int:
+        """The partitions a reduced release's buckets are hashed to (public: never read off the rows)."""
+        return 1
+
+    def reduced(self, queries: list[SumQuery], noisers: list, reductions: list) -> list:
+        """Sparse releases reduced by seed 000's merge-and-reduce (``queries.reduce``), here on one machine:
+        each query's exact sums split by owning partition, each part noised by ``noisers[i](p, part)`` and
+        reduced, then the partitions' selections merged up the tree."""
+        partitions = self.partitions
+        top = tree_height(partitions)
+        parts = [split(ids, sums, partitions) for ids, sums in self.sums(queries)]
+        leaves = [
+            [
+                reduction.select(noiser(p, part[p]), 0, top)
+                for noiser, reduction, part in zip(noisers, reductions, parts)
+            ]
+            for p in range(partitions)
+        ]
+        return merge_and_reduce(leaves, reductions)
 
 
 def bucket_sums(buckets: np.ndarray, values: np.ndarray, n_buckets: int) -> np.ndarray:
@@ -233,8 +257,10 @@ class MemoryRows(Rows):
         transform: Callable[[np.ndarray], np.ndarray] | None = None,
         chunk_rows: int | None = None,
         what: str = "X",
+        partitions: int = 1,
     ):
         self.n_features = int(n_features)
+        self._partitions = int(partitions)  # > 1: a reduced release runs the merge-and-reduce tree (tests)
         self._input, self._what = data, what
         self._transform = transform or (lambda rows: rows)
         self._chunk_rows = int(chunk_rows or chunk_rows_for(self.n_features))
@@ -255,6 +281,10 @@ class MemoryRows(Rows):
 
     def _prepare(self, rows: slice) -> RowChunk:
         return RowChunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
 
     @property
     def data(self) -> np.ndarray:

@@ -1,0 +1,105 @@
+"""Releases reduced where they live: seed 000's merge-and-reduce (Section 5.2, Appendix F.2), for any oracle.
+
+Some sparse releases are far larger than what an algorithm keeps of them: a
+level of the greedy's balls on 10^8 rows has tens of millions of non-empty
+balls, of which the greedy keeps a few dozen.  Such a release is asked for
+together with a :class:`Reduction` -- public post-processing that keeps some
+of a set of released buckets -- and only what the reduction keeps comes back
+(``Plan.release_reduced``).  Where the rows live decides where it runs:
+
+* **one machine** (in-memory rows, and any oracle that does not distribute):
+  the whole release, then the reduction at the root;
+* **a cluster** (``queries.spark.SparkRows``): the exact per-bucket sums are
+  shuffled so that every bucket lives in exactly one of P partitions (a fixed
+  public hash of its id, :func:`owner`); each partition draws the noise of its
+  own buckets, applies the partition-selection threshold and the reduction
+  (height 0); then groups of ``FAN_IN`` partitions merge their selections and
+  reduce them again (height 1, 2, ...) until one partition holds the result,
+  which alone reaches the driver.  No machine ever holds more than one
+  partition's buckets or ``FAN_IN`` selections, so the driver's memory does
+  not grow with the rows.
+
+Privacy.  The release is the oracle's own sparse release, bucket for bucket:
+every bucket is owned by exactly one partition, which draws that bucket's
+noise once from the release's calibrated mechanism (``PartitionedNoise``:
+independent sources per partition) and keeps it when the noisy first value
+clears the release's threshold -- the same distribution, bucket by bucket and
+jointly, as noising all of them on the driver.  The cost is charged before any
+executor runs.  Everything after (the reductions, the merges, the tree's
+shape) is post-processing of the release and costs nothing; what crosses
+between machines before the noise is exact sums inside the trusted curator
+(the cluster), as in every central-model release on Spark.  So a reduced
+release keeps the guarantee of the release it reduces, whatever P.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .base import Released
+
+__all__ = ["FAN_IN", "Reduction", "owner", "tree_height", "concat", "split", "merge_and_reduce"]
+
+FAN_IN = 8  # selections merged per machine and round: the tree over P partitions has ceil(log_8 P) rounds
+
+# A fixed odd 64-bit multiplier (2^64 / golden ratio): ids that differ in low bits land far apart.
+_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+class Reduction(ABC):
+    """Public post-processing that keeps some of a set of released buckets; picklable (it runs on executors)."""
+
+    @abstractmethod
+    def select(self, released: Released, height: int, top: int) -> Released:
+        """The buckets of ``released`` to keep, at ``height`` of a merge tree whose root is at ``top`` (leaves:
+        0).  ``released`` lists its buckets by id; a dense release of the whole universe has ``ids`` None."""
+
+
+def owner(ids: np.ndarray, partitions: int) -> np.ndarray:
+    """The partition that owns each bucket id: a fixed public hash, the same on every machine."""
+    mixed = np.asarray(ids, dtype=np.int64).astype(np.uint64) * _HASH
+    return ((mixed >> np.uint64(32)) % np.uint64(partitions)).astype(np.int64)
+
+
+def tree_height(partitions: int, fan_in: int = FAN_IN) -> int:
+    """Rounds of merging until one of ``partitions`` selections is left."""
+    height = 0
+    while partitions > 1:
+        partitions = -(-partitions // fan_in)
+        height += 1
+    return height
+
+
+def split(ids: np.ndarray, sums: np.ndarray, partitions: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A sparse answer's (ids, sums) cut into the parts each partition owns (ids stay sorted)."""
+    where = owner(ids, partitions)
+    return [(ids[where == p], sums[where == p]) for p in range(partitions)]
+
+
+def concat(parts: list[Released]) -> Released:
+    """The union of selections of disjoint bucket sets (one release's: the same error model)."""
+    first = parts[0]
+    names = list(first.values)
+    values = {name: np.concatenate([p.values[name] for p in parts]) for name in names}
+    ids = np.concatenate([p.ids for p in parts])
+    return Released(values, dict(first.std), ids)
+
+
+def merge_and_reduce(leaves: list[list[Released]], reductions: list[Reduction], fan_in: int = FAN_IN) -> list:
+    """One machine's run of the tree: ``leaves[p][i]`` is partition p's selection for release i (height 0);
+    groups of ``fan_in`` consecutive partitions merge and reduce until one is left.  Spark runs the same
+    rounds on its executors (``queries.spark``), grouping partition p with p // fan_in."""
+    top = tree_height(len(leaves), fan_in)
+    level, height = leaves, 0
+    while len(level) > 1:
+        height += 1
+        level = [
+            [
+                r.select(concat([group[i] for group in level[s : s + fan_in]]), height, top)
+                for i, r in enumerate(reductions)
+            ]
+            for s in range(0, len(level), fan_in)
+        ]
+    return level[0]
