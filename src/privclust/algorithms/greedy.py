@@ -65,6 +65,14 @@ success probability (Corollary 2.6): ``restarts`` independent runs, each with
 delta), keep the one with the lowest estimated cost.  The elbow curve: the
 prefix solutions' costs estimated from one run's release.
 
+Seed 000's MPC greedy (``mpc``; by default where the rows are distributed, i.e. on
+Spark): each level is released once (no narrowing: levels are independent) and used
+only through :class:`LevelSelection`, the per-level selection of Lemma 5.1, run where
+the balls live by merge-and-reduce (``Plan.release_reduced``, ``queries.reduce``), so
+at most ``boost`` k balls per level reach the driver; the greedy above then runs on
+that summary, and the lifting is unchanged.  Same parts, same cost: the selection is
+post-processing of the levels' releases.
+
 The plan (``greedy_spec``): per run and level a share of the oracle's pool
 (``selection_share`` split over the levels by ``level_growth``), each of the
 level's sub-lattice releases drawing an equal fraction of it; half of delta reserved
@@ -87,7 +95,8 @@ from ..geometry.projection import BallProjection, ChunkMemo
 from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
 from ..queries.base import Block, SumQuery
-from ..queries.plan import ADAPTIVE, DENSE, EXACT, SPARSE, Oracle, Part, Plan
+from ..queries.plan import ADAPTIVE, DENSE, DISTRIBUTED, EXACT, SPARSE, CapabilityError, Oracle, Part, Plan
+from ..queries.reduce import Reduction
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
 from .lloyd import fastlloyd_eta
@@ -123,6 +132,7 @@ OPTIONS = (
     "values",
     "floor",
     "min_forbid",
+    "mpc",
 )
 SELECTIONS = ("histogram", "exponential")
 VALUES = {"nearest": 1, "all": 2}  # how a point's value reaches a level's balls -> the sub-lattice stride
@@ -135,6 +145,12 @@ DENSE_BALLS = 2**17  # a sub-lattice with at most this many balls is released wh
 # between cubes lost its fine balls (8 blobs in 10-d: 15x the cost instead of 1.1x).  The local model decodes
 # every candidate, so it keeps the tight set.
 CENTRAL_NARROW_MARGIN = 1
+# The MPC greedy's per-level selection keeps balls more than MPC_APART * r apart at the root of its merge tree.
+# With the sequential greedy's forbid (4) a level of the 4-d projection kept 1-2 balls wherever 4r spans the
+# clusters, and the greedy run on that summary missed clusters (8 blobs in 10-d: NICV 0.23 against 0.075);
+# with 1, every cube that is not a neighbour's may be kept, and the summary costs what the full tables do
+# (0.032; S1, Birch2, Adult within a few percent; docs/spark.md).
+MPC_APART = 1.0
 FALSE_ALARMS = 0.05  # chance that noise alone passes a significance floor anywhere among the values tested
 
 
@@ -164,6 +180,7 @@ class GreedySpec:
     parts: tuple[Part, ...]
     adaptive_lifting: bool = True  # lift the chosen centers' cells (a second round), or a public grid's cells
     narrow_margin: int = 0  # a sparse level's candidates: cubes meeting the coarser kept balls grown by this
+    mpc: bool = False  # seed 000's MPC greedy: levels selected independently, by merge-and-reduce
 
     @property
     def needs(self) -> set[str]:
@@ -242,6 +259,7 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
     work_dim = dim or d
     top = 1.0 if dim else math.sqrt(d)
     capabilities = ctx.oracle.capabilities
+    mpc = _mpc_option(o["mpc"], capabilities, selection, stride, n_clusters is None)
     dense = tuple(_sublattice_bound(top * 2.0**-i, work_dim, stride) <= DENSE_BALLS for i in range(levels))
     if SPARSE not in capabilities and o["levels"] is None and not all(dense):
         # No sparse release (the local model): the default levels stop where a sub-lattice gets too big
@@ -279,6 +297,7 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
             )
             parts.append(Part(_part_name(restarts, run, "lifting"), share=1.0 / restarts))
     return GreedySpec(
+        mpc=mpc,
         adaptive_lifting=ADAPTIVE in capabilities,
         narrow_margin=CENTRAL_NARROW_MARGIN if EXACT in capabilities else 0,
         k=boost * k,
@@ -297,6 +316,30 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
         eps_draw=eps_draw,
         parts=tuple(parts),
     )
+
+
+def _mpc_option(value, capabilities, selection: str, stride: int, fit: bool) -> bool:
+    """Whether to run seed 000's MPC greedy: by default where the rows are distributed (Spark), for a fit
+    (the elbow curve needs the sequential greedy's prefixes); ``mpc=True`` runs it anywhere."""
+    if value is None:
+        return (
+            fit
+            and DISTRIBUTED in capabilities
+            and selection == "histogram"
+            and stride == 1
+            and ADAPTIVE in capabilities
+        )
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"mpc must be True, False or None, got {value!r}")
+    if value and (selection != "histogram" or stride != 1):
+        raise ValueError('the MPC greedy needs selection="histogram" and values="nearest" (one release per level)')
+    if value and ADAPTIVE not in capabilities:
+        raise CapabilityError(
+            "the MPC greedy lifts its centers in a second round, which this privacy model does not offer"
+        )
+    if value and not fit:
+        raise ValueError("the elbow curve needs the sequential greedy's prefixes: leave mpc unset")
+    return bool(value)
 
 
 def _lift_blocks(d: int, reach: float | None = None) -> tuple[Block, ...]:
@@ -582,6 +625,57 @@ def _uniform_empty(greedy: _Greedy, i: int, noise: NoiseSource) -> np.ndarray:
             return m
 
 
+@dataclass(frozen=True)
+class LevelSelection(Reduction):
+    """Seed 000's per-level selection (Lemma 5.1) as a reduction: up to ``k`` of a level's released balls,
+    each the largest value still available, a ball being unavailable within ``apart`` * 2^(top - height)
+    * r of one already kept.  The leaves (height 0) keep balls farthest apart and each merge round halves
+    the distance, down to ``apart`` * r at the root, so a ball kept by a parent forbids at most one of a
+    child's (Claim F.3).  Values below the level's noise floor (``noise_floor``) are never kept.
+
+    Post-processing of the level's release; picklable, it runs on Spark's executors."""
+
+    level: Level
+    k: int
+    apart: float
+    floor: float
+
+    def select(self, released, height: int, top: int):
+        values = released["value"][:, 0]
+        ids = released.ids
+        if ids is None:  # a dense level: every ball of its one sub-lattice, in bucket order
+            ids = self.level.encode(self.level.sublattice_balls(self.level.sublattices()[0]))
+        std = float(np.max(released.std.get("value", 0.0)))
+        keep = np.flatnonzero(values > max(noise_floor(self.level, std, self.floor), 0.0))
+        centers = self.level.centers(self.level.decode(ids[keep]))
+        apart = self.apart * 2.0 ** (top - height) * self.level.radius
+        open_values = values[keep].copy()
+        chosen = []
+        while len(chosen) < self.k and open_values.size and np.isfinite(open_values.max()):
+            j = int(np.argmax(open_values))
+            chosen.append(j)
+            near = np.einsum("ij,ij->i", centers - centers[j], centers - centers[j]) <= apart * apart
+            open_values[near] = -np.inf
+        chosen = keep[np.array(chosen, dtype=np.int64)]
+        return type(released)({"value": values[chosen][:, None]}, dict(released.std), ids[chosen])
+
+
+def mpc_tables(plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int) -> list[LevelValues]:
+    """Seed 000's MPC greedy (Section 5.2): every level's balls released once (a sparse level: its non-empty
+    balls, by partition selection) and reduced by :class:`LevelSelection` where they live -- merge-and-reduce
+    on Spark -- so at most ``spec.k`` balls per level reach the driver.  Returns them as value tables: a
+    summary of at most k levels balls, on which the sequential greedy runs (post-processing).  Costs the
+    same parts as the sequential greedy's histogram selection."""
+    requests = []
+    for level in levels:
+        dense = spec.dense[level.index]
+        query = _level_query(f"greedy level {level.index}", level, level.sublattices()[0], project, spec.z, dense)
+        selection = LevelSelection(level, spec.k, MPC_APART, spec.floor)
+        requests.append((query, spec.level_part(run, level.index), 1.0, selection))
+    kept = plan.release_reduced(requests)
+    return [_merge(level, [(r.ids, r["value"][:, 0])]) for level, r in zip(levels, kept)]
+
+
 def greedy_levels(spec: GreedySpec, d: int, rng: np.random.Generator) -> list[Level]:
     """The public nets of balls the greedy searches, in the (projected) working space."""
     dim = spec.projection_dim or d
@@ -624,6 +718,9 @@ def select_and_lift(
             return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, head, child, fallback)
 
         centers = plan.run_exact([spec.selection_part(run)], mechanism)
+        return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
+    if spec.mpc:
+        centers = histogram_centers(spec, mpc_tables(plan, levels, project, spec, run), fallback)
         return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
     grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
     extra = (
@@ -839,5 +936,5 @@ def greedy(ctx: FitContext) -> FitResult:
             best, best_cost, sizes = final, cost, lifted.sizes_at(final)
         if ctx.callback is not None:
             ctx.callback(run + 1, spec.restarts)
-    info = {"estimated_costs": estimates, "selection": spec.selection, "sizes": sizes}
+    info = {"estimated_costs": estimates, "selection": spec.selection, "sizes": sizes, "mpc": spec.mpc}
     return FitResult(best, spec.restarts, None, info)
