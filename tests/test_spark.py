@@ -67,7 +67,8 @@ def test_spark_sums_equal_the_in_memory_sums(spark):
 
 @pytest.mark.parametrize(
     "algorithm, options",
-    [("fastlloyd", None), ("greedy", {"levels": 4}), ("maxcover", None)],  # few levels: one Spark job per query
+    # few levels: one Spark job per query; the sequential greedy on Spark (its default there is the MPC greedy)
+    [("fastlloyd", None), ("greedy", {"levels": 4, "mpc": False}), ("maxcover", None)],
 )
 def test_a_seeded_fit_on_spark_is_the_in_memory_fit(spark, algorithm, options):
     rng = np.random.default_rng(1)
@@ -173,9 +174,11 @@ def test_the_elbow_curve_and_one_cluster_run_on_spark_as_in_memory(spark):
 def test_bench_spark_reports_both_engines_and_their_agreement(spark, tmp_path):
     from privclust.bench import spark as bench
 
-    rows = bench.run([2000], 3, 2, "fastlloyd", 1, "local[2]", tmp_path / "data")
+    rows = bench.run([2000], 3, 2, "fastlloyd", 1, "local[2]", tmp_path / "data", "1g", noise="seeded")
     assert {r["engine"] for r in rows} == {"memory", "spark"}
     assert all(r["max_center_gap"] < 1e-9 for r in rows)  # the same seeded fit on both engines
+    spark_row = next(r for r in rows if r["engine"] == "spark")
+    assert spark_row["jvm_peak_mib"] > 100 and spark_row["driver_peak_mib"] > spark_row["python_peak_mib"]
     report = bench.write_report(rows, tmp_path, "test machine").read_text()
     assert "| 2,000 |" in report and (tmp_path / "spark_seconds.png").exists()
 
@@ -200,8 +203,32 @@ def test_a_seeded_greedy_above_four_dimensions_on_spark_is_the_in_memory_fit(spa
     truth = rng.uniform(-0.6, 0.6, (3, 6))
     X = np.clip(truth[rng.integers(0, 3, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
     params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=3, public_n=4000)
-    params["algorithm_params"] = {"levels": 5}  # levels 3 and 4 are sparse after the 4-d projection
+    params["algorithm_params"] = {"levels": 5, "mpc": False}  # levels 3 and 4 are sparse after the 4-d projection
     local = KMeans(3, **params).fit(X)
     distributed = KMeans(3, **params).fit(_frame(spark, X))
     order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
     assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+
+
+def test_the_mpc_greedy_on_spark_is_the_in_memory_merge_tree_and_never_gathers_the_balls(spark, monkeypatch):
+    """On Spark the greedy is seed 000's MPC greedy by default: the sparse levels are noised and reduced by the
+    executors, so no sparse answer reaches the driver; with as many partitions as Spark's shuffle (4) the
+    in-memory merge tree gives the same centers for the same seed."""
+    from privclust.queries.spark import SparkRows
+
+    rng = np.random.default_rng(5)
+    truth = rng.uniform(-0.6, 0.6, (4, 6))
+    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=11, public_n=4000)
+    gathered = []
+    plain_sums = SparkRows.sums
+    monkeypatch.setattr(
+        SparkRows, "sums", lambda self, qs: gathered.extend(q.sparse for q in qs) or plain_sums(self, qs)
+    )
+    distributed = KMeans(4, algorithm_params={"levels": 6}, **params).fit(_frame(spark, X))
+    assert distributed.fit_info_["mpc"] and gathered and not any(gathered)
+    monkeypatch.setattr(MemoryRows, "partitions", property(lambda self: 4))
+    local = KMeans(4, algorithm_params={"levels": 6, "mpc": True}, **params).fit(X)
+    order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+    assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+    assert distributed.privacy_spent_.epsilon == pytest.approx(local.privacy_spent_.epsilon)

@@ -33,7 +33,8 @@ from typing import Callable
 import numpy as np
 
 from .base import ROW_COUNT
-from .rows import RowChunk, Rows, RunningAnswers
+from .reduce import FAN_IN, concat, split, tree_height
+from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
 __all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
 
@@ -136,7 +137,11 @@ class SparkRows(Rows):
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
         rdd = rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform))
-        rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        # In local mode the executors are the driver's JVM: rows cached in its heap would make the driver grow
+        # with n (measured: 1.6 GB at 10^6 rows, 4 GB at 10^7), so there they go to local disk -- read back
+        # through the OS page cache -- and on a cluster to the executors' memory, spilling to disk.
+        local = self._frame.sparkSession.sparkContext.master.startswith("local")
+        rdd = rdd.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
         # One pass that also fills the cache.  Refusing missing values is what the in-memory
         # rows do too (check_data); the refusal comes before any release and names no row.
         if not rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
@@ -169,9 +174,82 @@ class SparkRows(Rows):
         parts = [p for p in self._ready().map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
         return np.concatenate(parts) if parts else fn(np.zeros((0, self.n_features)))
 
+    distributed = True
+
+    @property
+    def partitions(self) -> int:
+        """``spark.sql.shuffle.partitions`` (200 by default): Spark's public setting, never read off the rows."""
+        return int(self._frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+
+    def reduced(self, queries, noisers, reductions):
+        """Seed 000's merge-and-reduce on the executors (``queries.reduce``): every task sums its chunks and
+        sends each partition the buckets it owns; each partition noises and reduces its buckets; groups of
+        ``FAN_IN`` merge and reduce until one is left, and only that selection is collected."""
+        partitions = self.partitions
+        top = tree_height(partitions)
+        owned = self._ready().mapPartitions(partial(_owned_parts, queries=queries, partitions=partitions))
+        selections = owned.partitionBy(partitions, _key).mapPartitionsWithIndex(
+            partial(_leaf, noisers=noisers, reductions=reductions, top=top)
+        )
+        count, height = partitions, 0
+        while count > 1:
+            height += 1
+            count = -(-count // FAN_IN)
+            selections = (
+                selections.map(_to_parent)
+                .partitionBy(count, _key)
+                .mapPartitionsWithIndex(partial(_merge_up, reductions=reductions, height=height, top=top))
+            )
+        ((_, result),) = selections.collect()
+        return result
+
 
 def _identity(rows: np.ndarray) -> np.ndarray:
     return rows
+
+
+def _key(key: int) -> int:
+    return key
+
+
+def _owned_parts(chunks, queries, partitions: int):
+    """One task's exact sparse sums, cut into the parts each partition owns: (partition, [part per query])."""
+    answers = RunningAnswers(queries)
+    for chunk in chunks:
+        answers.add(answers.of_chunk(chunk))
+    cut = [split(ids, sums, partitions) for ids, sums in answers.result()]
+    for p in range(partitions):
+        yield p, [parts[p] for parts in cut]
+
+
+def _leaf(p: int, items, noisers, reductions, top: int):
+    """Partition p: its buckets' exact sums, noised here (``noisers[i](p, ...)``) and reduced at height 0."""
+    grouped = [[] for _ in noisers]
+    for _, parts in items:
+        for bucket_parts, part in zip(grouped, parts):
+            bucket_parts.append(part)
+    out = [
+        reduction.select(noiser(p, merge_sparse(parts, noiser.query.width)), 0, top)
+        for noiser, reduction, parts in zip(noisers, reductions, grouped)
+    ]
+    yield p, out
+
+
+def _to_parent(item):
+    p, selections = item
+    return p // FAN_IN, (p, selections)
+
+
+def _merge_up(g: int, items, reductions, height: int, top: int):
+    """Machine g of a merge round: its children's selections, in partition order, merged and reduced."""
+    children = [selections for _, selections in sorted((child for _, child in items), key=lambda c: c[0])]
+    yield (
+        g,
+        [
+            reduction.select(concat([child[i] for child in children]), height, top)
+            for i, reduction in enumerate(reductions)
+        ],
+    )
 
 
 def predict_frame(frame, centers: np.ndarray, column: str = "cluster"):
