@@ -206,3 +206,34 @@ def test_the_one_center_baseline_is_the_cost_of_the_mean():
     record = run_job(UtilityJob("iris", ONE_CENTER, None, 0))
     assert record["nicv"] == pytest.approx(metrics.nicv(X, X.mean(axis=0, keepdims=True)))
     assert record["privacy_spent"] is None
+
+
+def test_spark_bench_writes_parquet_in_chunks_and_measures_each_fit_in_its_own_process(tmp_path, monkeypatch):
+    """The inputs are written chunk by chunk (the same rows whatever the chunk), and the in-memory engine's
+    fit runs in a driver process of its own that reports its seconds and peak memory; the report and both
+    plots are written."""
+    import pyarrow.parquet as pq
+
+    from privclust.bench import spark as bench
+
+    monkeypatch.setattr(bench, "CHUNK_ROWS", 700)
+    path = bench.write_blobs(tmp_path / "blobs.parquet", 2000, 3, 4)
+    table = pq.read_table(path)
+    assert table.num_rows == 2000 and table.column_names == ["x0", "x1", "x2"]
+    assert not list(tmp_path.glob("*.partial"))
+    X = np.column_stack([c.to_numpy() for c in table.columns])
+    assert X.min() >= -1 and X.max() <= 1 and not np.array_equal(X[:700], X[700:1400])  # chunks differ
+    rows = bench.run([2000], 3, 4, "fastlloyd", 1, "local[1]", tmp_path, engines=("memory",), noise="seeded")
+    (row,) = rows
+    assert row["rows"] == 2000 and row["engine"] == "memory" and row["seconds"] > 0
+    assert row["driver_peak_mib"] >= row["python_peak_mib"] > 10 and row["jvm_peak_mib"] == 0
+    report = bench.write_report(rows, tmp_path / "out", "test machine")
+    assert "| 2,000 | memory |" in report.read_text()
+    assert (tmp_path / "out" / "spark_seconds.png").exists() and (tmp_path / "out" / "spark_memory.png").exists()
+    assert json.loads((tmp_path / "out" / "spark.json").read_text())[0]["rows"] == 2000
+
+
+def test_spark_bench_refuses_bad_options_before_writing_anything(tmp_path):
+    result = CliRunner().invoke(app, ["bench", "spark", "--engines", "gpu", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--engines" in result.output
+    assert not (tmp_path / "o").exists()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..privacy.leaks import PrivacyLeakWarning
+from .common import fail
 
 bench_app = typer.Typer(help="Benchmarks: utility over epsilon, speed and memory.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -383,20 +384,34 @@ def spark(
     n: str = typer.Option("100000,1000000", help="Comma-separated row counts."),
     d: int = typer.Option(10, help="Dimension."),
     k: int = typer.Option(10, help="Clusters."),
-    algorithm: str = typer.Option("fastlloyd", help="The algorithm to fit on both engines."),
-    repeats: int = typer.Option(3, help="Seeded fits per engine and n."),
+    algorithm: str = typer.Option("fastlloyd", help="The algorithm to fit on each engine."),
+    repeats: int = typer.Option(1, help="Fits per engine and n (the best time and the largest memory are kept)."),
     master: str = typer.Option("local[*]", help="Spark master URL."),
     driver_memory: str = typer.Option("4g", help="Spark driver memory (local mode: it also caches the rows)."),
+    engines: str = typer.Option("memory,spark", help="Comma-separated engines: memory, spark."),
+    noise: str = typer.Option("secure", help="secure (the default noise) or seeded (reports the centers' gap)."),
     out: Path = typer.Option(Path("bench-results/spark"), help="Output folder (the Parquet inputs go here too)."),
 ) -> None:
-    """The same seeded fit in memory and on Spark: seconds per fit as n grows, and the centers' difference."""
+    """The same fit in memory and on Spark, each in a driver process of its own: seconds and the driver's
+    peak memory (Python + JVM) as n grows.  Inputs are written to Parquet chunk by chunk."""
     from ..bench import spark as bench
 
     sizes = _split(n, int)
+    chosen = _split(engines, str)
+    if not sizes or min(sizes) < 1:
+        fail("--n takes positive row counts, e.g. --n 1000000,10000000")
+    if not chosen or set(chosen) - {"memory", "spark"}:
+        fail("--engines takes memory, spark or both, e.g. --engines spark")
+    if noise not in ("secure", "seeded"):
+        fail("--noise is secure or seeded")
+    if repeats < 1:
+        fail("--repeats must be at least 1")
     rows = _with_progress(
-        f"{algorithm} in memory and on Spark",
+        f"{algorithm} on {', '.join(chosen)}",
         len(sizes),
-        lambda on_done: bench.run(sizes, d, k, algorithm, repeats, master, out / "data", driver_memory, on_done),
+        lambda on_done: bench.run(
+            sizes, d, k, algorithm, repeats, master, out / "data", driver_memory, on_done, tuple(chosen), noise
+        ),
     )
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
