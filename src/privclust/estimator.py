@@ -85,7 +85,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         Parameters of the chosen algorithm beyond the common ones, e.g. for
         ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
         ``candidates_per_level``, ``final_lloyd``; for ``onecluster``: ``t``,
-        ``budget_split``, ``shifts`` (see docs/algorithms.md).
+        ``budget_split``, ``shifts``; for ``fastlloyd``: ``init="greedy"``
+        (a private, data-dependent start from the greedy in ``init_share``
+        of the budget, default 0.3; ``fit_info_["init"]`` records the split)
+        (see docs/algorithms.md).
         Unknown keys are an error.
     accountant : PrivacyAccountant or None
         A shared accountant; every release is also recorded there, and a fit
