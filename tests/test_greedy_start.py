@@ -1,5 +1,7 @@
 """FastLloyd's private greedy start: the split is charged as documented, a refusal spends nothing, the start is used."""
 
+import math
+
 import numpy as np
 import pytest
 from test_lloyd import pld_epsilon_of, spy  # noqa: F401  (the fixture)
@@ -8,7 +10,7 @@ from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
 from privclust.algorithms import greedy as greedy_module
 from privclust.algorithms import lloyd as lloyd_module
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
-from privclust.privacy.gdp import compose_mu, gdp_mu
+from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 from privclust.queries.plan import CapabilityError
 
 
@@ -64,6 +66,13 @@ def test_a_refused_fit_spends_nothing(blobs):
     with pytest.raises(BudgetExceededError):
         greedy_start(epsilon=1.0, delta=4e-7, accountant=shared, random_state=1).fit(X)
     assert len(shared.spends) == before
+    # A fresh ledger that affords the greedy's part of the plan alone, not the whole: nothing is spent.
+    mu = gdp_mu(1.0, 1e-6)
+    greedy_alone = gdp_epsilon(math.sqrt(DEFAULT_INIT_SHARE) * mu, 1e-6)
+    tight = PrivacyAccountant(Budget((greedy_alone + 1.0) / 2, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        greedy_start(epsilon=1.0, delta=1e-6, accountant=tight, public_n=3000, random_state=1).fit(X)
+    assert tight.spends == []
     # A model that cannot run FastLloyd's rounds refuses before the greedy's single round is spent.
     with pytest.raises(CapabilityError):
         greedy_start(epsilon=1.0, privacy_model="local", accountant=shared, random_state=2).fit(X)
