@@ -55,7 +55,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
     algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "lloyd"}
-        ``auto`` (default) picks the greedy or FastLloyd from public parameters
+        ``auto`` (default) picks the greedy, FastLloyd, or FastLloyd from the
+        greedy's centers (``fastlloyd-greedy-start``) from public parameters
         (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
         and says what and why in ``fit_info_["auto"]`` (docs/choosing.md).
         ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
