@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from privclust import KMeans, PrivacyAccountant
-from privclust.algorithms.auto import GREEDY_SIGNAL, choose
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust.algorithms.auto import GREEDY_SIGNAL, GREEDY_START, choose
+from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
 
 def blobs(n, d, k, seed=0):
@@ -17,9 +19,13 @@ def test_the_rule():
     assert choose(None, 6, 3, 1.0, adaptive=False)[0] == "greedy"  # one-round models
     assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= 100
     assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # 50 < 100
-    assert choose(10**7, 3, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 2
+    assert choose(10**7, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3
     n = GREEDY_SIGNAL * 4 / 0.5
     assert choose(n, 2, 4, 0.5, adaptive=True)[0] == "greedy"
+    # d = 3: FastLloyd from the greedy's centers once n epsilon / k reaches the same signal, else plain FastLloyd
+    assert choose(n, 3, 4, 0.5, adaptive=True)[0] == GREEDY_START
+    assert choose(n * 0.99, 3, 4, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(None, 3, 4, 0.5, adaptive=False)[0] == "greedy"  # one round: no FastLloyd at all
 
 
 def test_auto_is_the_default_and_says_what_it_chose():
@@ -52,3 +58,47 @@ def test_one_round_models_get_the_greedy_without_a_count():
 def test_auto_takes_no_algorithm_params():
     with pytest.raises(ValueError, match="unknown auto parameters"):
         KMeans(2, bounds=(-1, 1), algorithm_params={"levels": 3}).fit(np.zeros((10, 2)))
+
+
+def test_in_three_dimensions_auto_starts_fastlloyd_from_the_greedy_and_says_so():
+    X = blobs(6_000, 3, 4)
+    model = KMeans(4, bounds=(-1, 1), public_n=6_000, random_state=0).fit(X)  # n epsilon / k = 1500
+    auto = model.fit_info_["auto"]
+    assert auto["chose"] == GREEDY_START and "d = 3" in auto["because"]
+    assert auto["algorithm"] == "fastlloyd" and auto["algorithm_params"] == {"init": "greedy"}
+    assert model.fit_info_["init"]["start"] == "greedy"
+    assert model.fit_info_["init"]["init_share"] == DEFAULT_INIT_SHARE
+    assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    few = KMeans(4, bounds=(-1, 1), epsilon=0.05, public_n=6_000, random_state=0).fit(X)  # n epsilon / k = 75
+    assert few.fit_info_["auto"]["chose"] == "fastlloyd"
+    assert few.fit_info_["init"] == {"start": "sphere packing"}
+
+
+def test_a_private_n_and_the_greedy_start_share_the_budget():
+    X = blobs(6_000, 3, 4)
+    model = KMeans(4, bounds=(-1, 1), epsilon=1.0, delta=1e-6, random_state=0).fit(X)
+    labels = [s.label for s in model.privacy_spent_.steps]
+    assert model.fit_info_["auto"]["chose"] == GREEDY_START
+    assert labels.count("rows/count") == 1  # auto's count; FastLloyd reads it as public, counts no more
+    assert any(label.startswith("greedy") for label in labels)
+    assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
+    assert model.privacy_spent_.delta <= 1e-6
+
+
+def test_a_refused_auto_fit_spends_nothing_not_even_its_count():
+    X = blobs(6_000, 3, 4)
+    shared = PrivacyAccountant(Budget(1.2, 1e-6))
+    first = KMeans(4, bounds=(-1, 1), epsilon=1.0, delta=5e-7, accountant=shared, random_state=0).fit(X)
+    assert first.fit_info_["auto"]["chose"] == GREEDY_START
+    before = len(shared.spends)
+    with pytest.raises(BudgetExceededError):
+        KMeans(4, bounds=(-1, 1), epsilon=1.0, delta=5e-7, accountant=shared, random_state=1).fit(X)
+    assert len(shared.spends) == before
+    # Each part alone fits this ledger -- the count (5%) and the greedy start with FastLloyd (95%) -- the
+    # two together do not: refused as a whole before the count is released.
+    count, rest = gdp_mu(0.05, 0.05e-6), gdp_mu(0.95, 0.95e-6)  # count_fraction 0.05 of (1, 1e-6)
+    alone, together = gdp_epsilon(rest, 1e-6), gdp_epsilon(compose_mu(count, rest), 1e-6)
+    tight = PrivacyAccountant(Budget((alone + together) / 2, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        KMeans(4, bounds=(-1, 1), epsilon=1.0, delta=1e-6, accountant=tight, random_state=2).fit(X)
+    assert tight.spends == []

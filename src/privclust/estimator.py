@@ -55,7 +55,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
     algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "lloyd"}
-        ``auto`` (default) picks the greedy or FastLloyd from public parameters
+        ``auto`` (default) picks the greedy, FastLloyd, or FastLloyd from the
+        greedy's centers (``fastlloyd-greedy-start``) from public parameters
         (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
         and says what and why in ``fit_info_["auto"]`` (docs/choosing.md).
         ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
@@ -85,7 +86,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         Parameters of the chosen algorithm beyond the common ones, e.g. for
         ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
         ``candidates_per_level``, ``final_lloyd``; for ``onecluster``: ``t``,
-        ``budget_split``, ``shifts`` (see docs/algorithms.md).
+        ``budget_split``, ``shifts``; for ``fastlloyd``: ``init="greedy"``
+        (a private, data-dependent start from the greedy in ``init_share``
+        of the budget, default 0.3; ``fit_info_["init"]`` records the split)
+        (see docs/algorithms.md).
         Unknown keys are an error.
     accountant : PrivacyAccountant or None
         A shared accountant; every release is also recorded there, and a fit

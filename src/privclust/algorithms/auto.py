@@ -9,17 +9,23 @@ rows themselves -- so it is post-processing of public values and releases:
 * d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL``: the private greedy, which puts a center on every
   cluster it can see and is within a few percent of k-means++ once each cluster holds enough
   rows for its budget;
+* d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
+  (``algorithm_params={"init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the budget):
+  the greedy finds the clusters, FastLloyd's steps refine them;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
 
-The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the table is
+The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
 in docs/choosing.md): the greedy's NICV is below FastLloyd's on S1 and Birch2 from n epsilon / k
 of about 60-170 on, and above it on every set with d >= 3 but adult, where both are within 10%.
+The greedy start wins on House (d = 3) and on every held-out 3-d Gaussian mixture once n epsilon / k
+>= 100 (below it, it loses); in d >= 4 it wins on some sets (Adult, Breast, mixtures with k >= 10)
+and loses on others (k <= 3 mixtures, G2, Iris, Wine, Yeast, MNIST), so FastLloyd stays there.
 ``fit_info_["auto"]`` says which was chosen and why.
 
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
 delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (epsilon (1 - f),
-delta (1 - f)) through :meth:`Oracle.with_pool`; the shared ledger composes the two, which is
-(epsilon, delta)-DP by basic composition and reported exactly in GDP.
+delta (1 - f)) through :meth:`Oracle.with_pool`, as its budget; the shared ledger composes the
+two, which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
 """
 
 from __future__ import annotations
@@ -31,18 +37,29 @@ from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part
 from .base import MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 
-__all__ = ["auto", "choose", "GREEDY_SIGNAL"]
+__all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START", "CHOICES"]
 
-GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane
+GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
+GREEDY_START = "fastlloyd-greedy-start"
+# What ``choose`` may name -> (the algorithm, its algorithm_params)
+CHOICES = {
+    "greedy": ("greedy", None),
+    "fastlloyd": ("fastlloyd", None),
+    GREEDY_START: ("fastlloyd", {"init": "greedy"}),
+}
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
-    """(algorithm, why) from public parameters."""
+    """(one of ``CHOICES``, why) from public parameters."""
     if not adaptive:
         return "greedy", "this privacy model answers one round of queries: the greedy asks all of its at once"
     signal = n * epsilon / k
     if d <= 2 and signal >= GREEDY_SIGNAL:
         return "greedy", f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}"
+    if d == 3 and signal >= GREEDY_SIGNAL:
+        return GREEDY_START, (
+            f"d = 3 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}: FastLloyd from the private greedy's centers"
+        )
     if d > 2:
         return "fastlloyd", f"d = {d} > 2: FastLloyd is the more accurate there"
     return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
@@ -55,17 +72,23 @@ def _noisy_rows(ctx: FitContext) -> tuple[float, FitContext]:
     with the plan of each algorithm ``auto`` may choose (they do not depend on n) is checked first,
     so a refused fit spends nothing, not even the count."""
     from .greedy import greedy_spec
-    from .lloyd import lloyd_plan
+    from .lloyd import DEFAULT_INIT_SHARE, lloyd_plan, open_greedy_start
 
     budget, f = ctx.budget, ctx.count_fraction
     counting = ctx.oracle.with_pool(Budget(budget.epsilon * f, budget.delta * f))
     count_plan = counting.plan([Part(ROW_COUNT_PART, share=1.0)], what="the row count")
-    rest = ctx.oracle.with_pool(Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f)))
-    probe = dataclasses.replace(ctx, oracle=rest, public_n=1)  # any public n: neither plan depends on it
-    for plan in (greedy_spec(probe).open(rest), lloyd_plan(probe, "gaussian", "FastLloyd")):
+    rest_budget = Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f))
+    rest = ctx.oracle.with_pool(rest_budget)
+    # any public n: no plan depends on it
+    probe = dataclasses.replace(ctx, oracle=rest, budget=rest_budget, public_n=1)
+    for plan in (
+        greedy_spec(probe).open(rest),
+        lloyd_plan(probe, "gaussian", "FastLloyd"),
+        open_greedy_start(probe, DEFAULT_INIT_SHARE).plan,
+    ):
         ctx.oracle.accountant.check(count_plan.reserved() + plan.reserved())
     n = min(max(float(count_plan.release(count_query(), ROW_COUNT_PART)["count"][0, 0]), 1.0), MAX_ROW_ESTIMATE)
-    return n, dataclasses.replace(ctx, oracle=rest, public_n=int(round(n)))
+    return n, dataclasses.replace(ctx, oracle=rest, budget=rest_budget, public_n=int(round(n)))
 
 
 @register("auto")
@@ -84,8 +107,9 @@ def auto(ctx: FitContext) -> FitResult:
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
     chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
-    result = ALGORITHMS[chosen](run_ctx)
-    result.info["auto"] = {"chose": chosen, "because": why}
+    algorithm, params = CHOICES[chosen]
+    result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
+    result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}
     if result.n_estimate is None:
         result.n_estimate = n
     return result

@@ -117,6 +117,7 @@ __all__ = [
     "solution_cost",
     "find_elbow",
     "greedy",
+    "run_greedy",
 ]
 
 OPTIONS = (
@@ -923,7 +924,14 @@ def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
 def greedy(ctx: FitContext) -> FitResult:
     """The private greedy; see the module docstring for the steps and the privacy argument."""
     spec = greedy_spec(ctx)
-    plan = spec.open(ctx.oracle)
+    return run_greedy(ctx, spec, spec.open(ctx.oracle))
+
+
+def run_greedy(ctx: FitContext, spec: GreedySpec, plan: Plan) -> FitResult:
+    """The greedy's releases through an already opened ``plan`` (``spec.open``), and its k centers in the unit box.
+
+    For callers that must check this plan together with others against the ledger before anything is
+    released (FastLloyd's greedy start)."""
     d = ctx.n_features
     rng = ctx.randomness.geometry()
     best, best_cost, sizes, estimates = None, math.inf, None, []

@@ -44,6 +44,30 @@ rho^2)) eps_L, more than eps_L whenever cbrt(4 d rho^2) > 1, i.e. d >= 5.
 ``lloyd``: non-private Lloyd with the same initialisation, reported as
 epsilon = inf.
 
+Initial centers.  By default every member starts from public sphere-packing
+centers (``geometry.init``): data-independent, free.  FastLloyd also takes a
+private, data-dependent start, ``algorithm_params={"init": "greedy"}`` (issue
+17): the private greedy (``algorithms.greedy``, its default options) in a public
+share s = ``init_share`` of the budget, then FastLloyd from the greedy's k
+centers in the rest.  Both are one plan, fixed before any row is read (neither
+part's shape depends on a release): the greedy's parts at s times their shares
+of the pool, FastLloyd's (its noisy count, if any, and its iterations) at
+1 - s times theirs, and the greedy's partition-selection delta is half of
+s delta.  ``oracle.plan`` checks the whole plan against the capabilities and the
+ledger, so a refused fit spends nothing.  Privacy: every pooled release is
+Gaussian, so in the central model they compose in GDP to mu = GDP mu of
+(eps, delta - delta_sel) -- the greedy's parts take s mu^2, FastLloyd's
+(1 - s) mu^2 -- and with the selection's delta_sel by basic composition the fit
+is (eps, delta)-DP, the argument each of the two has alone.  The greedy's k
+centers (its lifted, boosted solution, already in the original space) are
+post-processing of its releases, so starting FastLloyd there costs nothing
+more; FastLloyd's iterations read the rows only through their own noisy sums.
+(Two pools through ``Oracle.with_pool``, (s eps, s delta) and ((1 - s) eps,
+(1 - s) delta), would also be (eps, delta)-DP by basic composition, but their
+Gaussian parts are calibrated separately: at s = 0.3 the ledger then reports
+about 0.75 eps spent -- the same guarantee with more noise.)  The split is
+public and ``fit_info_["init"]`` records the start, s and each part's mu.
+
 Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
 stays where it was.  This reads only released values (post-processing), so
 it leaks nothing.
@@ -51,6 +75,7 @@ it leaks nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -58,6 +83,7 @@ import numpy as np
 
 from ..geometry.domain import fold
 from ..geometry.init import sphere_packing
+from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, Part, Plan
 from ..queries.voronoi import VoronoiCells
@@ -74,6 +100,10 @@ __all__ = [
     "lloyd",
     "LLOYD_PART",
     "sulloyd_split",
+    "GreedyStart",
+    "open_greedy_start",
+    "INITS",
+    "DEFAULT_INIT_SHARE",
 ]
 
 RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
@@ -209,17 +239,89 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
     the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
-    algorithm_params(ctx, what, LLOYD_OPTIONS)
-    parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
-    return ctx.oracle.plan(parts, family=family, needs={ADAPTIVE}, what=what)
+    algorithm_params(ctx, what, _known_options(what))
+    return ctx.oracle.plan(_lloyd_parts(ctx), family=family, needs={ADAPTIVE}, what=what)
+
+
+def _lloyd_parts(ctx: FitContext) -> list[Part]:
+    return count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
 
 
 LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
+FASTLLOYD_OPTIONS = LLOYD_OPTIONS + ("init", "init_share")  # FastLloyd's own: its start
+INITS = ("sphere", "greedy")  # public sphere packing; the private greedy in init_share of the budget
+DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measured, docs/choosing.md
+INIT_SHARE_RANGE = (0.05, 0.95)
+
+
+def _known_options(what: str) -> tuple[str, ...]:
+    return FASTLLOYD_OPTIONS if what == "FastLloyd" else LLOYD_OPTIONS
+
+
+def _init_option(ctx: FitContext) -> tuple[str, float | None]:
+    """FastLloyd's ``init`` (default ``"sphere"``) and, for the greedy start, its ``init_share``."""
+    params = algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
+    init = "sphere" if params["init"] is None else params["init"]
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    share = params["init_share"]
+    if init != "greedy":
+        if share is not None:
+            raise ValueError("init_share is the greedy start's share of the budget: it needs init='greedy'")
+        return init, None
+    if share is None:
+        return init, DEFAULT_INIT_SHARE
+    low, high = INIT_SHARE_RANGE
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not low <= share <= high:
+        raise ValueError(f"init_share must be a number in [{low}, {high}], got {share!r}")
+    return init, float(share)
+
+
+@dataclass(frozen=True)
+class GreedyStart:
+    """A greedy-started FastLloyd's one plan: the greedy's parts and FastLloyd's, scaled to their shares."""
+
+    share: float
+    greedy_ctx: FitContext  # the greedy's own defaults, its delta the start's share of the fit's
+    spec: object  # the greedy's GreedySpec
+    plan: Plan
+
+    def info(self) -> dict:
+        """The start and the split, from public parameters only (the plan's allotments)."""
+        greedy = [p.name for p in self.spec.parts]
+        mu_greedy = math.sqrt(sum((self.plan.allotment(p).mu or 0.0) ** 2 for p in greedy))
+        lloyd = [p.name for p in self.plan.parts if p.name not in greedy]
+        mu_lloyd = math.sqrt(sum((self.plan.allotment(p).mu or 0.0) ** 2 for p in lloyd))
+        return {
+            "start": "greedy",
+            "init_share": self.share,
+            "mu": {"greedy": mu_greedy, "fastlloyd": mu_lloyd},
+            "delta": {"greedy selection": sum(p.delta for p in self.spec.parts)},
+        }
+
+
+def open_greedy_start(ctx: FitContext, share: float) -> GreedyStart:
+    """One plan for the greedy start and FastLloyd (see the module docstring): checked against the
+    oracle's capabilities and the ledger as a whole, before anything is released."""
+    from .greedy import greedy_spec
+
+    if ctx.budget is None:
+        raise ValueError("the greedy start is a private mechanism: it needs a budget")
+    algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
+    # The greedy with its own defaults (FastLloyd's parameters are not its, nor is its progress FastLloyd's);
+    # its budget is the start's share, which sets its partition-selection delta (half of share * delta).
+    start_budget = Budget(ctx.budget.epsilon * share, ctx.budget.delta * share)
+    greedy_ctx = dataclasses.replace(ctx, budget=start_budget, options={}, callback=None)
+    spec = greedy_spec(greedy_ctx)
+    parts = [dataclasses.replace(p, share=p.share * share) if p.pooled else p for p in spec.parts]
+    parts += [dataclasses.replace(p, share=p.share * (1.0 - share)) for p in _lloyd_parts(ctx)]
+    plan = ctx.oracle.plan(parts, family="gaussian", needs=spec.needs | {ADAPTIVE}, what="FastLloyd (greedy start)")
+    return GreedyStart(share, greedy_ctx, spec, plan)
 
 
 def _reseeds(ctx: FitContext, what: str) -> bool:
     """``reseed``: move centers whose noisy cell is empty next to the largest cells (default off)."""
-    value = algorithm_params(ctx, what, LLOYD_OPTIONS)["reseed"]
+    value = algorithm_params(ctx, what, _known_options(what))["reseed"]
     if value is not None and not isinstance(value, bool):
         raise ValueError(f"reseed must be True or False, got {value!r}")
     return bool(value)
@@ -242,9 +344,19 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if strategy not in RADIUS_STRATEGIES:
         raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {strategy!r}")
     postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
-    plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
-    centers = _initial_centers(ctx)
+    init, share = _init_option(ctx)
+    start = None
+    if init == "greedy":  # one plan for both: checked as a whole before either releases
+        start = open_greedy_start(ctx, share)
+        plan = start.plan
+    else:
+        plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
+        centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
+    if start is not None:
+        from .greedy import run_greedy
+
+        centers = np.clip(run_greedy(start.greedy_ctx, start.spec, plan).centers, -1.0, 1.0)  # post-processing
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     beta = 2.0 * math.sqrt(d)
@@ -258,6 +370,10 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
     info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
+    if start is None:
+        info["init"] = {"start": "sphere packing"}
+    else:
+        info["init"] = start.info()
     return FitResult(centers, done, n, info)
 
 

@@ -40,12 +40,15 @@ __all__ = [
     "load_data",
     "NON_PRIVATE_METHODS",
     "map_jobs",
+    "VARIANTS",
 ]
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
 ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering must beat to say anything
 NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
+# Methods that are an algorithm with non-default parameters: name -> (algorithm, algorithm_params)
+VARIANTS = {"fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"})}
 
 
 @dataclass(frozen=True)
@@ -115,12 +118,14 @@ def run_job(job: UtilityJob) -> dict:
     elif job.method == ONE_CENTER:
         centers, n_iter, spent = np.repeat(ds.X.mean(axis=0, keepdims=True), ds.k, axis=0), 0, None  # k copies
     else:
+        algorithm, params = VARIANTS.get(job.method, (job.method, None))
         model = KMeans(
             ds.k,
             epsilon=job.epsilon if job.epsilon is not None else 1.0,
             delta=_delta(n),
             bounds=ds.bounds,
-            algorithm=job.method,
+            algorithm=algorithm,
+            algorithm_params=params,
             random_state=job.seed,
             public_n=None if job.private_n else n,
         ).fit(ds.X)
@@ -304,4 +309,4 @@ def default_methods() -> list[str]:
 
 
 def available_methods() -> list[str]:
-    return [FLOOR, ONE_CENTER, *ALGORITHMS, *peers.PEERS]
+    return [FLOOR, ONE_CENTER, *ALGORITHMS, *VARIANTS, *peers.PEERS]

@@ -1,0 +1,140 @@
+"""FastLloyd's private greedy start: the split is charged as documented, a refusal spends nothing, the start is used."""
+
+import math
+
+import numpy as np
+import pytest
+from test_lloyd import pld_epsilon_of, spy  # noqa: F401  (the fixture)
+
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust.algorithms import greedy as greedy_module
+from privclust.algorithms import lloyd as lloyd_module
+from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
+from privclust.queries.plan import CapabilityError
+
+
+def greedy_start(k=3, share=None, **kwargs):
+    params = {"init": "greedy"} | ({} if share is None else {"init_share": share})
+    return KMeans(k, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, **kwargs)
+
+
+@pytest.mark.parametrize("share", [None, 0.2, 0.4])
+@pytest.mark.parametrize("public_n", [None, 3000])
+def test_the_split_is_charged_exactly_as_documented(blobs, spy, share, public_n):  # noqa: F811
+    X, _ = blobs
+    eps, delta = 0.7, 1e-6
+    m = greedy_start(share=share, epsilon=eps, delta=delta, public_n=public_n, random_state=0).fit(X)
+    s = DEFAULT_INIT_SHARE if share is None else share
+    steps = m.privacy_spent_.steps
+    selection = sum(st.delta for st in steps if not st.is_gdp)
+    mu = gdp_mu(eps, delta - selection)
+    mu_greedy = compose_mu(*[st.mu for st in steps if st.is_gdp and st.label.startswith("greedy")])
+    mu_lloyd = compose_mu(*[st.mu for st in steps if st.is_gdp and not st.label.startswith("greedy")])
+    assert mu_greedy**2 == pytest.approx(s * mu**2, rel=1e-9)
+    assert mu_lloyd**2 == pytest.approx((1 - s) * mu**2, rel=1e-9)
+    assert ("rows/count" in [st.label for st in steps]) == (public_n is None)  # FastLloyd's count, in its part
+    assert m.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert m.privacy_spent_.epsilon <= eps * (1 + 1e-9)
+    # fit_info_ says what was done, from the plan alone
+    info = m.fit_info_["init"]
+    assert info["start"] == "greedy" and info["init_share"] == s
+    assert info["mu"]["greedy"] == pytest.approx(mu_greedy) and info["mu"]["fastlloyd"] == pytest.approx(mu_lloyd)
+    # d = 2: every greedy level is released whole, so no selection delta, and the noise actually added is
+    # enough by an accountant that shares no code with ours
+    assert selection == 0.0
+    assert pld_epsilon_of(spy, delta) == pytest.approx(eps, rel=0.02)
+
+
+def test_the_greedys_selection_delta_is_half_its_share_of_delta():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (2000, 9))
+    m = greedy_start(share=0.4, epsilon=1.0, delta=1e-6, public_n=2000, random_state=0).fit(X)
+    selection = sum(st.delta for st in m.privacy_spent_.steps if not st.is_gdp)
+    assert selection == pytest.approx(0.4 * 1e-6 / 2)
+    assert m.fit_info_["init"]["delta"]["greedy selection"] == pytest.approx(selection)
+    assert m.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert m.privacy_spent_.delta <= 1e-6
+
+
+def test_a_refused_fit_spends_nothing(blobs):
+    X, _ = blobs
+    shared = PrivacyAccountant(Budget(1.2, 1e-6))
+    KMeans(3, epsilon=1.0, delta=5e-7, bounds=(-1, 1), algorithm="fastlloyd", accountant=shared, random_state=0).fit(X)
+    before = len(shared.spends)
+    # The greedy's part alone (0.3 of the budget) would fit in what is left; the whole fit does not.
+    with pytest.raises(BudgetExceededError):
+        greedy_start(epsilon=1.0, delta=4e-7, accountant=shared, random_state=1).fit(X)
+    assert len(shared.spends) == before
+    # A fresh ledger that affords the greedy's part of the plan alone, not the whole: nothing is spent.
+    mu = gdp_mu(1.0, 1e-6)
+    greedy_alone = gdp_epsilon(math.sqrt(DEFAULT_INIT_SHARE) * mu, 1e-6)
+    tight = PrivacyAccountant(Budget((greedy_alone + 1.0) / 2, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        greedy_start(epsilon=1.0, delta=1e-6, accountant=tight, public_n=3000, random_state=1).fit(X)
+    assert tight.spends == []
+    # A model that cannot run FastLloyd's rounds refuses before the greedy's single round is spent.
+    with pytest.raises(CapabilityError):
+        greedy_start(epsilon=1.0, privacy_model="local", accountant=shared, random_state=2).fit(X)
+    assert len(shared.spends) == before
+
+
+def test_fastlloyd_starts_from_the_greedys_centers(blobs, monkeypatch):
+    X, _ = blobs
+    seen = {}
+    run_greedy, run_lloyd = greedy_module.run_greedy, lloyd_module.run_lloyd
+
+    def record_greedy(*args, **kwargs):
+        seen["greedy"] = run_greedy(*args, **kwargs).centers
+        return type("R", (), {"centers": seen["greedy"]})()
+
+    def record_lloyd(ctx, plan, centers, *args, **kwargs):
+        seen["start"] = centers.copy()
+        return run_lloyd(ctx, plan, centers, *args, **kwargs)
+
+    monkeypatch.setattr(greedy_module, "run_greedy", record_greedy)
+    monkeypatch.setattr(lloyd_module, "run_lloyd", record_lloyd)
+    greedy_start(epsilon=1.0, random_state=3).fit(X)
+    np.testing.assert_array_equal(seen["start"], seen["greedy"])
+    KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=3).fit(X)  # the default: sphere packing
+    assert not np.allclose(seen["start"], seen["greedy"])
+
+
+def test_a_crowded_corner_is_found_from_the_greedy_start_and_lost_from_sphere_packing():
+    """Three tight clusters in one corner: sphere packing's centers start far away and FastLloyd's few
+    clipped steps do not bring them all there; the greedy puts a center on each."""
+    rng = np.random.default_rng(4)
+    centers = np.array([[0.6, 0.6], [0.85, 0.6], [0.6, 0.85]])
+    X = centers[rng.integers(0, 3, 20_000)] + rng.normal(0, 0.02, (20_000, 2))
+    cost = {}
+    for init in ("sphere", "greedy"):
+        runs = [
+            KMeans(3, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": init},
+                   public_n=20_000, random_state=seed).fit(X).inertia_
+            for seed in range(5)
+        ]  # fmt: skip
+        cost[init] = np.median(runs)
+    assert cost["greedy"] < 0.5 * cost["sphere"]
+
+
+def test_the_default_start_is_sphere_packing_and_says_so(blobs):
+    m = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=0).fit(blobs[0])
+    assert m.fit_info_["init"] == {"start": "sphere packing"}
+    assert not any(st.label.startswith("greedy") for st in m.privacy_spent_.steps)
+
+
+@pytest.mark.parametrize(
+    "algorithm, params, message",
+    [
+        ("fastlloyd", {"init": "kmeans++"}, "init must be one of"),
+        ("fastlloyd", {"init_share": 0.3}, "needs init='greedy'"),
+        ("fastlloyd", {"init": "greedy", "init_share": 0.99}, "init_share must be a number"),
+        ("fastlloyd", {"init": "greedy", "init_share": True}, "init_share must be a number"),
+        ("glloyd", {"init": "greedy"}, "unknown GLloyd parameters"),
+    ],
+)
+def test_bad_start_parameters_are_refused_before_anything_is_spent(blobs, algorithm, params, message):
+    shared = PrivacyAccountant(Budget(5.0, 1e-5))
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=(-1, 1), algorithm=algorithm, algorithm_params=params, accountant=shared).fit(blobs[0])
+    assert shared.spends == []
