@@ -159,3 +159,58 @@ def test_mpc_options_that_cannot_run_are_refused_before_anything_is_spent(params
     with pytest.raises(ValueError, match=message):
         KMeans(3, bounds=(-1, 1), algorithm="greedy", algorithm_params=params, accountant=ledger).fit(np.zeros((40, 2)))
     assert ledger.spends == []
+
+
+def test_a_non_positive_partition_count_is_refused_before_anything_is_read():
+    with pytest.raises(ValueError, match="partitions"):
+        MemoryRows(np.zeros((10, 2)), 2, partitions=0)
+
+
+def test_partition_streams_are_the_release_streams_children_for_any_pool_size():
+    noise = Randomness(np.random.SeedSequence(4, pool_size=8)).noise.partitioned()
+    release = np.random.SeedSequence(noise._seeds.entropy, spawn_key=noise._seeds.spawn_key, pool_size=8)
+    assert np.array_equal(release.spawn(3)[2].generate_state(4), noise.at(2)._seeds.generate_state(4))
+
+
+def test_a_spark_partition_adds_the_tasks_sums_in_task_order_whatever_the_arrival_order():
+    """Float sums depend on their order: the leaf sorts the tasks' parts first, so a seeded fit releases the
+    same values however the shuffle delivers them (the executors' function, called directly)."""
+    from privclust.queries.central import PartitionNoiser
+    from privclust.queries.spark import _leaf
+
+    rng = np.random.default_rng(0)
+    query = SumQuery("q", 100, (Block("v", 1, 1.0),), lambda c: (np.zeros(len(c), np.int64), c[:, :1]), sparse=True)
+    items = [
+        (0, (t, [(np.arange(50), rng.uniform(0, 1, (50, 1)) * 10 ** rng.uniform(-8, 0, (50, 1)))])) for t in range(4)
+    ]
+    noiser = PartitionNoiser(query, (), None, Randomness(1).noise.partitioned())
+
+    class Everything:
+        def select(self, released, height, top):
+            return released
+
+    def leaf(order):
+        ((_, (released,)),) = list(_leaf(0, order, [_Exact(noiser)], [Everything()], 0))
+        return released.values["v"]
+
+    assert np.array_equal(leaf(items), leaf(items[::-1]))
+
+
+class _Exact:
+    """A noiser that releases the exact sums (the ordering test looks at the sums themselves)."""
+
+    def __init__(self, noiser):
+        self.query = noiser.query
+
+    def __call__(self, partition, total):
+        ids, sums = total
+        return Released({"v": sums}, {"v": 0.0}, ids)
+
+
+def test_a_reduced_release_refuses_a_query_that_narrows():
+    query = SumQuery("q", 10, (Block("v", 1, 1.0),), lambda c: (np.zeros(len(c), np.int64), c[:, :1]), sparse=True)
+    narrowing = SumQuery("q", 10, (Block("v", 1, 1.0),), query.contribution, sparse=True, narrows=lambda kept: kept)
+    oracle = CentralOracle(MemoryRows(np.zeros((5, 2)), 2), None, PrivacyAccountant(None), SecureNoise())
+    plan = oracle.plan([Part("p", share=1.0)])
+    with pytest.raises(ValueError, match="cannot narrow"):
+        plan.release_reduced([(narrowing, "p", 1.0, None)])

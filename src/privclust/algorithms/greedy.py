@@ -150,7 +150,7 @@ CENTRAL_NARROW_MARGIN = 1
 # With the sequential greedy's forbid (4) a level of the 4-d projection kept 1-2 balls wherever 4r spans the
 # clusters, and the greedy run on that summary missed clusters (8 blobs in 10-d: NICV 0.23 against 0.075);
 # with 1, every cube that is not a neighbour's may be kept, and the summary costs what the full tables do
-# (0.032; S1, Birch2, Adult within a few percent; docs/spark.md).
+# (0.032; S1, Birch2, Adult within a few percent; docs/algorithms.md).
 MPC_APART = 1.0
 FALSE_ALARMS = 0.05  # chance that noise alone passes a significance floor anywhere among the values tested
 
@@ -647,7 +647,8 @@ class LevelSelection(Reduction):
         if ids is None:  # a dense level: every ball of its one sub-lattice, in bucket order
             ids = self.level.encode(self.level.sublattice_balls(self.level.sublattices()[0]))
         std = float(np.max(released.std.get("value", 0.0)))
-        keep = np.flatnonzero(values > max(noise_floor(self.level, std, self.floor), 0.0))
+        # As the sequential greedy's tables: at or above the floor (level_tables), and positive (listed_available).
+        keep = np.flatnonzero((values >= noise_floor(self.level, std, self.floor)) & (values > 0))
         centers = self.level.centers(self.level.decode(ids[keep]))
         apart = self.apart * 2.0 ** (top - height) * self.level.radius
         open_values = values[keep].copy()

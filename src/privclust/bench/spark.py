@@ -141,7 +141,7 @@ def run(
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in ns:
-        path = write_blobs(workdir / f"blobs_{n}x{d}.parquet", n, d, k)
+        path = write_blobs(workdir / f"blobs_{n}x{d}_k{k}_seed0.parquet", n, d, k)
         fits = {}
         for engine in engines:
             fits[engine] = [

@@ -80,7 +80,10 @@ class PartitionedNoise:
         if self._seeds is None:
             return SecureNoise()
         seeds = self._seeds
-        return SeededNoise(np.random.SeedSequence(seeds.entropy, spawn_key=seeds.spawn_key + (int(partition),)))
+        child = np.random.SeedSequence(
+            seeds.entropy, spawn_key=seeds.spawn_key + (int(partition),), pool_size=seeds.pool_size
+        )
+        return SeededNoise(child)
 
 
 @lru_cache(maxsize=1)

@@ -167,6 +167,8 @@ class Plan:
         """Releases fixed in advance, each used only through its reduction (``queries.reduce``): what each
         reduction keeps of its release.  Charged like ``release_many``; the reductions are post-processing."""
         requests = list(requests)
+        if any(query.narrows is not None for query, *_ in requests):
+            raise ValueError("a reduced release is answered whole: its sparse queries cannot narrow (drop narrows)")
         drawn = [(query, self._draw(part, fraction), reduction) for query, part, fraction, reduction in requests]
         return self.oracle.answer_reduced(drawn)
 

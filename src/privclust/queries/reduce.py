@@ -15,9 +15,10 @@ of a set of released buckets -- and only what the reduction keeps comes back
   own buckets, applies the partition-selection threshold and the reduction
   (height 0); then groups of ``FAN_IN`` partitions merge their selections and
   reduce them again (height 1, 2, ...) until one partition holds the result,
-  which alone reaches the driver.  No machine ever holds more than one
-  partition's buckets or ``FAN_IN`` selections, so the driver's memory does
-  not grow with the rows.
+  which alone reaches the driver.  A partition holds the partial sums of its
+  own buckets (one per task that saw the bucket), a merge round ``FAN_IN``
+  selections, and the driver one selection: its memory does not grow with the
+  rows.
 
 Privacy.  The release is the oracle's own sparse release, bucket for bucket:
 every bucket is owned by exactly one partition, which draws that bucket's
@@ -63,11 +64,11 @@ def owner(ids: np.ndarray, partitions: int) -> np.ndarray:
     return ((mixed >> np.uint64(32)) % np.uint64(partitions)).astype(np.int64)
 
 
-def tree_height(partitions: int, fan_in: int = FAN_IN) -> int:
+def tree_height(partitions: int) -> int:
     """Rounds of merging until one of ``partitions`` selections is left."""
     height = 0
     while partitions > 1:
-        partitions = -(-partitions // fan_in)
+        partitions = -(-partitions // FAN_IN)
         height += 1
     return height
 
@@ -75,7 +76,9 @@ def tree_height(partitions: int, fan_in: int = FAN_IN) -> int:
 def split(ids: np.ndarray, sums: np.ndarray, partitions: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """A sparse answer's (ids, sums) cut into the parts each partition owns (ids stay sorted)."""
     where = owner(ids, partitions)
-    return [(ids[where == p], sums[where == p]) for p in range(partitions)]
+    order = np.argsort(where, kind="stable")  # one sort, not one scan per partition
+    cuts = np.searchsorted(where[order], np.arange(partitions + 1))
+    return [(ids[order[a:b]], sums[order[a:b]]) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def concat(parts: list[Released]) -> Released:
@@ -87,19 +90,20 @@ def concat(parts: list[Released]) -> Released:
     return Released(values, dict(first.std), ids)
 
 
-def merge_and_reduce(leaves: list[list[Released]], reductions: list[Reduction], fan_in: int = FAN_IN) -> list:
-    """One machine's run of the tree: ``leaves[p][i]`` is partition p's selection for release i (height 0);
-    groups of ``fan_in`` consecutive partitions merge and reduce until one is left.  Spark runs the same
-    rounds on its executors (``queries.spark``), grouping partition p with p // fan_in."""
-    top = tree_height(len(leaves), fan_in)
+def merge_and_reduce(leaves: list[list[Released]], reductions: list[Reduction]) -> list:
+    """One machine's run of the tree: ``leaves[p][i]`` is partition p's selection for release i (height 0,
+    made with ``top = tree_height(len(leaves))``); groups of ``FAN_IN`` consecutive partitions merge and
+    reduce until one is left.  Spark runs the same rounds on its executors (``queries.spark``), grouping
+    partition p with p // FAN_IN."""
+    top = tree_height(len(leaves))
     level, height = leaves, 0
     while len(level) > 1:
         height += 1
         level = [
             [
-                r.select(concat([group[i] for group in level[s : s + fan_in]]), height, top)
+                r.select(concat([group[i] for group in level[s : s + FAN_IN]]), height, top)
                 for i, r in enumerate(reductions)
             ]
-            for s in range(0, len(level), fan_in)
+            for s in range(0, len(level), FAN_IN)
         ]
     return level[0]

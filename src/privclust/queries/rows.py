@@ -34,7 +34,7 @@ import numpy as np
 from scipy import sparse
 
 from .._parallel import map_chunks, n_workers
-from .._validation import check_data
+from .._validation import check_data, check_int
 from .base import ROW_COUNT, SumQuery, clip_blocks
 from .reduce import merge_and_reduce, split, tree_height
 from .voronoi import VoronoiCells
@@ -260,7 +260,7 @@ class MemoryRows(Rows):
         partitions: int = 1,
     ):
         self.n_features = int(n_features)
-        self._partitions = int(partitions)  # > 1: a reduced release runs the merge-and-reduce tree (tests)
+        self._partitions = check_int("partitions", partitions, 1, 1 << 20)  # > 1: reduced releases run the merge tree
         self._input, self._what = data, what
         self._transform = transform or (lambda rows: rows)
         self._chunk_rows = int(chunk_rows or chunk_rows_for(self.n_features))
