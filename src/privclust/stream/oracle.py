@@ -47,7 +47,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..privacy.noise import NoiseSource, SecureNoise, SeededNoise
+from ..privacy.noise import PartitionedNoise
 from ..queries.base import Released, SumQuery, clip_blocks
 from ..queries.plan import DENSE, SPARSE, Allotment, CapabilityError, Oracle, pooled_allotments
 from .counters import ContinualCounters, tree_sensitivity
@@ -59,19 +59,10 @@ class HorizonError(ValueError):
     """An update past the stream's public horizon (nothing was read or changed)."""
 
 
-class StepNoise:
+class StepNoise(PartitionedNoise):
     """The noise of each step: secure (OS entropy, not reproducible), or seeded per step from one root
     (counter-based: the noise of step t depends only on the root and t, so a resumed stream draws the
-    same noise as an uninterrupted one)."""
-
-    def __init__(self, root: np.random.SeedSequence | None):
-        self.root = root
-
-    def at(self, step: int) -> NoiseSource:
-        if self.root is None:
-            return SecureNoise()
-        key = tuple(self.root.spawn_key) + (int(step),)
-        return SeededNoise(np.random.SeedSequence(self.root.entropy, spawn_key=key))
+    same noise as an uninterrupted one).  ``at(step)`` is :meth:`PartitionedNoise.at`, steps for partitions."""
 
 
 class ContinualOracle(Oracle):
