@@ -214,3 +214,37 @@ def test_a_reduced_release_refuses_a_query_that_narrows():
     plan = oracle.plan([Part("p", share=1.0)])
     with pytest.raises(ValueError, match="cannot narrow"):
         plan.release_reduced([(narrowing, "p", 1.0, None)])
+
+
+class _KeepAll:
+    def select(self, released, height, top):
+        return released
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_reduced_release_draws_each_buckets_noise_once_at_the_calibrated_scale(partitions):
+    """400 buckets of 100 rows, each row adding the block's bound: every bucket clears the threshold (about 27
+    bounds here), so the
+    kept values minus the exact sums are the drawn noise (secure, the default).  Its spread must be the
+    release's std -- not half of it, not sqrt 2 of it (noise drawn twice), not zero (a partition skipping)."""
+    bound = 1000.0
+    rows = np.repeat(np.arange(400, dtype=float), 100)[:, None]
+    query = SumQuery(
+        "buckets",
+        400,
+        (Block("v", 1, bound),),
+        lambda chunk: (chunk[:, 0].astype(np.int64), np.full((len(chunk), 1), bound)),
+        sparse=True,
+    )
+    oracle = CentralOracle(
+        MemoryRows(rows, 1, partitions=partitions),
+        Budget(1.0, 1e-6),
+        PrivacyAccountant(Budget(1.0, 1e-6)),
+        SecureNoise(),
+    )
+    (kept,) = oracle.plan([Part("p", share=1.0, delta=1e-7)]).release_reduced([(query, "p", 1.0, _KeepAll())])
+    assert sorted(kept.ids.tolist()) == list(range(400))
+    drawn = kept.values["v"][:, 0] - 100 * bound
+    std = float(kept.std["v"])
+    assert abs(drawn.mean()) < 4 * std / np.sqrt(400)
+    assert 0.88 < drawn.std() / std < 1.12

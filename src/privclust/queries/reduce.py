@@ -41,7 +41,17 @@ import numpy as np
 
 from .base import Released
 
-__all__ = ["FAN_IN", "Reduction", "owner", "tree_height", "concat", "split", "merge_and_reduce"]
+__all__ = [
+    "FAN_IN",
+    "Reduction",
+    "owner",
+    "tree_height",
+    "concat",
+    "split",
+    "leaf_selections",
+    "merged_selections",
+    "merge_and_reduce",
+]
 
 FAN_IN = 8  # selections merged per machine and round: the tree over P partitions has ceil(log_8 P) rounds
 
@@ -90,20 +100,27 @@ def concat(parts: list[Released]) -> Released:
     return Released(values, dict(first.std), ids)
 
 
+def leaf_selections(p: int, totals: list, noisers: list, reductions: list[Reduction], top: int) -> list[Released]:
+    """Partition p at height 0: each release's exact sums of the buckets p owns, noised by ``noisers[i](p, ...)``
+    and reduced."""
+    return [r.select(noiser(p, total), 0, top) for noiser, r, total in zip(noisers, reductions, totals)]
+
+
+def merged_selections(children: list[list[Released]], reductions: list[Reduction], height: int, top: int) -> list:
+    """One machine of a merge round: its children's selections (in partition order) merged and reduced."""
+    return [r.select(concat([child[i] for child in children]), height, top) for i, r in enumerate(reductions)]
+
+
 def merge_and_reduce(leaves: list[list[Released]], reductions: list[Reduction]) -> list:
-    """One machine's run of the tree: ``leaves[p][i]`` is partition p's selection for release i (height 0,
-    made with ``top = tree_height(len(leaves))``); groups of ``FAN_IN`` consecutive partitions merge and
-    reduce until one is left.  Spark runs the same rounds on its executors (``queries.spark``), grouping
-    partition p with p // FAN_IN."""
+    """One machine's run of the tree: ``leaves[p]`` is partition p's :func:`leaf_selections` (made with
+    ``top = tree_height(len(leaves))``); groups of ``FAN_IN`` consecutive partitions merge and reduce until
+    one is left.  Spark runs the same rounds on its executors (``queries.spark``), grouping partition p with
+    p // FAN_IN."""
     top = tree_height(len(leaves))
     level, height = leaves, 0
     while len(level) > 1:
         height += 1
         level = [
-            [
-                r.select(concat([group[i] for group in level[s : s + FAN_IN]]), height, top)
-                for i, r in enumerate(reductions)
-            ]
-            for s in range(0, len(level), FAN_IN)
+            merged_selections(level[s : s + FAN_IN], reductions, height, top) for s in range(0, len(level), FAN_IN)
         ]
     return level[0]

@@ -36,7 +36,7 @@ from scipy import sparse
 from .._parallel import map_chunks, n_workers
 from .._validation import check_data, check_int
 from .base import ROW_COUNT, SumQuery, clip_blocks
-from .reduce import merge_and_reduce, split, tree_height
+from .reduce import leaf_selections, merge_and_reduce, split, tree_height
 from .voronoi import VoronoiCells
 
 __all__ = [
@@ -100,13 +100,7 @@ class Rows(ABC):
         partitions = self.partitions
         top = tree_height(partitions)
         parts = [split(ids, sums, partitions) for ids, sums in self.sums(queries)]
-        leaves = [
-            [
-                reduction.select(noiser(p, part[p]), 0, top)
-                for noiser, reduction, part in zip(noisers, reductions, parts)
-            ]
-            for p in range(partitions)
-        ]
+        leaves = [leaf_selections(p, [part[p] for part in parts], noisers, reductions, top) for p in range(partitions)]
         return merge_and_reduce(leaves, reductions)
 
 

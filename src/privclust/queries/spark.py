@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .base import ROW_COUNT
-from .reduce import FAN_IN, concat, split, tree_height
+from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
 __all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
@@ -242,11 +242,8 @@ def _leaf(p: int, items, noisers, reductions, top: int):
     for _, parts in sorted((part for _, part in items), key=lambda tagged: tagged[0]):
         for bucket_parts, part in zip(grouped, parts):
             bucket_parts.append(part)
-    out = [
-        reduction.select(noiser(p, merge_sparse(parts, noiser.query.width)), 0, top)
-        for noiser, reduction, parts in zip(noisers, reductions, grouped)
-    ]
-    yield p, out
+    totals = [merge_sparse(parts, noiser.query.width) for noiser, parts in zip(noisers, grouped)]
+    yield p, leaf_selections(p, totals, noisers, reductions, top)
 
 
 def _to_parent(item):
@@ -257,13 +254,7 @@ def _to_parent(item):
 def _merge_up(g: int, items, reductions, height: int, top: int):
     """Machine g of a merge round: its children's selections, in partition order, merged and reduced."""
     children = [selections for _, selections in sorted((child for _, child in items), key=lambda c: c[0])]
-    yield (
-        g,
-        [
-            reduction.select(concat([child[i] for child in children]), height, top)
-            for i, reduction in enumerate(reductions)
-        ],
-    )
+    yield g, merged_selections(children, reductions, height, top)
 
 
 def predict_frame(frame, centers: np.ndarray, column: str = "cluster"):
