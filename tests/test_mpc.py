@@ -92,7 +92,7 @@ def test_the_reduced_selection_meets_lemma_5_1_on_exact_values(partitions):
 
 def test_a_reduced_release_charges_what_the_plain_release_charges_and_keeps_its_noise():
     rng = np.random.default_rng(2)
-    rows = np.clip(rng.normal(0, 0.3, (2000, 2)), -1, 1)
+    rows = np.clip(rng.normal(0, 0.05, (2000, 2)), -1, 1)  # a few balls of hundreds of rows: some always kept
     level = make_levels(1.0, 4, 2, rng, 1)[3]
     kept, plan, query, reduced_ledger = _level_release(level, rows, 5, 1.0, 8, budget=Budget(1.0, 1e-6))
     plain_ledger = PrivacyAccountant(Budget(1.0, 1e-6))
@@ -247,4 +247,4 @@ def test_a_reduced_release_draws_each_buckets_noise_once_at_the_calibrated_scale
     drawn = kept.values["v"][:, 0] - 100 * bound
     std = float(kept.std["v"])
     assert abs(drawn.mean()) < 4 * std / np.sqrt(400)
-    assert 0.88 < drawn.std() / std < 1.12
+    assert 0.85 < drawn.std() / std < 1.15  # 400 draws: the estimate is within 4 of its 3.5% errors
