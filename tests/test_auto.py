@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
-from privclust.algorithms.auto import GREEDY_SIGNAL, GREEDY_START, choose
+from privclust.algorithms.auto import GREEDY_SIGNAL, GREEDY_START, GREEDY_START_SIGNAL, choose
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
@@ -19,13 +19,18 @@ def test_the_rule():
     assert choose(None, 6, 3, 1.0, adaptive=False)[0] == "greedy"  # one-round models
     assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= 100
     assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # 50 < 100
-    assert choose(10**7, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3
+    assert choose(99_000, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3: 9,900 is not yet enough
     n = GREEDY_SIGNAL * 4 / 0.5
     assert choose(n, 2, 4, 0.5, adaptive=True)[0] == "greedy"
     # d = 3: FastLloyd from the greedy's centers once n epsilon / k reaches the same signal, else plain FastLloyd
     assert choose(n, 3, 4, 0.5, adaptive=True)[0] == GREEDY_START
     assert choose(n * 0.99, 3, 4, 0.5, adaptive=True)[0] == "fastlloyd"
     assert choose(None, 3, 4, 0.5, adaptive=False)[0] == "greedy"  # one round: no FastLloyd at all
+    # d >= 4: the greedy start only from a hundred times the signal
+    n = GREEDY_START_SIGNAL * 3 / 0.5
+    assert choose(n, 6, 3, 0.5, adaptive=True)[0] == GREEDY_START
+    assert choose(n * 0.99, 6, 3, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(n, 784, 3, 0.5, adaptive=True)[0] == GREEDY_START
 
 
 def test_auto_is_the_default_and_says_what_it_chose():

@@ -12,14 +12,18 @@ rows themselves -- so it is post-processing of public values and releases:
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
   (``algorithm_params={"init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the budget):
   the greedy finds the clusters, FastLloyd's steps refine them;
+* d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
+  dimensions the greedy needs far more rows per cluster before its centers are a better start
+  than the sphere packing;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
 
 The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
 in docs/choosing.md): the greedy's NICV is below FastLloyd's on S1 and Birch2 from n epsilon / k
 of about 60-170 on, and above it on every set with d >= 3 but adult, where both are within 10%.
 The greedy start wins on House (d = 3) and on every held-out 3-d Gaussian mixture once n epsilon / k
->= 100 (below it, it loses); in d >= 4 it wins on some sets (Adult, Breast, mixtures with k >= 10)
-and loses on others (k <= 3 mixtures, G2, Iris, Wine, Yeast, MNIST), so FastLloyd stays there.
+>= 100 (below it, it loses).  In d >= 4 it is at most FastLloyd's NICV on every held-out mixture
+(d = 4 to 20, k = 2 to 10, n = 3*10^4 to 10^5) once n epsilon / k >= 10,000, and on Adult; below
+that it wins on some sets and loses on others by up to 1.9x, so FastLloyd stays there.
 ``fit_info_["auto"]`` says which was chosen and why.
 
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
@@ -37,9 +41,10 @@ from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part
 from .base import MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 
-__all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START", "CHOICES"]
+__all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
+GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
 GREEDY_START = "fastlloyd-greedy-start"
 # What ``choose`` may name -> (the algorithm, its algorithm_params)
 CHOICES = {
@@ -60,8 +65,13 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
         return GREEDY_START, (
             f"d = 3 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}: FastLloyd from the private greedy's centers"
         )
+    if d >= 4 and signal >= GREEDY_START_SIGNAL:
+        return GREEDY_START, (
+            f"d = {d} >= 4 and n epsilon / k = {signal:.3g} >= {GREEDY_START_SIGNAL:g}: "
+            "FastLloyd from the private greedy's centers"
+        )
     if d > 2:
-        return "fastlloyd", f"d = {d} > 2: FastLloyd is the more accurate there"
+        return "fastlloyd", f"d = {d} > 2 and n epsilon / k = {signal:.3g}: FastLloyd is the more accurate there"
     return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
 
 
