@@ -164,16 +164,19 @@ def test_histogram_cover_spends_what_its_plan_claims(fitted_histogram):
     by = {s.label.split("/")[0]: s for s in steps}
     rest = 2.0 * (1 - 0.05)
     assert by["rows"].epsilon == pytest.approx(0.1)
-    assert (by["max cover: proxy counts"].epsilon, by["max cover: NoisyAVG per cluster"].epsilon) == pytest.approx(
-        (0.05 * rest, 0.5 * rest)
-    )
-    # one Gaussian pool for the cover's levels and the final round, shared 0.2 : 0.25 (shares of mu^2), converted
-    # at the delta left after the partition selection (1/3) and NoisyAVG (1/3)
-    mu = gdp_mu(0.45 * rest, 1e-6 / 3)
-    assert sum(s.mu**2 for s in levels) == pytest.approx(mu**2 * 0.2 / 0.45)
+    assert by["max cover: proxy counts"].epsilon == pytest.approx(0.05 * rest)
+    assert model.fit_info_["average"] == "gaussian"
+    # one Gaussian pool for the cover's levels, the averages and the final round, shared 0.2 : 0.5 : 0.25 (shares
+    # of mu^2), converted at the delta left after the partition selection (1/2)
+    mu = gdp_mu(0.95 * rest, 1e-6 / 2)
+    assert sum(s.mu**2 for s in levels) == pytest.approx(mu**2 * 0.2 / 0.95)
+    assert not any(s.label.startswith("max cover: NoisyAVG") for s in steps)
+    averages = [s for s in steps if s.label.startswith("max cover: Gaussian average")]
+    assert [s.label.split("/")[1] for s in averages] == ["sum", "count"]
+    assert sum(s.mu**2 for s in averages) == pytest.approx(mu**2 * 0.5 / 0.95)
     lloyd = [s for s in steps if s.label.startswith("iteration")]
-    assert sum(s.mu**2 for s in lloyd) == pytest.approx(mu**2 * 0.25 / 0.45)
-    assert sum(s.delta for s in selection) == pytest.approx(1e-6 / 3)
+    assert sum(s.mu**2 for s in lloyd) == pytest.approx(mu**2 * 0.25 / 0.95)
+    assert sum(s.delta for s in selection) == pytest.approx(1e-6 / 2)
     assert model.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-6)
     assert model.privacy_spent_.delta == pytest.approx(1e-6)
 
@@ -241,6 +244,9 @@ def test_maxcover_finds_well_separated_clusters(which, request):
         ({"nonsense": 1}, "unknown maxcover parameters"),
         ({"final_lloyd": False}, "final_lloyd is False"),
         ({"cover": "argmax"}, "cover must be one of"),
+        ({"average": "median"}, "average must be one of"),
+        ({"lloyd_iterations": 0}, "lloyd_iterations must be an integer between 1 and 20"),
+        ({"lloyd_iterations": 2.5}, "lloyd_iterations"),
         ({"cover": "histogram", "budget_split": {"cover": 0.0, "proxy": 0.5, "average": 0.5}}, "must be positive"),
     ],
 )

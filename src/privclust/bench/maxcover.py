@@ -50,9 +50,14 @@ from .stats import mean_ci
 __all__ = ["gaussian_mixture", "CostJob", "plan", "run", "write_report", "DEFAULT_KS", "find_mnist"]
 
 DEFAULT_KS = (2, 4, 8, 16, 32, 64)
-METHODS = ("maxcover", "maxcover-hist", "maxcover-exp", "fastlloyd", "diffprivlib", "lloyd")
+METHODS = ("maxcover", "maxcover-hist", "maxcover-noisyavg", "maxcover-exp", "fastlloyd", "diffprivlib", "lloyd")
 # maxcover at its default cover, and at each cover by name (``algorithm_params={"cover": ...}``)
-COVER_METHODS = {"maxcover-hist": "histogram", "maxcover-exp": "exponential"}
+# Variants of maxcover -> their algorithm_params
+COVER_METHODS = {
+    "maxcover-hist": {"cover": "histogram"},
+    "maxcover-noisyavg": {"cover": "histogram", "average": "noisyavg"},  # the histogram cover with the seed's NoisyAVG
+    "maxcover-exp": {"cover": "exponential"},
+}
 ABLATION = ("cover-exact", "cover-private")  # non-private diagnostics of maxcover's partition
 EXACT_SELECTION = 1e6  # an eps_E at which the exponential mechanism is an argmax
 
@@ -135,7 +140,7 @@ def _private_fit(X: np.ndarray, bounds, method: str, k: int, seed: int) -> KMean
     n = X.shape[0]
     algorithm, params = method, None
     if method in COVER_METHODS:
-        algorithm, params = "maxcover", {"cover": COVER_METHODS[method]}
+        algorithm, params = "maxcover", COVER_METHODS[method]
     return KMeans(
         k,
         epsilon=1.0,
