@@ -82,6 +82,7 @@ ALGORITHMS = {
     "greedy (histogram)": 60,
     "maxcover": 20,
     "maxcover without final round": 20,
+    "maxcover Gaussian average": 20,
     "onecluster": 100,
     "Subsampled SuLloyd (rate 0.1)": 100,
     "federated round: server's view": 20,
@@ -104,7 +105,10 @@ def test_dropped_clipping_is_caught():
     ).caught
 
 
-@pytest.mark.parametrize("name, factor, draws", [("greedy (histogram)", 0.25, 120), ("maxcover", 0.125, 72)])
+@pytest.mark.parametrize(
+    "name, factor, draws",
+    [("greedy (histogram)", 0.25, 120), ("maxcover", 0.125, 72), ("maxcover Gaussian average", 0.1, 80)],
+)
 def test_stronger_breaks_of_the_slow_algorithms_are_caught_quickly(name, factor, draws):
     # Their noise / 2 controls need the default draws (see the module docstring).  A larger break, through
     # the same pair and the same injection, separates the sides at a few dozen draws -- about the fewest

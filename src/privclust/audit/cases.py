@@ -285,15 +285,17 @@ def _maxcover():
     return _fits(make, D, np.vstack([D, [[0.7]]]))
 
 
-def _maxcover_average():
-    # No final round: the center is NoisyAVG of all rows, whose diameter (the box's) holds only if every
-    # row is clipped to the bounds.  The extra row lies at 100, far outside them.  At epsilon = 1 the
-    # clipped row moves the center by 0.14 of NoisyAVG's sigma, the unclipped one by 7.
+def _maxcover_average(average: str = "noisyavg", rows=(-1.0, 1000), extra: float = 100.0):
+    # No final round: the center is the average of all rows.  NoisyAVG's diameter (the box's) holds only if
+    # every row is clipped to the bounds; the extra row lies at 100, far outside them.  At epsilon = 1 the
+    # clipped row moves the center by 0.14 of NoisyAVG's sigma, the unclipped one by 7.  The Gaussian
+    # average releases the one part's sum and size: 200 rows at -0.5 (so the noisy mean is rarely clipped
+    # at the wall) and an extra row at the far wall, +1, which moves the sum most.
     split = {"cover": 0.01, "proxy": 0.01, "average": 0.98}
-    D = _rows((-1.0, 1000))
-    params = {"budget_split": split, "final_lloyd": False, "projection_dim": 1, "growth": 8}
+    D = _rows(rows)
+    params = {"budget_split": split, "final_lloyd": False, "projection_dim": 1, "growth": 8, "average": average}
     make = _kmeans("maxcover", len(D), seeded=True, epsilon=1.0, algorithm_params=params)
-    return _fits(make, D, np.vstack([D, [[100.0]]]))
+    return _fits(make, D, np.vstack([D, [[extra]]]))
 
 
 ONECLUSTER_SPLIT = {"radius": 0.05, "shift": 0.05, "box": 0.4, "axes": 0.05, "average": 0.2, "refine": 0.25}
@@ -421,6 +423,14 @@ CASES: dict[str, Case] = {
             _maxcover_average,
             200,
             "epsilon = 1; 1000 rows at -1, plus one at 100 (outside the bounds (-1, 1): clipped to 1)",
+            noise="seeded",
+        ),
+        Case(
+            "maxcover Gaussian average",
+            "maxcover",
+            lambda: _maxcover_average("gaussian", (-0.5, 200), 1.0),
+            200,
+            "epsilon = 1, no final round; 200 rows at -0.5, plus one at 1",
             noise="seeded",
         ),
         Case(
