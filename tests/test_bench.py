@@ -8,7 +8,14 @@ from typer.testing import CliRunner
 
 from privclust.bench import peers, synthetic
 from privclust.bench.scaling import scaling_plan
-from privclust.bench.utility import UtilityJob, plan_jobs, run_job, run_utility, summarise, write_utility_report
+from privclust.bench.utility import (
+    UtilityJob,
+    plan_jobs,
+    run_job,
+    run_utility,
+    summarise,
+    write_utility_report,
+)
 from privclust.cli import app
 
 
@@ -63,6 +70,15 @@ def test_summary_by_hand():
     # AUC per seed: seed 0: 0.4*3 + 0.5*1.5 = 1.95; seed 1: 0.4*2 + 0.5*2.5 = 2.05
     assert out["x"]["m"]["auc"][0] == pytest.approx(2.0)
     assert out["x"]["floor"]["auc"][0] == pytest.approx(0.9)  # non-private rows count at every epsilon
+
+
+def test_a_peer_off_the_package_index_needs_a_local_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="--source"):
+        peers.install("google-lsh")
+    with pytest.raises(ValueError, match="takes no --source"):
+        peers.install("diffprivlib", source=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before any environment was made
 
 
 def test_missing_peer_is_reported_not_dropped(tmp_path, monkeypatch):

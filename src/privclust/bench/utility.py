@@ -145,10 +145,17 @@ def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
     """Jobs of one peer on one data set, in one call to the peer's own interpreter."""
     ds = load_data(jobs[0].dataset)
     lo, hi = ds.bounds
-    specs = [{"k": ds.k, "epsilon": j.epsilon, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
+    delta = _delta(len(ds.X)) if peers.PEERS[jobs[0].method].takes_delta else 0.0  # privclust's runs get the same
+    specs = [{"k": ds.k, "epsilon": j.epsilon, "delta": delta, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
     results = peers.run_batch(jobs[0].method, ds.X, specs)
     return [
-        evaluate(j, np.asarray(r["centers"]), r["iterations"], r["seconds"], {"epsilon": j.epsilon, "claimed": True})
+        evaluate(
+            j,
+            np.asarray(r["centers"]),
+            r["iterations"],
+            r["seconds"],
+            {"epsilon": j.epsilon, "delta": delta, "claimed": True},
+        )
         for j, r in zip(jobs, results)
     ]
 

@@ -165,13 +165,22 @@ def peers_list() -> None:
 
 
 @peers_app.command("install")
-def peers_install(name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib.")) -> None:
+def peers_install(
+    name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib."),
+    source: Optional[Path] = typer.Option(
+        None, help="Local source of a peer that is not on the package index (google-lsh: its learning/ folder)."
+    ),
+) -> None:
     """Create the peer's own virtual environment and install it (needs the package index)."""
     from ..bench import peers
 
     if name not in peers.PEERS:
         raise typer.BadParameter(f"unknown peer {name!r}; known: {', '.join(peers.PEERS)}")
-    console.print(f"installed {name} in {peers.install(name)}")
+    try:
+        target = peers.install(name, source)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    console.print(f"installed {name} in {target}")
 
 
 @bench_app.command("scaling")
