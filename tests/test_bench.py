@@ -13,6 +13,7 @@ from privclust.bench.utility import (
     plan_jobs,
     run_job,
     run_utility,
+    split_datasets,
     summarise,
     write_utility_report,
 )
@@ -70,6 +71,15 @@ def test_summary_by_hand():
     # AUC per seed: seed 0: 0.4*3 + 0.5*1.5 = 1.95; seed 1: 0.4*2 + 0.5*2.5 = 2.05
     assert out["x"]["m"]["auc"][0] == pytest.approx(2.0)
     assert out["x"]["floor"]["auc"][0] == pytest.approx(0.9)  # non-private rows count at every epsilon
+
+
+def test_dataset_lists_keep_the_commas_of_spec_strings():
+    assert split_datasets("iris, synth:k=8,d=16,seed=7,g2:d=32,seed=7,s1") == [
+        "iris",
+        "synth:k=8,d=16,seed=7",
+        "g2:d=32,seed=7",
+        "s1",
+    ]
 
 
 def test_a_peer_off_the_package_index_needs_a_local_source(tmp_path, monkeypatch):

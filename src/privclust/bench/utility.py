@@ -37,6 +37,7 @@ __all__ = [
     "run_utility",
     "summarise",
     "write_utility_report",
+    "split_datasets",
     "load_data",
     "NON_PRIVATE_METHODS",
     "map_jobs",
@@ -70,6 +71,20 @@ def plan_jobs(names, methods, epsilons, seeds, private_n=False) -> list[UtilityJ
                 else:
                     jobs.extend(UtilityJob(name, method, float(e), seed, private_n) for e in epsilons)
     return jobs
+
+
+def split_datasets(text: str) -> list[str]:
+    """Comma-separated data set names, where a spec string's own commas stay inside it: a part of the form
+    ``key=value`` (no ``:``) continues the spec before it (``iris,g2:d=8,seed=1`` -> iris, g2:d=8,seed=1)."""
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "=" in part and ":" not in part and names and ":" in names[-1]:
+            names[-1] += "," + part
+        else:
+            names.append(part)
+    return names
 
 
 @lru_cache(maxsize=None)
