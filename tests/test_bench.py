@@ -10,6 +10,7 @@ from privclust.bench import peers, synthetic
 from privclust.bench.scaling import scaling_plan
 from privclust.bench.utility import (
     UtilityJob,
+    excess_ratios,
     plan_jobs,
     run_job,
     run_utility,
@@ -80,6 +81,24 @@ def test_dataset_lists_keep_the_commas_of_spec_strings():
         "g2:d=32,seed=7",
         "s1",
     ]
+
+
+def test_excess_ratio_by_hand(tmp_path):
+    auc = {"kmeans++": 0.2, "auto": 0.3, "fastlloyd": 0.42, "diffprivlib": 0.5, "one-center": 1.0}
+    rows = [
+        {"dataset": "x", "method": m, "epsilon": None if m in ("kmeans++", "one-center") else e, "seed": 0, "nicv": v}
+        for m, v in auc.items()
+        for e in (0.5, 1.0)
+    ]
+    summary = summarise(rows, [0.5, 1.0])  # AUC over [0.5, 1] is half the constant NICV
+    # floor 0.9 * 0.1 = 0.09; excess: auto 0.06, best peer (fastlloyd) 0.12
+    r = excess_ratios(summary)["x"]
+    assert r["best"] == "fastlloyd" and r["floor"] == pytest.approx(0.09)
+    assert r["ratio"] == pytest.approx(0.5)
+    report = write_utility_report(rows, [0.5, 1.0], tmp_path).read_text()
+    assert "Ratio <= 0.5 on 1 of 1 sets" in report and "| 0.500 | yes |" in report
+    assert json.loads((tmp_path / "excess_ratios.json").read_text())["x"]["best"] == "fastlloyd"
+    assert excess_ratios(summarise([r for r in rows if r["method"] != "kmeans++"], [0.5, 1.0])) == {}
 
 
 def test_a_peer_off_the_package_index_needs_a_local_source(tmp_path, monkeypatch):
