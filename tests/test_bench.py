@@ -8,7 +8,16 @@ from typer.testing import CliRunner
 
 from privclust.bench import peers, synthetic
 from privclust.bench.scaling import scaling_plan
-from privclust.bench.utility import UtilityJob, plan_jobs, run_job, run_utility, summarise, write_utility_report
+from privclust.bench.utility import (
+    UtilityJob,
+    excess_ratios,
+    plan_jobs,
+    run_job,
+    run_utility,
+    split_datasets,
+    summarise,
+    write_utility_report,
+)
 from privclust.cli import app
 
 
@@ -63,6 +72,42 @@ def test_summary_by_hand():
     # AUC per seed: seed 0: 0.4*3 + 0.5*1.5 = 1.95; seed 1: 0.4*2 + 0.5*2.5 = 2.05
     assert out["x"]["m"]["auc"][0] == pytest.approx(2.0)
     assert out["x"]["floor"]["auc"][0] == pytest.approx(0.9)  # non-private rows count at every epsilon
+
+
+def test_dataset_lists_keep_the_commas_of_spec_strings():
+    assert split_datasets("iris, synth:k=8,d=16,seed=7,g2:d=32,seed=7,s1") == [
+        "iris",
+        "synth:k=8,d=16,seed=7",
+        "g2:d=32,seed=7",
+        "s1",
+    ]
+
+
+def test_excess_ratio_by_hand(tmp_path):
+    auc = {"kmeans++": 0.2, "auto": 0.3, "fastlloyd": 0.42, "diffprivlib": 0.5, "one-center": 1.0}
+    rows = [
+        {"dataset": "x", "method": m, "epsilon": None if m in ("kmeans++", "one-center") else e, "seed": 0, "nicv": v}
+        for m, v in auc.items()
+        for e in (0.5, 1.0)
+    ]
+    summary = summarise(rows, [0.5, 1.0])  # AUC over [0.5, 1] is half the constant NICV
+    # floor 0.9 * 0.1 = 0.09; excess: auto 0.06, best peer (fastlloyd) 0.12
+    r = excess_ratios(summary)["x"]
+    assert r["best"] == "fastlloyd" and r["floor"] == pytest.approx(0.09)
+    assert r["ratio"] == pytest.approx(0.5)
+    report = write_utility_report(rows, [0.5, 1.0], tmp_path).read_text()
+    assert "Ratio <= 0.5 on 1 of 1 sets" in report and "| 0.500 | yes |" in report
+    assert json.loads((tmp_path / "excess_ratios.json").read_text())["x"]["best"] == "fastlloyd"
+    assert excess_ratios(summarise([r for r in rows if r["method"] != "kmeans++"], [0.5, 1.0])) == {}
+
+
+def test_a_peer_off_the_package_index_needs_a_local_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="--source"):
+        peers.install("google-lsh")
+    with pytest.raises(ValueError, match="takes no --source"):
+        peers.install("diffprivlib", source=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before any environment was made
 
 
 def test_missing_peer_is_reported_not_dropped(tmp_path, monkeypatch):

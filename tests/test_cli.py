@@ -188,6 +188,7 @@ def test_bench_speed_small(tmp_path):
 
 def test_bench_rejects_unknown_names(tmp_path):
     assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
+    assert run("bench", "utility", "--datasets", "iris,synth:k=2,seed=1", "--out", str(tmp_path)).exit_code != 0
     assert run("bench", "speed", "--methods", "nope", "--out", str(tmp_path)).exit_code != 0
 
 
@@ -219,6 +220,28 @@ def test_fit_runs_every_registered_algorithm(tmp_path):
         out = run("fit", "--algorithm", algorithm, "--seed", "0", "--output", str(tmp_path / f"{algorithm}.csv"))
         assert out.exit_code == 0, out.output
         assert (tmp_path / f"{algorithm}.csv").exists()
+
+
+def test_bench_utility_takes_synthetic_specs_in_the_data_set_list(tmp_path):
+    out = run(
+        "bench",
+        "utility",
+        "--datasets",
+        "iris,g2:d=3,seed=1",
+        "--methods",
+        "fastlloyd,kmeans++",
+        "--epsilons",
+        "1.0",
+        "--runs",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in (tmp_path / "utility.jsonl").read_text().splitlines()]
+    assert {r["dataset"] for r in rows} == {"iris", "g2:d=3,seed=1"}
 
 
 def test_bench_utility_at_a_single_epsilon_scores_by_nicv(tmp_path):

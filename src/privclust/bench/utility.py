@@ -36,7 +36,9 @@ __all__ = [
     "run_job",
     "run_utility",
     "summarise",
+    "excess_ratios",
     "write_utility_report",
+    "split_datasets",
     "load_data",
     "NON_PRIVATE_METHODS",
     "map_jobs",
@@ -49,6 +51,12 @@ NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 # Methods that are an algorithm with non-default parameters: name -> (algorithm, algorithm_params)
 VARIANTS = {"fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"})}
+# Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
+# privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
+DEFAULT_METHOD = "auto"
+FLOOR_SHARE = 0.9
+TARGET_RATIO = 0.5
+RIVALS = ("fastlloyd", *peers.PEERS)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,20 @@ def plan_jobs(names, methods, epsilons, seeds, private_n=False) -> list[UtilityJ
                 else:
                     jobs.extend(UtilityJob(name, method, float(e), seed, private_n) for e in epsilons)
     return jobs
+
+
+def split_datasets(text: str) -> list[str]:
+    """Comma-separated data set names, where a spec string's own commas stay inside it: a part of the form
+    ``key=value`` (no ``:``) continues the spec before it (``iris,g2:d=8,seed=1`` -> iris, g2:d=8,seed=1)."""
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "=" in part and ":" not in part and names and ":" in names[-1]:
+            names[-1] += "," + part
+        else:
+            names.append(part)
+    return names
 
 
 @lru_cache(maxsize=None)
@@ -145,10 +167,17 @@ def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
     """Jobs of one peer on one data set, in one call to the peer's own interpreter."""
     ds = load_data(jobs[0].dataset)
     lo, hi = ds.bounds
-    specs = [{"k": ds.k, "epsilon": j.epsilon, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
+    delta = _delta(len(ds.X)) if peers.PEERS[jobs[0].method].takes_delta else 0.0  # privclust's runs get the same
+    specs = [{"k": ds.k, "epsilon": j.epsilon, "delta": delta, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
     results = peers.run_batch(jobs[0].method, ds.X, specs)
     return [
-        evaluate(j, np.asarray(r["centers"]), r["iterations"], r["seconds"], {"epsilon": j.epsilon, "claimed": True})
+        evaluate(
+            j,
+            np.asarray(r["centers"]),
+            r["iterations"],
+            r["seconds"],
+            {"epsilon": j.epsilon, "delta": delta, "claimed": True},
+        )
         for j, r in zip(jobs, results)
     ]
 
@@ -235,6 +264,51 @@ def summarise(rows: list[dict], epsilons) -> dict:
     return out
 
 
+def excess_ratios(summary: dict, method: str = DEFAULT_METHOD, rivals=RIVALS) -> dict:
+    """Per data set: ``method``'s AUC excess over FLOOR_SHARE x the floor's AUC, divided by the best rival's.
+
+    {dataset: {"floor", "excess", "best", "best_excess", "ratio"}}, for the sets that have ``method``, the
+    floor and at least one rival; ``ratio`` is inf when no rival is above the floor."""
+    out = {}
+    for name, methods in summary.items():
+        present = [r for r in rivals if r in methods]
+        if method not in methods or FLOOR not in methods or not present:
+            continue
+        floor = FLOOR_SHARE * methods[FLOOR]["auc"][0]
+        best = min(present, key=lambda r: methods[r]["auc"][0])
+        excess, best_excess = methods[method]["auc"][0] - floor, methods[best]["auc"][0] - floor
+        ratio = excess / best_excess if best_excess > 0 else math.inf
+        out[name] = {"floor": floor, "excess": excess, "best": best, "best_excess": best_excess, "ratio": ratio}
+    return out
+
+
+def _excess_section(summary: dict) -> list[str]:
+    ratios = excess_ratios(summary)
+    if not ratios:
+        return []
+    rivals = [r for r in RIVALS if any(r in summary[name] for name in ratios)]
+    met = sum(r["ratio"] <= TARGET_RATIO for r in ratios.values())
+    lines = [
+        f"## The default against the peers: excess AUC over {FLOOR_SHARE:g} x {FLOOR}",
+        "",
+        f"ratio = ({DEFAULT_METHOD} AUC - floor) / (best peer's AUC - floor), floor = {FLOOR_SHARE:g} x the "
+        f"{FLOOR} AUC; peers: {', '.join(rivals)} (fastlloyd is privclust's, standing in for FastLloyd's paper "
+        f"code). **Ratio <= {TARGET_RATIO:g} on {met} of {len(ratios)} sets.**",
+        "",
+        f"| data set | {DEFAULT_METHOD} | " + " | ".join(rivals) + f" | {FLOOR} | floor | best peer | ratio | met |",
+        "|" + "---|" * (len(rivals) + 7),
+    ]
+    for name, r in ratios.items():
+        methods = summary[name]
+        cells = [f"{methods[m]['auc'][0]:.4f}" if m in methods else "-" for m in (DEFAULT_METHOD, *rivals, FLOOR)]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {r['floor']:.4f} | {r['best']} | {r['ratio']:.3f} | {'yes' if r['ratio'] <= TARGET_RATIO else 'no'} |"
+        )
+    return lines + [""]
+
+
 def write_utility_report(
     rows: list[dict], epsilons, out_dir: Path, title: str = "Utility benchmark", missing: dict | None = None
 ) -> Path:
@@ -258,6 +332,7 @@ def write_utility_report(
     for peer in {r["method"] for r in rows} & set(peers.PEERS):
         lines += ["", f"Peer {peer}: {peers.PEERS[peer].note}"]
     lines += ["", "![NICV vs epsilon](nicv_all.png)", ""]
+    lines += _excess_section(summary)
     panels = {}
     for name, methods in summary.items():
         lines.append(f"## {name}")
@@ -296,6 +371,9 @@ def write_utility_report(
             fh,
             indent=1,
         )
+    ratios = excess_ratios(summary)
+    if ratios:
+        (out_dir / "excess_ratios.json").write_text(json.dumps(ratios, indent=1))
     return report
 
 

@@ -75,7 +75,8 @@ def machine_description() -> str:
 @bench_app.command("utility")
 def utility(
     datasets: str = typer.Option(
-        "iris,lsun,s1,house,adult,wine,breast,yeast,mnist,birch2", help="Comma-separated bundled data sets."
+        "iris,lsun,s1,house,adult,wine,breast,yeast,mnist,birch2",
+        help="Comma-separated bundled data sets and synthetic specs (synth:k=8,d=16,seed=2 or g2:d=64,seed=0).",
     ),
     methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: all, plus kmeans++)."),
     epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
@@ -89,11 +90,16 @@ def utility(
     """NICV vs epsilon with 95% CIs, AUC per method, and the Figure-2 plots of FastLloyd (Diaa, Humphries
     & Kerschbaum, 2024)."""
     from .. import datasets as ds_module
-    from ..bench.utility import default_methods, plan_jobs, write_utility_report
+    from ..bench.utility import default_methods, load_data, plan_jobs, split_datasets, write_utility_report
 
-    names = _split(datasets)
+    names = split_datasets(datasets)
     for name in names:
-        if name not in ds_module.DATASETS:
+        if ":" in name:
+            try:
+                load_data(name)
+            except (ValueError, KeyError) as exc:
+                raise typer.BadParameter(f"bad synthetic data spec {name!r}: {exc}") from None
+        elif name not in ds_module.DATASETS:
             raise typer.BadParameter(f"unknown data set {name!r}; bundled: {', '.join(ds_module.DATASETS)}")
     chosen = _methods(methods, default_methods())
     eps = _split(epsilons, float)
@@ -165,13 +171,22 @@ def peers_list() -> None:
 
 
 @peers_app.command("install")
-def peers_install(name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib.")) -> None:
+def peers_install(
+    name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib."),
+    source: Optional[Path] = typer.Option(
+        None, help="Local source of a peer that is not on the package index (google-lsh: its learning/ folder)."
+    ),
+) -> None:
     """Create the peer's own virtual environment and install it (needs the package index)."""
     from ..bench import peers
 
     if name not in peers.PEERS:
         raise typer.BadParameter(f"unknown peer {name!r}; known: {', '.join(peers.PEERS)}")
-    console.print(f"installed {name} in {peers.install(name)}")
+    try:
+        target = peers.install(name, source)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    console.print(f"installed {name} in {target}")
 
 
 @bench_app.command("scaling")

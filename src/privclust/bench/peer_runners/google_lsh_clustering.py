@@ -1,0 +1,74 @@
+"""Run Google's LSH clustering (google/differential-privacy, learning/clustering) on a batch of jobs.
+
+Executed by the peer's own Python; calls the library's public entry point
+``clustering_algorithm.private_lsh_clustering(k, Data(points, radius),
+DifferentialPrivacyParam(epsilon, delta))``.  The library wants a radius that
+bounds every point's distance from the origin, so the data are shifted by the
+centre of the declared bounds box (a public value) and the radius is that of
+the ball around the box: half the box's diagonal.  Centers are shifted back.
+Its noise (numpy's global generator, scipy's discrete Laplace) and its final
+k-means++ on the coreset are seeded with ``np.random.seed(seed)``.  When the
+private coreset has fewer than k points the library returns fewer centers;
+the last is repeated up to k (the cost is unchanged) and "returned" says how
+many it gave.
+
+Input: the path of a JSON file {"data": "<.npy path>", "jobs": [{"k", "epsilon",
+"delta", "seed", "lower", "upper"}], "memory": bool}.  Output: one JSON line per
+job on stdout: {"centers", "returned", "iterations", "seconds", "peak_bytes"}.
+"""
+
+import json
+import logging
+import sys
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+from clustering import clustering_algorithm, clustering_params
+
+
+def run(X, job, trace):
+    d = X.shape[1]
+    lower = np.broadcast_to(np.asarray(job["lower"], dtype=float), (d,))
+    upper = np.broadcast_to(np.asarray(job["upper"], dtype=float), (d,))
+    middle = (lower + upper) / 2
+    radius = float(np.linalg.norm(upper - lower) / 2)
+    if trace:
+        tracemalloc.start()
+    start = time.perf_counter()
+    np.random.seed(job["seed"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = clustering_algorithm.private_lsh_clustering(
+            job["k"],
+            clustering_params.Data(X - middle, radius),
+            clustering_params.DifferentialPrivacyParam(job["epsilon"], job.get("delta", 1e-6)),
+        )
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] if trace else 0
+    if trace:
+        tracemalloc.stop()
+    centers = np.asarray(result.centers) + middle
+    returned = len(centers)
+    centers = np.vstack([centers, np.repeat(centers[-1:], job["k"] - returned, axis=0)])
+    return {
+        "centers": centers.tolist(),
+        "returned": returned,
+        "iterations": 0,  # one coreset; its k-means++ is post-processing
+        "seconds": seconds,
+        "peak_bytes": int(peak),
+    }
+
+
+def main():
+    logging.disable(logging.WARNING)
+    with open(sys.argv[1]) as fh:
+        spec = json.load(fh)
+    X = np.load(spec["data"])
+    for job in spec["jobs"]:
+        print(json.dumps(run(X, job, spec.get("memory", False))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
