@@ -10,8 +10,12 @@ from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
 from privclust.algorithms import greedy as greedy_module
 from privclust.algorithms import lloyd as lloyd_module
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.local.oracle import LocalOracle
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
-from privclust.queries.plan import CapabilityError
+from privclust.privacy.noise import SecureNoise
+from privclust.queries import MemoryRows, count_query
+from privclust.queries.central import CentralOracle
+from privclust.queries.plan import SAMPLED, CapabilityError, Part
 
 
 def greedy_start(k=3, share=None, **kwargs):
@@ -138,3 +142,57 @@ def test_bad_start_parameters_are_refused_before_anything_is_spent(blobs, algori
     with pytest.raises(ValueError, match=message):
         KMeans(3, bounds=(-1, 1), algorithm=algorithm, algorithm_params=params, accountant=shared).fit(blobs[0])
     assert shared.spends == []
+
+
+def test_on_many_rows_the_greedy_reads_a_poisson_sample_at_the_same_price(blobs, monkeypatch):
+    X, _ = blobs  # 3,000 rows, k = 3: n eps / k = 1000 at eps = 1
+    read = []
+    original = greedy_module.run_greedy
+
+    def run_greedy(ctx, spec, plan):
+        read.append(plan.oracle.rows)
+        return original(ctx, spec, plan)
+
+    monkeypatch.setattr(greedy_module, "run_greedy", run_greedy)
+    fits = {}
+    for signal in (math.inf, 100.0):  # 100: the greedy reads rows kept with probability 100 * 3 / 3000 = 0.1
+        monkeypatch.setattr(lloyd_module, "START_SAMPLE_SIGNAL", signal)
+        fits[signal] = greedy_start(epsilon=1.0, delta=1e-6, public_n=3000, random_state=3).fit(X)
+    everything, sample = read
+    assert everything.count() == 3000 and fits[math.inf].fit_info_["init"]["sample_rate"] == 1.0
+    assert fits[100.0].fit_info_["init"]["sample_rate"] == pytest.approx(0.1)
+    assert 300 - 5 * 16 < sample.count() < 300 + 5 * 16  # Binomial(3000, 0.1): sd 16.4
+    kept = sample.data
+    assert {tuple(row) for row in kept} <= {tuple(row) for row in X} and len({tuple(row) for row in kept}) == len(kept)
+    # the same price: a DP release on a data-independent sample costs what it costs on all rows
+    steps = [[(st.label, st.mu, st.epsilon, st.delta) for st in fits[s].privacy_spent_.steps] for s in fits]
+    assert steps[0] == steps[1]
+    # FastLloyd still reads every row: its last noisy cell sizes add up to about n, not a tenth of it
+    assert abs(fits[100.0].cluster_sizes_.sum() - 3000) < 300
+
+
+def test_a_poisson_sample_keeps_each_row_with_the_rate():
+    rows = MemoryRows(np.arange(1000.0).reshape(-1, 1), 1)
+    rng = np.random.default_rng(0)
+    sizes = [rows.poisson_sample(0.3, rng).count() for _ in range(400)]
+    assert np.mean(sizes) == pytest.approx(300, abs=4 * np.sqrt(1000 * 0.3 * 0.7 / 400))
+    assert np.std(sizes) == pytest.approx(np.sqrt(1000 * 0.3 * 0.7), rel=0.15)
+    hits = np.zeros(1000)
+    for _ in range(400):
+        hits[rows.poisson_sample(0.3, rng).data[:, 0].astype(int)] += 1
+    assert np.all(hits > 0) and abs(hits[:500].mean() - hits[500:].mean()) < 4 * np.sqrt(400 * 0.21 / 500)
+
+
+def test_a_sampled_plan_shares_its_parts_and_only_the_curator_in_memory_samples():
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    oracle = CentralOracle(MemoryRows(np.zeros((50, 2)), 2), Budget(1.0, 1e-6), ledger, SecureNoise())
+    assert SAMPLED in oracle.capabilities
+    plan = oracle.plan([Part("p", share=1.0)], family="gaussian", what="test")
+    sampled = plan.on_sample(0.5, np.random.default_rng(0))
+    sampled.release(count_query(), "p", 0.75)
+    with pytest.raises(RuntimeError, match="overdrawn"):
+        plan.release(count_query(), "p", 0.5)  # 0.75 of the part was drawn through the sampled plan
+    local = LocalOracle(MemoryRows(np.zeros((50, 2)), 2), 1.0, PrivacyAccountant(), np.random.default_rng(0), 0)
+    assert SAMPLED not in local.capabilities
+    with pytest.raises(CapabilityError, match="cannot answer on a sample"):
+        local.sampled(0.5, np.random.default_rng(0))

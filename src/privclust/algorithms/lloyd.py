@@ -68,6 +68,18 @@ Gaussian parts are calibrated separately: at s = 0.3 the ledger then reports
 about 0.75 eps spent -- the same guarantee with more noise.)  The split is
 public and ``fit_info_["init"]`` records the start, s and each part's mu.
 
+On many rows the greedy start reads a Poisson sample: with n (public or the
+noisy count) above ``START_SAMPLE_SIGNAL`` k / eps, the greedy's releases are
+answered on rows kept independently with probability q = START_SAMPLE_SIGNAL k /
+(eps n), a public function of public values (``Plan.on_sample``; the coins are
+secret and the sample's size is never released).  Each release costs what it
+costs on all rows -- a DP mechanism run on a data-independent sample is DP for
+the whole data set -- and no amplification is claimed.  The greedy start needs
+the signal n eps / k to find the clusters (``auto`` uses it from 100 in 3-d
+and 10,000 above), not more: at 20,000 the sample is well inside that range
+and the start's time stops growing with n.  FastLloyd's iterations read all
+rows.
+
 Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
 stays where it was.  This reads only released values (post-processing), so
 it leaks nothing.
@@ -85,7 +97,7 @@ from ..geometry.domain import fold
 from ..geometry.init import sphere_packing
 from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
-from ..queries.plan import ADAPTIVE, Part, Plan
+from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan
 from ..queries.voronoi import VoronoiCells
 from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 
@@ -250,6 +262,7 @@ def _lloyd_parts(ctx: FitContext) -> list[Part]:
 LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
 FASTLLOYD_OPTIONS = LLOYD_OPTIONS + ("init", "init_share")  # FastLloyd's own: its start
 INITS = ("sphere", "greedy")  # public sphere packing; the private greedy in init_share of the budget
+START_SAMPLE_SIGNAL = 20_000.0  # n eps / k of the rows the greedy start reads: more is sampled down to it
 DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measured, docs/choosing.md
 INIT_SHARE_RANGE = (0.05, 0.95)
 
@@ -277,7 +290,7 @@ def _init_option(ctx: FitContext) -> tuple[str, float | None]:
     return init, float(share)
 
 
-@dataclass(frozen=True)
+@dataclass
 class GreedyStart:
     """A greedy-started FastLloyd's one plan: the greedy's parts and FastLloyd's, scaled to their shares."""
 
@@ -285,6 +298,7 @@ class GreedyStart:
     greedy_ctx: FitContext  # the greedy's own defaults, its delta the start's share of the fit's
     spec: object  # the greedy's GreedySpec
     plan: Plan
+    sample_rate: float = 1.0  # the Poisson rate of the rows the greedy reads (set once n is known)
 
     def info(self) -> dict:
         """The start and the split, from public parameters only (the plan's allotments)."""
@@ -297,7 +311,20 @@ class GreedyStart:
             "init_share": self.share,
             "mu": {"greedy": mu_greedy, "fastlloyd": mu_lloyd},
             "delta": {"greedy selection": sum(p.delta for p in self.spec.parts)},
+            "sample_rate": self.sample_rate,
         }
+
+    def run(self, ctx: FitContext, n: float) -> np.ndarray:
+        """The greedy's k centers (unit box), on a Poisson sample of the rows when n eps / k is far above
+        what the start needs (see the module docstring) and the oracle can sample."""
+        from .greedy import run_greedy
+
+        plan = self.plan
+        rate = START_SAMPLE_SIGNAL * ctx.n_clusters / (ctx.budget.epsilon * n)
+        if rate < 1.0 and SAMPLED in ctx.oracle.capabilities:
+            self.sample_rate = rate
+            plan = plan.on_sample(rate, ctx.randomness.secret())
+        return np.clip(run_greedy(self.greedy_ctx, self.spec, plan).centers, -1.0, 1.0)  # post-processing
 
 
 def open_greedy_start(ctx: FitContext, share: float) -> GreedyStart:
@@ -354,9 +381,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
     if start is not None:
-        from .greedy import run_greedy
-
-        centers = np.clip(run_greedy(start.greedy_ctx, start.spec, plan).centers, -1.0, 1.0)  # post-processing
+        centers = start.run(ctx, n)
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     beta = 2.0 * math.sqrt(d)

@@ -238,6 +238,11 @@ class Randomness:
     def devices(self) -> np.random.Generator:
         """The randomness of the users' own randomizers (local and shuffle models): OS entropy, unless the
         run is seeded for an experiment."""
+        return self.secret()
+
+    def secret(self) -> np.random.Generator:
+        """Randomness that is never released (a randomizer's coins, which rows a Poisson sample keeps): OS
+        entropy, unless the run is seeded for an experiment."""
         if self.secure:
             return np.random.default_rng(secrets.randbits(128))
         return np.random.default_rng(self._geometry_root.spawn(1)[0].spawn(1)[0])

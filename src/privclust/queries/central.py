@@ -36,6 +36,7 @@ See ``queries.base`` for the shared privacy argument.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -52,6 +53,7 @@ from .plan import (
     DISTRIBUTED,
     EXACT,
     LAPLACE,
+    SAMPLED,
     SPARSE,
     Allotment,
     CapabilityError,
@@ -183,6 +185,16 @@ class CentralOracle(Oracle):
         self.rows, self.noise = rows, noise
         if rows.distributed:
             self.capabilities = self.capabilities | {DISTRIBUTED}
+        elif isinstance(rows, MemoryRows):  # sampled without a pass over the rows
+            self.capabilities = self.capabilities | {SAMPLED}
+
+    def sampled(self, rate, rng):
+        """The same curator (budget, ledger, noise) over a Poisson sample of the rows; see ``Plan.on_sample``."""
+        if SAMPLED not in self.capabilities:
+            return super().sampled(rate, rng)
+        out = copy.copy(self)
+        out.rows = self.rows.poisson_sample(rate, rng)
+        return out
 
     def allot(self, parts, family):
         return pooled_allotments(self.budget, parts, family)

@@ -37,6 +37,9 @@ Capabilities an oracle may offer:
     (``Plan.release_reduced``) is noised and reduced there, only the reduction's
     result reaching the driver (``queries.reduce``).  Every oracle serves
     ``release_reduced``; without this capability it reduces on one machine.
+``SAMPLED``
+    a plan can be answered on a Poisson sample of the rows (``Plan.on_sample``):
+    the trusted curator over rows in memory.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ ADAPTIVE = "adaptive rounds"
 EXACT = "exact access to the rows"
 LAPLACE = "pure epsilon-DP (Laplace) sums"
 DISTRIBUTED = "sparse releases reduced where the rows live (MPC)"
+SAMPLED = "parts of a plan answered on a Poisson sample of the rows"
 FAMILIES = ("gaussian", "laplace")
 _SLACK = 1e-9  # relative rounding slack when fractions of a part are added up
 
@@ -172,6 +176,16 @@ class Plan:
         drawn = [(query, self._draw(part, fraction), reduction) for query, part, fraction, reduction in requests]
         return self.oracle.answer_reduced(drawn)
 
+    def on_sample(self, rate: float, rng) -> "Plan":
+        """This plan -- its parts, allotments and what has been drawn of them, shared -- answered on a Poisson
+        sample of the rows (``Oracle.sampled``).  A release on a sample costs what it costs on all rows: an
+        (epsilon, delta)-DP mechanism run on rows kept by coins independent of the data is (epsilon, delta)-DP
+        for the whole data set (a neighbour's extra row is kept or not; the others are sampled alike), and
+        no amplification is claimed."""
+        sampled = copy.copy(self)
+        sampled.oracle = self.oracle.sampled(rate, rng)
+        return sampled
+
     def run_exact(self, parts: list[str], mechanism: Callable[["ExactAccess"], T]) -> T:  # noqa: F821
         """Run a mechanism that reads exact rows (central model), charging the whole of ``parts``."""
         spends = [s for part in parts for s in self._draw(part, 1.0).spends(part)]
@@ -258,6 +272,10 @@ class Oracle(ABC):
 
     def run_exact(self, spends: list[Spend], mechanism):
         raise CapabilityError(f"{self.model} gives no exact access to the rows")
+
+    def sampled(self, rate: float, rng) -> "Oracle":
+        """This oracle -- its budget, ledger and noise -- reading a Poisson sample of its rows (``SAMPLED``)."""
+        raise CapabilityError(f"{self.model} cannot answer on a sample of the rows")
 
 
 def pooled_allotments(budget: Budget | None, parts: list[Part], family: str) -> dict[str, Allotment]:

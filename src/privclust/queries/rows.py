@@ -83,6 +83,11 @@ class Rows(ABC):
         """``fn`` of every chunk of unit-box rows, concatenated in row order (exact access)."""
         raise NotImplementedError(f"{type(self).__name__} gives no exact access to its rows")
 
+    def poisson_sample(self, rate: float, rng: np.random.Generator) -> "Rows":
+        """The rows each kept independently with probability ``rate`` (coins from ``rng``, never released).
+        Rows that cannot be sampled where they live say so; the oracle then lacks ``SAMPLED``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be sampled")
+
     def close(self) -> None:  # noqa: B027 -- most rows hold nothing elsewhere
         """Release what the rows hold elsewhere (a Spark cache)."""
 
@@ -325,6 +330,20 @@ class MemoryRows(Rows):
         if not buckets:
             return np.zeros(0, dtype=np.int64), np.zeros((0, query.width))
         return np.concatenate(buckets), np.concatenate(values)
+
+    def poisson_sample(self, rate, rng):
+        """Independent coins, drawn without a pass over the rows: m ~ Binomial(n, rate), then m distinct rows
+        uniformly -- the same distribution (as ``Subsampled`` draws it).  Only the m rows are copied."""
+        data = self._ready()
+        keep = np.sort(rng.choice(data.shape[0], size=int(rng.binomial(data.shape[0], rate)), replace=False))
+        return MemoryRows(
+            data[keep],
+            self.n_features,
+            transform=self._transform,
+            chunk_rows=self._chunk_rows,
+            what=self._what,
+            partitions=self._partitions,
+        )
 
     def map_rows(self, fn):
         parts = self._map(lambda chunk: fn(chunk.rows))
