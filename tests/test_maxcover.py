@@ -247,6 +247,10 @@ def test_maxcover_finds_well_separated_clusters(which, request):
         ({"average": "median"}, "average must be one of"),
         ({"lloyd_iterations": 0}, "lloyd_iterations must be an integer between 1 and 20"),
         ({"lloyd_iterations": 2.5}, "lloyd_iterations"),
+        (
+            {"lloyd_iterations": 2, "final_lloyd": False, "budget_split": {"cover": 0.5, "proxy": 0.2, "average": 0.3}},
+            "no final round",
+        ),
         ({"cover": "histogram", "budget_split": {"cover": 0.0, "proxy": 0.5, "average": 0.5}}, "must be positive"),
     ],
 )

@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from ._validation import check_data
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
+from .queries.rows import poisson_indices
 from .queries.spark import is_spark_frame
 
 __all__ = ["amplified", "group_privacy", "sample_size", "suggest_rate", "Subsampled"]
@@ -156,8 +157,7 @@ class Subsampled(ClusterMixin, BaseEstimator):
             if isinstance(X, (list, tuple)):
                 X = np.asarray(X)
             n = len(X)
-            size = int(rng.binomial(n, self.rate))  # may be 0: the base then fits an empty sample
-            rows = np.sort(rng.choice(n, size=size, replace=False))
+            rows = poisson_indices(n, self.rate, rng)  # may be empty: the base then fits an empty sample
             sample = check_data(X.iloc[rows] if hasattr(X, "iloc") else X[rows])  # reads only the sampled rows
         # The base fit charges a ledger of its own; the shared accountants get the amplified total.
         base = clone(self.estimator).set_params(accountant=None)

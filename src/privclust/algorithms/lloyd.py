@@ -290,7 +290,7 @@ def _init_option(ctx: FitContext) -> tuple[str, float | None]:
     return init, float(share)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GreedyStart:
     """A greedy-started FastLloyd's one plan: the greedy's parts and FastLloyd's, scaled to their shares."""
 
@@ -298,10 +298,15 @@ class GreedyStart:
     greedy_ctx: FitContext  # the greedy's own defaults, its delta the start's share of the fit's
     spec: object  # the greedy's GreedySpec
     plan: Plan
-    sample_rate: float = 1.0  # the Poisson rate of the rows the greedy reads (set once n is known)
 
-    def info(self) -> dict:
-        """The start and the split, from public parameters only (the plan's allotments)."""
+    def sample_rate(self, epsilon: float, k: int, n: float) -> float:
+        """The Poisson rate of the rows the greedy reads: below 1 when n eps / k is far above what the start
+        needs (see the module docstring) and the plan's oracle can sample; a function of public values."""
+        rate = START_SAMPLE_SIGNAL * k / (epsilon * n)
+        return rate if rate < 1.0 and SAMPLED in self.plan.oracle.capabilities else 1.0
+
+    def info(self, sample_rate: float) -> dict:
+        """The start and the split, from public parameters only (the plan's allotments and the rate)."""
         greedy = [p.name for p in self.spec.parts]
         mu_greedy = math.sqrt(sum((self.plan.allotment(p).mu or 0.0) ** 2 for p in greedy))
         lloyd = [p.name for p in self.plan.parts if p.name not in greedy]
@@ -311,19 +316,14 @@ class GreedyStart:
             "init_share": self.share,
             "mu": {"greedy": mu_greedy, "fastlloyd": mu_lloyd},
             "delta": {"greedy selection": sum(p.delta for p in self.spec.parts)},
-            "sample_rate": self.sample_rate,
+            "sample_rate": sample_rate,
         }
 
-    def run(self, ctx: FitContext, n: float) -> np.ndarray:
-        """The greedy's k centers (unit box), on a Poisson sample of the rows when n eps / k is far above
-        what the start needs (see the module docstring) and the oracle can sample."""
+    def run(self, ctx: FitContext, sample_rate: float) -> np.ndarray:
+        """The greedy's k centers (unit box), its releases answered on a Poisson sample of ``sample_rate``."""
         from .greedy import run_greedy
 
-        plan = self.plan
-        rate = START_SAMPLE_SIGNAL * ctx.n_clusters / (ctx.budget.epsilon * n)
-        if rate < 1.0 and SAMPLED in ctx.oracle.capabilities:
-            self.sample_rate = rate
-            plan = plan.on_sample(rate, ctx.randomness.secret())
+        plan = self.plan if sample_rate >= 1.0 else self.plan.on_sample(sample_rate, ctx.randomness.secret())
         return np.clip(run_greedy(self.greedy_ctx, self.spec, plan).centers, -1.0, 1.0)  # post-processing
 
 
@@ -381,7 +381,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
     if start is not None:
-        centers = start.run(ctx, n)
+        sample_rate = start.sample_rate(ctx.budget.epsilon, k, n)
+        centers = start.run(ctx, sample_rate)
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     beta = 2.0 * math.sqrt(d)
@@ -398,7 +399,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if start is None:
         info["init"] = {"start": "sphere packing"}
     else:
-        info["init"] = start.info()
+        info["init"] = start.info(sample_rate)
     return FitResult(centers, done, n, info)
 
 

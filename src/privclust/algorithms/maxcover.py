@@ -14,9 +14,11 @@ The algorithm, in the unit box of the declared bounds:
 3. Proxy data set: each point moves to its nearest candidate; the candidate
    counts are released with Laplace(1/eps_L) noise.
 4. Weighted k-means (scikit-learn, non-private) on the proxy gives k centers
-   in R^{d'}; their Voronoi cells split the original points; NoisyAVG
-   (eps_G, delta_G) averages each part in the original space; optionally one
-   round of DP Lloyd (FastLloyd's radius step) refines the centers.
+   in R^{d'}; their Voronoi cells split the original points; each part is
+   averaged in the original space -- the seed's NoisyAVG (eps_G, delta_G), or
+   (default with the histogram cover) one Gaussian release of the parts' sums
+   and sizes, below; optionally DP Lloyd rounds (FastLloyd's radius step)
+   refine the centers.
 
 **The cover function.** The seed's cover of a grid point g is every point
 within r_i + t_i sqrt(d') of g; listing, for each point, the grid points in
@@ -36,8 +38,9 @@ cover, each eps_E-DP for a score of sensitivity 1, are together
 we choose eps_E so that this equals the cover's share of the budget.  The
 proxy counts are one Laplace histogram (eps_L: a point changes one count by
 one).  The NoisyAVGs run on disjoint parts, so together they cost one
-(eps_G, delta_G) (parallel composition).  The final Lloyd round is a
-Gaussian release of mu-GDP, converted at its share of delta.  A noisy row
+(eps_G, delta_G) (parallel composition); the Gaussian average in their place
+is a pooled Gaussian release (below).  The final Lloyd rounds are Gaussian
+releases of mu-GDP, converted with the pool at its share of delta.  A noisy row
 count (Laplace, ``count_fraction`` of epsilon) sizes d' and the levels unless
 ``public_n`` is given.  Basic composition of the parts gives the total that
 ``privacy_spent_`` reports, itemised.
@@ -121,7 +124,8 @@ __all__ = [
 
 SPLIT_PARTS = ("cover", "proxy", "average", "lloyd")
 # Per cover: the seed's split for the exponential cover; for the histogram cover, the split measured best on the
-# 64-Gaussian mixture (docs/benchmarks.md): its cover needs less budget, and NoisyAVG is what limits the cost.
+# 64-Gaussian mixture with NoisyAVG (docs/benchmarks.md): its cover needs less budget.  With the Gaussian average
+# the splits tried were no better (docs/benchmarks.md, "the Gaussian average").
 DEFAULT_SPLITS = {
     "exponential": {"cover": 0.4, "proxy": 0.1, "average": 0.25, "lloyd": 0.25},
     "histogram": {"cover": 0.2, "proxy": 0.05, "average": 0.5, "lloyd": 0.25},
@@ -171,7 +175,7 @@ class MaxCoverPlan:
     projection_dim: int | None
     cover: str = DEFAULT_COVER
     lloyd_share: float = 1.0  # the final round's share of the pool beside the histogram cover's ``eps_cover``
-    average: str = "noisyavg"
+    average: str = DEFAULT_AVERAGE[DEFAULT_COVER]
     average_share: float = 0.0  # the Gaussian average's share of the pool (``average="gaussian"``)
     lloyd_iterations: int = 1
 
@@ -183,7 +187,8 @@ class MaxCoverPlan:
     def parts(self) -> list[Part]:
         """The plan's parts: explicit (epsilon, delta) for the exponential cover, the proxy counts (Laplace),
         NoisyAVG and the row count (Laplace); the rest of the budget is one Gaussian pool, shared by the
-        histogram cover (with its partition-selection delta) and the final Lloyd round, in the split's ratio."""
+        histogram cover (with its partition-selection delta), the Gaussian average and the final Lloyd round,
+        in the split's ratio (a part alone in the pool gets all of it, whatever its share)."""
         if self.cover == "histogram":
             cover = Part(COVER, share=self.eps_cover, delta=self.delta_cover)
         else:
@@ -194,8 +199,7 @@ class MaxCoverPlan:
             average = Part(AVERAGE, epsilon=self.eps_average, delta=self.delta_average)
         out = [cover, Part(PROXY, epsilon=self.eps_proxy), average]
         if self.final_lloyd:
-            pooled_alone = self.cover != "histogram" and self.average != "gaussian"
-            out.append(Part(LLOYD_PART, share=1.0 if pooled_alone else self.lloyd_share))
+            out.append(Part(LLOYD_PART, share=self.lloyd_share))
         if self.eps_count is not None:
             out.append(Part(ROW_COUNT_PART, epsilon=self.eps_count))
         return out
@@ -241,6 +245,8 @@ def plan(ctx: FitContext) -> MaxCoverPlan:
         raise ValueError("budget_split gives the final Lloyd round a share but final_lloyd is False")
     if final and split["lloyd"] == 0:
         final = False
+    if options["lloyd_iterations"] is not None and not final:
+        raise ValueError("lloyd_iterations is the final round's number of steps, but there is no final round")
 
     eps, delta = ctx.budget.epsilon, ctx.budget.delta
     if delta <= 0:

@@ -61,6 +61,7 @@ __all__ = [
     "EXACT",
     "LAPLACE",
     "DISTRIBUTED",
+    "SAMPLED",
     "CapabilityError",
     "Part",
     "Allotment",

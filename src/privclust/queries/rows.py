@@ -48,6 +48,7 @@ __all__ = [
     "chunk_rows_for",
     "chunk_sums",
     "merge_sparse",
+    "poisson_indices",
 ]
 
 T = TypeVar("T")
@@ -246,6 +247,13 @@ def _as_is(chunk: RowChunk) -> RowChunk:
     return chunk
 
 
+def poisson_indices(n: int, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of the rows a Poisson sample keeps: m ~ Binomial(n, rate), then m distinct indices
+    uniformly -- the distribution of independent per-row coins, drawn without reading the rows (numpy may
+    still build a permutation of n indices)."""
+    return np.sort(rng.choice(n, size=int(rng.binomial(n, rate)), replace=False))
+
+
 class MemoryRows(Rows):
     """Rows in an in-memory array or a memory map, checked and mapped into the unit box on first use."""
 
@@ -335,9 +343,8 @@ class MemoryRows(Rows):
         """Independent coins, drawn without a pass over the rows: m ~ Binomial(n, rate), then m distinct rows
         uniformly -- the same distribution (as ``Subsampled`` draws it).  Only the m rows are copied."""
         data = self._ready()
-        keep = np.sort(rng.choice(data.shape[0], size=int(rng.binomial(data.shape[0], rate)), replace=False))
         return MemoryRows(
-            data[keep],
+            data[poisson_indices(data.shape[0], rate, rng)],
             self.n_features,
             transform=self._transform,
             chunk_rows=self._chunk_rows,

@@ -49,9 +49,10 @@ def run(X, job, trace):
     peak = tracemalloc.get_traced_memory()[1] if trace else 0
     if trace:
         tracemalloc.stop()
-    centers = np.asarray(result.centers) + middle
+    centers = np.asarray(result.centers, dtype=float).reshape(-1, X.shape[1]) + middle
     returned = len(centers)
-    centers = np.vstack([centers, np.repeat(centers[-1:], job["k"] - returned, axis=0)])
+    filler = centers[-1:] if returned else middle[None, :]  # none at all: the box's center, public
+    centers = np.vstack([centers, np.repeat(filler, job["k"] - returned, axis=0)])
     return {
         "centers": centers.tolist(),
         "returned": returned,
