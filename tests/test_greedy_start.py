@@ -131,7 +131,8 @@ def test_the_default_start_is_sphere_packing_and_says_so(blobs):
     "algorithm, params, message",
     [
         ("fastlloyd", {"init": "kmeans++"}, "init must be one of"),
-        ("fastlloyd", {"init_share": 0.3}, "needs init='greedy'"),
+        ("fastlloyd", {"init_share": 0.3}, "needs init='greedy' or 'mean'"),
+        ("fastlloyd", {"init": "mean", "init_share": 0.01}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": 0.99}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": True}, "init_share must be a number"),
         ("glloyd", {"init": "greedy"}, "unknown GLloyd parameters"),
@@ -196,3 +197,41 @@ def test_a_sampled_plan_shares_its_parts_and_only_the_curator_in_memory_samples(
     assert SAMPLED not in local.capabilities
     with pytest.raises(CapabilityError, match="cannot answer on a sample"):
         local.sampled(0.5, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("public_n", [None, 3000])
+def test_the_mean_start_is_charged_as_its_share_and_starts_at_the_mean(blobs, public_n):
+    X, _ = blobs
+    eps, delta = 0.8, 1e-6
+    m = KMeans(
+        3,
+        bounds=(-1, 1),
+        epsilon=eps,
+        delta=delta,
+        algorithm="fastlloyd",
+        algorithm_params={"init": "mean"},
+        public_n=public_n,
+        random_state=0,
+    ).fit(X)
+    steps = m.privacy_spent_.steps
+    mu = gdp_mu(eps, delta)
+    mu_mean = compose_mu(*[st.mu for st in steps if st.label.startswith("the rows' mean")])
+    mu_rest = compose_mu(*[st.mu for st in steps if not st.label.startswith("the rows' mean")])
+    assert mu_mean**2 == pytest.approx(lloyd_module.DEFAULT_MEAN_SHARE * mu**2, rel=1e-9)
+    assert mu_rest**2 == pytest.approx((1 - lloyd_module.DEFAULT_MEAN_SHARE) * mu**2, rel=1e-9)
+    assert m.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert m.fit_info_["init"]["start"] == "noisy mean" and m.fit_info_["init"]["init_share"] == 0.05
+
+
+def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
+    X, _ = blobs
+    seen = []
+    monkeypatch.setattr(
+        lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
+    )
+    KMeans(
+        3, bounds=(-1, 1), epsilon=1e6, algorithm="fastlloyd", algorithm_params={"init": "mean"}, random_state=0
+    ).fit(X)
+    start = seen[0]
+    distances = np.linalg.norm(start - X.mean(axis=0), axis=1)
+    np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)

@@ -50,7 +50,10 @@ ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering mus
 NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 # Methods that are an algorithm with non-default parameters: name -> (algorithm, algorithm_params)
-VARIANTS = {"fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"})}
+VARIANTS = {
+    "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
+    "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
+}
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
 DEFAULT_METHOD = "auto"
