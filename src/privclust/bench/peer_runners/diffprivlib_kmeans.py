@@ -5,13 +5,12 @@ Input: the path of a JSON file {"data": "<.npy path>", "jobs": [{"k", "epsilon",
 stdout: {"centers", "iterations", "seconds", "peak_bytes"}.
 """
 
-import json
-import sys
 import time
 import tracemalloc
 import warnings
 
 import numpy as np
+from _batch import serve
 from diffprivlib.models import KMeans
 
 
@@ -39,13 +38,5 @@ def run(X, job, trace):
     }
 
 
-def main():
-    with open(sys.argv[1]) as fh:
-        spec = json.load(fh)
-    X = np.load(spec["data"])
-    for job in spec["jobs"]:
-        print(json.dumps(run(X, job, spec.get("memory", False))), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    serve(run)

@@ -17,14 +17,13 @@ Input: the path of a JSON file {"data": "<.npy path>", "jobs": [{"k", "epsilon",
 job on stdout: {"centers", "returned", "iterations", "seconds", "peak_bytes"}.
 """
 
-import json
 import logging
-import sys
 import time
 import tracemalloc
 import warnings
 
 import numpy as np
+from _batch import serve
 from clustering import clustering_algorithm, clustering_params
 
 
@@ -62,14 +61,6 @@ def run(X, job, trace):
     }
 
 
-def main():
-    logging.disable(logging.WARNING)
-    with open(sys.argv[1]) as fh:
-        spec = json.load(fh)
-    X = np.load(spec["data"])
-    for job in spec["jobs"]:
-        print(json.dumps(run(X, job, spec.get("memory", False))), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    logging.disable(logging.WARNING)
+    serve(run)
