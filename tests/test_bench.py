@@ -30,6 +30,9 @@ def test_separated_clusters_follow_the_recipe():
     assert ds.X.min() == pytest.approx(-1) and ds.X.max() == pytest.approx(1)
     assert ds.name == "synth:k=4,d=3,seed=1"
     np.testing.assert_array_equal(synthetic.from_spec(ds.name).X, ds.X)
+    big = synthetic.separated(k=2, d=3, seed=1, n=20_000)
+    assert big.name == "synth:k=2,d=3,seed=1,n=20000" and (big.labels >= 0).sum() == 20_000
+    np.testing.assert_array_equal(synthetic.from_spec(big.name).X, big.X)
 
 
 def test_separation_index_is_the_requested_one():

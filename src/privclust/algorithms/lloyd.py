@@ -255,8 +255,10 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     return ctx.oracle.plan(_lloyd_parts(ctx), family=family, needs={ADAPTIVE}, what=what)
 
 
-def _lloyd_parts(ctx: FitContext) -> list[Part]:
-    return count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
+def _lloyd_parts(ctx: FitContext, scale: float = 1.0) -> list[Part]:
+    """The count (unless ``public_n``) and the iterations, at ``scale`` times their shares of the pool."""
+    parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
+    return [dataclasses.replace(p, share=p.share * scale) for p in parts]
 
 
 LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
@@ -344,7 +346,7 @@ def open_greedy_start(ctx: FitContext, share: float) -> GreedyStart:
     greedy_ctx = dataclasses.replace(ctx, budget=start_budget, options={}, callback=None)
     spec = greedy_spec(greedy_ctx)
     parts = [dataclasses.replace(p, share=p.share * share) if p.pooled else p for p in spec.parts]
-    parts += [dataclasses.replace(p, share=p.share * (1.0 - share)) for p in _lloyd_parts(ctx)]
+    parts += _lloyd_parts(ctx, 1.0 - share)
     plan = ctx.oracle.plan(parts, family="gaussian", needs=spec.needs | {ADAPTIVE}, what="FastLloyd (greedy start)")
     return GreedyStart(share, greedy_ctx, spec, plan)
 
@@ -354,8 +356,7 @@ def open_mean_start(ctx: FitContext, share: float) -> Plan:
     if ctx.budget is None:
         raise ValueError("the mean start is a private release: it needs a budget")
     algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
-    parts = [dataclasses.replace(p, share=p.share * (1.0 - share)) for p in _lloyd_parts(ctx)]
-    parts.append(Part(MEAN_START_PART, share=share))
+    parts = _lloyd_parts(ctx, 1.0 - share) + [Part(MEAN_START_PART, share=share)]
     return ctx.oracle.plan(parts, family="gaussian", needs={ADAPTIVE}, what="FastLloyd (mean start)")
 
 

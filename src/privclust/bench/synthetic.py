@@ -14,8 +14,8 @@ so s = D (1 - J) / (2z (1 + J)) for the closest centers at distance D.
 centred at (500, ..., 500) and (600, ..., 600) with standard deviation 100 per
 coordinate, scaled to [-1, 1]^d.
 
-Spec strings (``synth:k=8,d=16,seed=2``, ``g2:d=64,seed=0``) name these sets in
-benchmark rows.
+Spec strings (``synth:k=8,d=16,seed=2``, ``synth:k=3,d=6,seed=12,n=50000``,
+``g2:d=64,seed=0``) name these sets in benchmark rows.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def separated(k: int, d: int, seed: int = 0, n: int = 10_000, separation: float 
     outliers = rng.integers(0, 101)
     X = np.vstack([X, rng.uniform(X.min(), X.max(), size=(outliers, d))])
     labels = np.concatenate([labels, np.full(outliers, -1)])
-    return Dataset(spec("synth", k=k, d=d, seed=seed), _scale(X), labels, k, f"Synth k={k} d={d} J={J:.2f}")
+    name = spec("synth", k=k, d=d, seed=seed, **({} if n == 10_000 else {"n": n}))
+    return Dataset(name, _scale(X), labels, k, f"Synth k={k} d={d} J={J:.2f}")
 
 
 def g2(d: int, seed: int = 0) -> Dataset:
@@ -71,7 +72,7 @@ def from_spec(text: str) -> Dataset:
     kind, _, rest = text.partition(":")
     params = {key: int(value) for key, value in (part.split("=") for part in rest.split(",") if part)}
     if kind == "synth":
-        return separated(params["k"], params["d"], params.get("seed", 0))
+        return separated(params["k"], params["d"], params.get("seed", 0), n=params.get("n", 10_000))
     if kind == "g2":
         return g2(params["d"], params.get("seed", 0))
     raise ValueError(f"unknown synthetic data spec {text!r}")
