@@ -245,3 +245,54 @@ def test_a_vector_query_is_estimated_without_bias_with_its_stated_noise():
     true_counts = np.bincount(cells, minlength=6)
     assert np.all(np.abs(released["count"][:, 0] - true_counts) < 4 * released.std["count"])
     assert np.all(np.abs(released["sum"] - true_sums) < 4 * released.std["sum"])
+
+
+def _stream_urandom(monkeypatch, seed=0):
+    """Replace the OS CSPRNG the devices and the shuffler draw from with a reproducible byte stream; returns
+    the list of byte counts drawn (so a test sees that the secure source, and only it, was used)."""
+    import privclust.local.secure as secure
+
+    stream, drawn = np.random.default_rng(seed), []
+
+    def fake(n):
+        drawn.append(n)
+        return stream.bytes(n)
+
+    monkeypatch.setattr(secure.os, "urandom", fake)
+    return drawn
+
+
+def test_an_unseeded_device_draws_every_coin_from_the_os_csprng(monkeypatch):
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=1.0, users=1000, seed=1)
+    X, _ = blobs(500)
+    first_draws = _stream_urandom(monkeypatch, seed=5)
+    first = Randomizer(protocol).reports(X)
+    _stream_urandom(monkeypatch, seed=5)
+    again = Randomizer(protocol).reports(X)
+    _stream_urandom(monkeypatch, seed=6)
+    other = Randomizer(protocol).reports(X)
+    # The same secure bytes give the same reports, other bytes other reports: no other randomness is used.
+    assert first == again and first != other and sum(first_draws) >= 8 * len(X)
+
+
+def test_the_unseeded_local_simulation_draws_the_devices_coins_from_the_os_csprng(monkeypatch):
+    drawn = _stream_urandom(monkeypatch)
+    X, _ = blobs(3000)
+    KMeans(2, epsilon=2.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local").fit(X)
+    assert sum(drawn) >= 8 * len(X)
+
+
+def test_the_secure_source_has_the_laws_the_randomizers_need():
+    from privclust.local.secure import SecureRandom
+
+    rng = SecureRandom()
+    u = rng.random(20_000)
+    assert u.shape == (20_000,) and u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.02
+    k = rng.integers(3, 10, size=20_000)
+    assert k.min() == 3 and k.max() == 9 and set(np.bincount(k)[3:].tolist()).isdisjoint({0})
+    big = rng.integers(0, 3 * 2**61, size=20_000)  # a range that does not divide 2^64: rejection at work
+    assert big.min() >= 0 and big.max() < 3 * 2**61 and np.mean(big < 2**61) == pytest.approx(1 / 3, abs=0.02)
+    picks = rng.choice(3, size=30_000, p=[0.2, 0.0, 0.8])
+    assert not np.any(picks == 1) and abs(np.mean(picks == 0) - 0.2) < 0.02
+    order = rng.permutation(1000)
+    assert sorted(order.tolist()) == list(range(1000)) and not np.array_equal(order, np.arange(1000))

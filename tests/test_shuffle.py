@@ -97,3 +97,21 @@ def test_the_shuffle_model_needs_a_delta():
         KMeans(2, epsilon=1.0, delta=0.0, bounds=(-1, 1), algorithm="greedy", privacy_model="shuffle").fit(
             np.zeros((100, 2))
         )
+
+
+def test_the_unseeded_shuffler_draws_its_permutation_from_the_os_csprng(monkeypatch):
+    import privclust.local.secure as secure
+
+    def stream(seed):
+        source = np.random.default_rng(seed)
+        monkeypatch.setattr(secure.os, "urandom", lambda n: source.bytes(n))
+
+    reports = np.arange(1000)
+    stream(1)
+    first = Shuffler().shuffle(reports)
+    stream(1)
+    again = Shuffler().shuffle(reports)
+    stream(2)
+    other = Shuffler().shuffle(reports)
+    assert sorted(first.tolist()) == reports.tolist()
+    assert np.array_equal(first, again) and not np.array_equal(first, other)

@@ -48,6 +48,7 @@ def open_oracle(
         return
     from .geometry.domain import make_domain
     from .local.oracle import LocalOracle
+    from .local.secure import SecureRandom
     from .shuffle.oracle import ShuffleOracle
 
     if budget is None:
@@ -59,8 +60,10 @@ def open_oracle(
     domain = make_domain(bounds, input_features(X))
     rows = MemoryRows(X, domain.n_features, transform=domain.to_unit)
     seed = int(randomness.geometry().integers(2**31))  # public: the hash families every device uses
+    # The devices' coins: the OS CSPRNG, unless the run is seeded for an experiment (then numpy's generator).
+    devices = SecureRandom() if randomness.secure else randomness.devices()
     if model == "local":
-        oracle = LocalOracle(rows, budget.epsilon, accountant, randomness.devices(), seed)
+        oracle = LocalOracle(rows, budget.epsilon, accountant, devices, seed)
     else:
-        oracle = ShuffleOracle(rows, budget, accountant, randomness.devices(), seed)
+        oracle = ShuffleOracle(rows, budget, accountant, devices, seed)
     yield Curated(oracle, domain, rows.n_features, rows)

@@ -8,7 +8,7 @@ random that both must agree on: the nets' shifts, the JL projection, and the
 frequency oracles' hash families.
 
 * :class:`Randomizer` (a device): point -> report, with the device's own
-  randomness (OS entropy).  Nothing about the point leaves except the report,
+  randomness (the OS CSPRNG, ``local.secure``).  Nothing about the point leaves except the report,
   which is epsilon-LDP (``local.oracle``).
 * :class:`Aggregator` (the server): takes reports in any order and in any
   batches (they are tallied into additive tables), and releases the centers:
@@ -41,6 +41,7 @@ from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
 from ..queries.plan import DENSE, SPARSE, Oracle
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
+from .secure import SecureRandom
 
 __all__ = ["Protocol", "Randomizer", "Aggregator", "LocalResult", "encode_reports", "decode_reports"]
 
@@ -196,10 +197,10 @@ class Randomizer:
     def __init__(self, protocol: Protocol, rng: np.random.Generator | None = None):
         self.protocol = protocol
         self.round, self.domain = protocol.design()
-        self._rng = rng
+        self._rng = rng  # seeded experiments and tests only: a numpy Generator is not a CSPRNG
 
     def _records(self, points: np.ndarray) -> np.ndarray:
-        rng = self._rng or np.random.default_rng(secrets.randbits(128))
+        rng = self._rng if self._rng is not None else SecureRandom()
         points = np.atleast_2d(np.asarray(points, dtype=np.float64))
         if points.shape[1] != self.protocol.n_features or not np.all(np.isfinite(points)):
             raise ValueError(f"a point has {self.protocol.n_features} finite coordinates")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import secrets
-
 import numpy as np
 
 from ..local.oracle import DEFAULT_BUCKET_SHARE, LocalOracle, LocalRound
+from ..local.secure import SecureRandom
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..queries.rows import Rows
 from .amplification import local_epsilon_for
@@ -17,15 +16,15 @@ __all__ = ["Shuffler", "ShuffleOracle"]
 class Shuffler:
     """Permutes a batch of reports uniformly at random; nothing else about a report's origin survives.
 
-    The permutation is drawn from OS entropy (``secrets``) unless a generator is given (tests and seeded
-    experiments).  Amplification needs the server never to learn it: run the shuffler apart from the
+    The permutation is drawn from the OS CSPRNG (``local.secure``) unless a generator is given (tests and
+    seeded experiments; a numpy generator is not cryptographically secure).  Amplification needs the server never to learn it: run the shuffler apart from the
     server (another machine or party), and send it reports stripped of sender metadata."""
 
     def __init__(self, rng: np.random.Generator | None = None):
         self._rng = rng
 
     def shuffle(self, reports: np.ndarray) -> np.ndarray:
-        rng = self._rng or np.random.default_rng(secrets.randbits(128))
+        rng = self._rng if self._rng is not None else SecureRandom()
         return np.asarray(reports)[rng.permutation(len(reports))]
 
 
