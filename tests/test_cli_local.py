@@ -35,7 +35,7 @@ def test_devices_a_shuffler_and_the_server_release_centers(tmp_path):
     for part in ("first", "second"):
         out = run("report", tmp_path / f"{part}.npy", "-p", protocol, "-o", reports / f"{part}.bin")
         assert out.exit_code == 0, out.output
-    assert (reports / "first.bin").stat().st_size == 13 + 11 * 30_000  # the documented report format
+    assert (reports / "first.bin").stat().st_size == 13 + 27 * 30_000  # the documented report format
     out = run("shuffle", reports, "-p", protocol, "-o", tmp_path / "shuffled.bin")
     assert out.exit_code == 0, out.output
     out = run("aggregate", tmp_path / "shuffled.bin", "-p", protocol, "-o", tmp_path / "centers.csv", "--json")
@@ -61,4 +61,17 @@ def test_reports_of_another_protocol_and_bad_paths_fail_cleanly_and_write_nothin
     assert out.exit_code == 2 and "local init" in out.output
     out = run("init", "-k", 2, "--features", 2, "--bounds", "1,0", "-e", 1, "--users", 100, "-o", tmp_path / "p.json")
     assert out.exit_code == 2 and not (tmp_path / "p.json").exists()
+    assert "Traceback" not in out.output
+
+
+def test_a_duplicated_batch_is_refused_by_the_shuffler_and_the_server(tmp_path):
+    protocol = tmp_path / "protocol.json"
+    args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 5000, "--shuffle", "-o", protocol)
+    assert run("init", *args).exit_code == 0
+    np.save(tmp_path / "points.npy", blobs(2000))
+    assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / "a.bin").exit_code == 0
+    out = run("shuffle", tmp_path / "a.bin", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "s.bin")
+    assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "s.bin").exists()
+    out = run("aggregate", tmp_path / "a.bin", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "c.csv")
+    assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "c.csv").exists()
     assert "Traceback" not in out.output

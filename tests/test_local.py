@@ -296,3 +296,33 @@ def test_the_secure_source_has_the_laws_the_randomizers_need():
     assert not np.any(picks == 1) and abs(np.mean(picks == 0) - 0.2) < 0.02
     order = rng.permutation(1000)
     assert sorted(order.tolist()) == list(range(1000)) and not np.array_equal(order, np.arange(1000))
+
+
+def test_the_same_batch_twice_or_a_replayed_report_is_refused():
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=1.0, users=2000, seed=1)
+    X, _ = blobs(500)
+    batch = Randomizer(protocol, np.random.default_rng(0)).reports(X)
+    aggregator = Aggregator(protocol)
+    aggregator.add(batch)
+    with pytest.raises(ValueError, match="repeat a nonce") as refused:
+        aggregator.add(batch)  # the same batch again
+    records = decode_reports(protocol, Randomizer(protocol, np.random.default_rng(1)).reports(X))
+    with pytest.raises(ValueError, match="repeat a nonce"):
+        aggregator.add(np.concatenate([records, records[7:8]]))  # one report twice inside a (shuffled) batch
+    assert aggregator.received == 500
+    aggregator.add(records)  # fresh reports of the same points are fine: each has its own nonce
+    assert aggregator.received == 1000
+    assert "0." not in str(refused.value)  # the refusal names counts, never a report or a point
+
+
+def test_more_reports_than_the_protocols_users_are_refused():
+    protocol = Protocol(n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=1.0, users=1000, seed=1)
+    honest = Randomizer(protocol, np.random.default_rng(0)).reports(blobs(1000)[0])
+    planted = Randomizer(protocol, np.random.default_rng(1)).reports(np.full((500, 2), 0.94))  # one user, many
+    aggregator = Aggregator(protocol)
+    aggregator.add(honest)
+    with pytest.raises(ValueError, match="more reports than the protocol's 1,000 users"):
+        aggregator.add(planted)
+    assert aggregator.received == 1000
+    with pytest.raises(ValueError, match="more reports than"):
+        Aggregator(protocol).add(Randomizer(protocol).reports(np.zeros((1001, 2))))

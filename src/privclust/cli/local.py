@@ -110,13 +110,14 @@ def shuffle_reports(
     output: Path = typer.Option(Path("shuffled.bin"), "--output", "-o", help="Where to write the shuffled batch."),
 ) -> None:
     """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server)."""
-    from ..local import decode_reports, encode_reports
+    from ..local import check_reports, decode_reports, encode_reports
     from ..shuffle import Shuffler
 
     protocol = _protocol(protocol_file)
     check_output(output)
     try:
         records = np.concatenate([decode_reports(protocol, f.read_bytes()) for f in _report_files(inputs)])
+        check_reports(protocol, records)  # one report per user, none twice: the shuffler neither duplicates nor adds
     except ValueError as exc:
         fail(str(exc))
     shuffled = encode_reports(protocol, Shuffler().shuffle(records))

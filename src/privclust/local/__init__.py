@@ -8,7 +8,7 @@
 
 from .frequency import GeneralizedRR, LocalHashing, OneCoordinate, frequency_oracle
 from .oracle import REPORT, LocalOracle, LocalQuery, LocalRound
-from .protocol import Aggregator, LocalResult, Protocol, Randomizer, decode_reports, encode_reports
+from .protocol import Aggregator, LocalResult, Protocol, Randomizer, check_reports, decode_reports, encode_reports
 
 __all__ = [
     "Protocol",
@@ -17,6 +17,7 @@ __all__ = [
     "LocalResult",
     "encode_reports",
     "decode_reports",
+    "check_reports",
     "GeneralizedRR",
     "LocalHashing",
     "OneCoordinate",

@@ -51,9 +51,11 @@ from .frequency import LocalHashing, OneCoordinate, frequency_oracle
 
 __all__ = ["REPORT", "UserShare", "LocalQuery", "LocalRound", "LocalOracle", "DEFAULT_BUCKET_SHARE"]
 
-# One report, 11 bytes: the query it answers, the frequency oracle's output (hash function, value) and,
-# for vector queries, the one-coordinate randomizer's output (coordinate, bit).
-REPORT = np.dtype([("query", "<u2"), ("hash", "<u2"), ("y", "<u4"), ("coord", "<u2"), ("bit", "i1")])
+# One report, 27 bytes: the query it answers, the frequency oracle's output (hash function, value), for
+# vector queries the one-coordinate randomizer's output (coordinate, bit), and the device's nonce (16 random
+# bytes from the OS CSPRNG, independent of the point: the server refuses a nonce it has seen, so a batch
+# cannot be counted twice; the simulation, which tallies its own reports, leaves it zero).
+REPORT = np.dtype([("query", "<u2"), ("hash", "<u2"), ("y", "<u4"), ("coord", "<u2"), ("bit", "i1"), ("nonce", "V16")])
 DEFAULT_BUCKET_SHARE = 0.5  # of a vector report's epsilon, for its bucket
 
 

@@ -12,16 +12,20 @@ frequency oracles' hash families.
   which is epsilon-LDP (``local.oracle``).
 * :class:`Aggregator` (the server): takes reports in any order and in any
   batches (they are tallied into additive tables), and releases the centers:
-  the same greedy, its one release answered from the tallies.
+  the same greedy, its one release answered from the tallies.  It refuses a
+  batch that would take the reports past the protocol's ``users`` or that
+  repeats a nonce (a report or batch counted twice), and a shuffle protocol
+  states the central guarantee of the reports it actually received.
 
 **Report format** (all integers little-endian).  A batch of reports is a
-header -- the 4 bytes ``PCLR``, a format version byte (1), the 8-byte protocol
+header -- the 4 bytes ``PCLR``, a format version byte (2), the 8-byte protocol
 fingerprint (the first 8 bytes of the SHA-256 of the protocol's canonical
-JSON) -- followed by 11-byte records: the query answered (uint16), the hash
+JSON) -- followed by 27-byte records: the query answered (uint16), the hash
 function (uint16; 0 for randomized response), the frequency oracle's output
-(uint32), and for vector queries the coordinate (uint16) and bit (int8; 0
-otherwise).  One device's report is 24 bytes; a batch of n reports is
-13 + 11 n bytes.  A batch for another protocol is refused.
+(uint32), for vector queries the coordinate (uint16) and bit (int8; 0
+otherwise), and the device's 16-byte nonce (random).  One device's report is
+40 bytes; a batch of n reports is 13 + 27 n bytes.  A batch for another
+protocol is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import secrets
 from dataclasses import asdict, dataclass, field
 
@@ -43,9 +48,17 @@ from ..queries.plan import DENSE, SPARSE, Oracle
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 from .secure import SecureRandom
 
-__all__ = ["Protocol", "Randomizer", "Aggregator", "LocalResult", "encode_reports", "decode_reports"]
+__all__ = [
+    "Protocol",
+    "Randomizer",
+    "Aggregator",
+    "LocalResult",
+    "encode_reports",
+    "decode_reports",
+    "check_reports",
+]
 
-MAGIC, FORMAT = b"PCLR", 1
+MAGIC, FORMAT = b"PCLR", 2
 HEADER_BYTES = len(MAGIC) + 1 + 8
 
 
@@ -173,6 +186,73 @@ def _run_greedy(protocol: Protocol, oracle: Oracle):
     return ALGORITHMS["greedy"](ctx)
 
 
+class _Nonces:
+    """The nonces of every report received so far, to refuse one seen before (exact, 16 bytes compared).
+
+    Kept as sorted runs merged like a binary counter (O(n log n) over any number of batches); a batch is
+    looked up by its first 8 bytes and the rare hits compared in full."""
+
+    def __init__(self):
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (first 8 bytes sorted, the nonces in that order)
+
+    @staticmethod
+    def _keys(nonces: np.ndarray) -> np.ndarray:
+        return np.frombuffer(np.ascontiguousarray(nonces).tobytes(), dtype="<u8")[::2]
+
+    def repeats(self, nonces: np.ndarray) -> int:
+        """How many of ``nonces`` repeat one of the batch itself or one received before."""
+        if not nonces.size:
+            return 0
+        keys = self._keys(nonces)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        tied = np.zeros(keys.size, dtype=bool)
+        same = sorted_keys[1:] == sorted_keys[:-1]
+        tied[1:] |= same
+        tied[:-1] |= same
+        candidates = nonces[order[tied]]
+        count = candidates.size - np.unique(candidates).size
+        for run_keys, run_nonces in self._runs:
+            at = np.minimum(np.searchsorted(run_keys, keys), run_keys.size - 1)
+            hit = run_keys[at] == keys
+            if np.any(hit):
+                count += int(np.isin(nonces[hit], run_nonces[np.isin(run_keys, keys[hit])]).sum())
+        return int(count)
+
+    def add(self, nonces: np.ndarray) -> None:
+        if not nonces.size:
+            return
+        keys = self._keys(nonces)
+        order = np.argsort(keys, kind="stable")
+        self._runs.append((keys[order], np.asarray(nonces)[order]))
+        while len(self._runs) > 1 and self._runs[-2][0].size <= 2 * self._runs[-1][0].size:
+            (k2, n2), (k1, n1) = self._runs.pop(), self._runs.pop()
+            keys, nonces = np.concatenate([k1, k2]), np.concatenate([n1, n2])
+            order = np.argsort(keys, kind="stable")
+            self._runs.append((keys[order], nonces[order]))
+
+
+def check_reports(protocol: "Protocol", records: np.ndarray, received: int = 0, seen: _Nonces | None = None) -> None:
+    """Refuse a batch that would take the reports past the protocol's users, or that repeats a nonce (within
+    itself, or one of ``seen``): one report per user, each counted once.  The messages name counts only
+    (public in this model), never a report."""
+    _check_count(protocol, received + len(records))
+    repeated = (seen if seen is not None else _Nonces()).repeats(np.asarray(records)["nonce"])
+    if repeated:
+        raise ValueError(
+            f"{repeated:,} reports repeat a nonce already received (a duplicated batch or replayed reports): "
+            "the batch is refused"
+        )
+
+
+def _check_count(protocol: "Protocol", total: int) -> None:
+    if total > protocol.users:
+        raise ValueError(
+            f"more reports than the protocol's {protocol.users:,} users ({total:,}): every user sends one "
+            "report; a duplicated batch or a device sending several is refused"
+        )
+
+
 def encode_reports(protocol: Protocol, records: np.ndarray) -> bytes:
     return MAGIC + bytes([FORMAT]) + protocol.fingerprint + np.ascontiguousarray(records, dtype=REPORT).tobytes()
 
@@ -213,6 +293,10 @@ class Randomizer:
                 buckets, values = local.query.contribution(unit[users])
                 values = clip_blocks(np.asarray(values, dtype=np.float64), local.query)
                 records[users] = self.round.report(index, buckets, values, rng)
+        # Each report's nonce: random bytes, independent of the point, so the server can refuse a report (or a
+        # batch) it has already counted.  From the OS CSPRNG even on the seeded path: two seeded runs must not
+        # send the same nonces.
+        records["nonce"] = np.frombuffer(os.urandom(16 * len(records)), dtype="V16")
         return records
 
     def report(self, point) -> bytes:
@@ -239,12 +323,19 @@ class Aggregator:
         self.round, self.domain = protocol.design()
         self.tallies: list[Tally] | None = None
         self.received = 0
+        self._nonces = _Nonces()
 
     def add(self, batch) -> int:
-        """Tally a batch of reports (bytes, or records); returns how many it held."""
+        """Tally a batch of reports (bytes, or records); returns how many it held.  A batch that would take the
+        reports past the protocol's users, repeats a nonce, or holds a forged field is refused whole (the
+        tallies stay as they were)."""
         records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
-        tallies = self.round.tally(records)
+        records = np.asarray(records, dtype=REPORT)
+        _check_count(self.protocol, self.received + len(records))
+        tallies = self.round.tally(records)  # refuses a forged field
+        check_reports(self.protocol, records, self.received, self._nonces)
         self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
+        self._nonces.add(records["nonce"])
         self.received += len(records)
         return len(records)
 
