@@ -75,3 +75,20 @@ def test_a_duplicated_batch_is_refused_by_the_shuffler_and_the_server(tmp_path):
     out = run("aggregate", tmp_path / "a.bin", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "c.csv")
     assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "c.csv").exists()
     assert "Traceback" not in out.output
+
+
+def test_aggregating_fewer_reports_than_planned_is_refused_unless_the_weaker_guarantee_is_accepted(tmp_path):
+    protocol = tmp_path / "protocol.json"
+    args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 200_000, "--shuffle", "-o", protocol)
+    assert run("init", *args).exit_code == 0
+    np.save(tmp_path / "points.npy", blobs(1000))
+    assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / "r.bin").exit_code == 0
+    out = run("aggregate", tmp_path / "r.bin", "-p", protocol, "-o", tmp_path / "c.csv", "--json")
+    assert out.exit_code == 2 and "epsilon=7.7" in out.output and "--accept-weaker" in out.output
+    assert not (tmp_path / "c.csv").exists()
+    out = run("aggregate", tmp_path / "r.bin", "-p", protocol, "-o", tmp_path / "c.csv", "--json", "--accept-weaker")
+    assert out.exit_code == 0, out.output
+    summary = json.loads(out.stdout)
+    assert summary["accepted_weaker"] is True and summary["declared"] == [1.0, 1e-06]
+    assert 7 < summary["privacy_spent"]["epsilon"] < 7.8 and summary["privacy_spent"]["delta"] == 1e-06
+    assert "ACCEPTED WEAKER" in summary["privacy_spent"]["steps"][0]["label"]

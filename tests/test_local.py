@@ -326,3 +326,29 @@ def test_more_reports_than_the_protocols_users_are_refused():
     assert aggregator.received == 1000
     with pytest.raises(ValueError, match="more reports than"):
         Aggregator(protocol).add(Randomizer(protocol).reports(np.zeros((1001, 2))))
+
+
+def test_a_shuffle_protocol_states_the_guarantee_of_the_reports_it_received():
+    from privclust.shuffle import shuffle_epsilon
+
+    protocol = Protocol.for_shuffle(1.0, 1e-6, 200_000, n_clusters=2, n_features=2, bounds=[-1, 1], seed=3)
+    X, _ = blobs(1000)
+    aggregator = Aggregator(protocol)
+    aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    real = shuffle_epsilon(protocol.epsilon, 1000, 1e-6)
+    assert real > 7  # 1,000 reports hide little: about the local epsilon_0, nowhere near the declared 1
+    with pytest.raises(ValueError, match=r"1,000 reports of the planned 200,000 give only central \(epsilon=7\.7"):
+        aggregator.release()  # refused by default: nothing released
+    result = aggregator.release(accept_weaker=True)
+    spent = result.privacy_spent
+    assert spent.epsilon == pytest.approx(real) and spent.delta == 1e-6 and result.accepted_weaker
+    assert "ACCEPTED WEAKER" in spent.steps[0].label and "1,000 of the planned 200,000" in spent.steps[0].label
+
+
+def test_a_full_shuffle_round_meets_its_declared_guarantee_without_an_override():
+    X, _ = blobs(20_000)
+    protocol = Protocol.for_shuffle(1.0, 1e-6, len(X), n_clusters=4, n_features=2, bounds=[-1, 1], seed=2)
+    aggregator = Aggregator(protocol)
+    aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    result = aggregator.release()
+    assert result.privacy_spent.epsilon == pytest.approx(1.0) and not result.accepted_weaker

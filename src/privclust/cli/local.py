@@ -131,6 +131,12 @@ def aggregate(
     protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
     output: Path = typer.Option(Path("centers.csv"), "--output", "-o", help="Where to write the centers."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    accept_weaker: bool = typer.Option(
+        False,
+        "--accept-weaker",
+        help="Release even when the reports received give a weaker guarantee than the protocol declared "
+        "(a shuffle protocol with fewer reports than its users); the weaker guarantee is printed and recorded.",
+    ),
 ) -> None:
     """The server's side: reports in, centers out (the release is computed once, from every report given)."""
     from ..io import write_points
@@ -142,7 +148,7 @@ def aggregate(
     try:
         for path in _report_files(inputs):
             aggregator.add(path.read_bytes())
-        result = aggregator.release()
+        result = aggregator.release(accept_weaker=accept_weaker)
     except ValueError as exc:
         fail(str(exc))
     write_whole(output, lambda staged: write_points(staged, result.centers))
@@ -153,8 +159,17 @@ def aggregate(
         "reports": result.reports,
         "privacy_spent": spent.as_dict(),
         "local_epsilon": protocol.epsilon,
+        "planned_users": protocol.users,
+        "declared": None if protocol.shuffle is None else list(protocol.shuffle),
+        "accepted_weaker": result.accepted_weaker,
     }
     if as_json:
         print(json.dumps(summary, indent=2))
         return
-    console.print(f"{result.reports:,} reports -> {len(result.centers)} centers written to {output}; privacy: {spent}")
+    if result.accepted_weaker:
+        eps, delta = protocol.shuffle
+        console.print(f"ACCEPTED WEAKER (--accept-weaker): the declared guarantee was ({eps:g}, {delta:g})")
+    console.print(
+        f"{result.reports:,} of {protocol.users:,} planned reports -> {len(result.centers)} centers written to "
+        f"{output}; privacy: {spent}"
+    )

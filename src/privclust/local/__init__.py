@@ -8,7 +8,16 @@
 
 from .frequency import GeneralizedRR, LocalHashing, OneCoordinate, frequency_oracle
 from .oracle import REPORT, LocalOracle, LocalQuery, LocalRound
-from .protocol import Aggregator, LocalResult, Protocol, Randomizer, check_reports, decode_reports, encode_reports
+from .protocol import (
+    Aggregator,
+    LocalResult,
+    Protocol,
+    Randomizer,
+    WeakerGuaranteeError,
+    check_reports,
+    decode_reports,
+    encode_reports,
+)
 
 __all__ = [
     "Protocol",
@@ -18,6 +27,7 @@ __all__ = [
     "encode_reports",
     "decode_reports",
     "check_reports",
+    "WeakerGuaranteeError",
     "GeneralizedRR",
     "LocalHashing",
     "OneCoordinate",

@@ -56,6 +56,7 @@ __all__ = [
     "encode_reports",
     "decode_reports",
     "check_reports",
+    "WeakerGuaranteeError",
 ]
 
 MAGIC, FORMAT = b"PCLR", 2
@@ -109,11 +110,42 @@ class Protocol:
     def fingerprint(self) -> bytes:
         return hashlib.sha256(self.to_json().encode()).digest()[:8]
 
-    def round_spend(self) -> Spend:
-        if self.shuffle is not None:
-            eps, delta = self.shuffle
-            return Spend("shuffled reports: one per user, eps0-LDP, amplified by shuffling", epsilon=eps, delta=delta)
-        return Spend("local reports: one per user, each epsilon-LDP", epsilon=self.epsilon)
+    def guarantee(self, reports: int | None = None) -> tuple[float, float]:
+        """The (epsilon, delta) the server's view of ``reports`` reports has (default: the planned ``users``).
+
+        Local: epsilon-LDP per report, whatever their number.  Shuffle: amplification needs the other
+        users' reports to hide among, so the central guarantee is computed at the number actually
+        received (``shuffle.amplification``); with fewer than planned it is weaker than the declared one,
+        and with fewer than 2 it is only the reports' own epsilon_0."""
+        if self.shuffle is None:
+            return self.epsilon, 0.0
+        from ..shuffle.amplification import _tail_for, shuffle_delta, shuffle_epsilon
+
+        n = self.users if reports is None else int(reports)
+        eps, delta = self.shuffle
+        if n < 2:
+            return self.epsilon, 0.0
+        if shuffle_delta(eps, self.epsilon, n, _tail_for(delta)) <= delta:
+            return eps, delta  # the declared guarantee holds at n (the very test that chose epsilon_0)
+        return min(self.epsilon, shuffle_epsilon(self.epsilon, n, delta)), delta
+
+    def weaker_than_declared(self, guarantee: tuple[float, float]) -> bool:
+        """Whether ``guarantee`` is worse than the protocol's declared one (the central target of a shuffle
+        protocol; a local protocol's epsilon is its declared guarantee)."""
+        eps, delta = self.shuffle if self.shuffle is not None else (self.epsilon, 0.0)
+        return guarantee[0] > eps or guarantee[1] > delta
+
+    def round_spend(self, reports: int | None = None, accepted_weaker: bool = False) -> Spend:
+        """The round's spend at ``reports`` reports received (default: the planned users)."""
+        eps, delta = self.guarantee(reports)
+        if self.shuffle is None:
+            return Spend("local reports: one per user, each epsilon-LDP", epsilon=eps)
+        n = self.users if reports is None else int(reports)
+        label = f"shuffled reports: {n:,} of the planned {self.users:,} users, eps0-LDP, amplified by shuffling"
+        if accepted_weaker:
+            declared_eps, declared_delta = self.shuffle
+            label += f"; ACCEPTED WEAKER than the declared ({declared_eps:g}, {declared_delta:g})"
+        return Spend(label, epsilon=eps, delta=delta)
 
     def design(self) -> tuple[LocalRound, object]:
         """(the round, the domain): the greedy's one release, recorded from public parameters."""
@@ -139,15 +171,16 @@ class _LocalPlanning(Oracle):
     capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports)"
 
-    def __init__(self, protocol: Protocol):
+    def __init__(self, protocol: Protocol, spend: Spend | None = None):
         super().__init__(protocol.n_features, Budget(protocol.epsilon), PrivacyAccountant())
         self.protocol = protocol
+        self.spend = spend if spend is not None else protocol.round_spend()
 
     def allot(self, parts, family):
         return user_shares(self.model, parts)
 
     def reserved(self, plan):
-        return [self.protocol.round_spend()]
+        return [self.spend]
 
 
 class _Recorder(_LocalPlanning):
@@ -161,8 +194,10 @@ class _Recorder(_LocalPlanning):
 class _FromTallies(_LocalPlanning):
     """Answers the greedy's one release from the server's tallies (which must be of the same round)."""
 
-    def __init__(self, protocol: Protocol, round_: LocalRound, tallies: list[Tally], accountant: PrivacyAccountant):
-        super().__init__(protocol)
+    def __init__(
+        self, protocol: Protocol, round_: LocalRound, tallies: list[Tally], accountant: PrivacyAccountant, spend: Spend
+    ):
+        super().__init__(protocol, spend)
         self.accountant = accountant
         self.round, self.tallies = round_, tallies
 
@@ -170,7 +205,7 @@ class _FromTallies(_LocalPlanning):
         asked = [(q.label, q.n_buckets) for q, _ in requests]
         if asked != [(q.query.label, q.query.n_buckets) for q in self.round.queries]:
             raise RuntimeError("the algorithm asked another round than the one the devices answered")
-        self.accountant.spend(self.protocol.round_spend())
+        self.accountant.spend(self.spend)
         return self.round.release(self.tallies)
 
 
@@ -308,11 +343,17 @@ class Randomizer:
         return encode_reports(self.protocol, self._records(points))
 
 
+class WeakerGuaranteeError(ValueError):
+    """The reports received give a weaker guarantee than the protocol declared (too few to shuffle among)."""
+
+
 @dataclass
 class LocalResult:
     centers: np.ndarray
     privacy_spent: PrivacyReport
     reports: int
+    declared: tuple[float, float] | None = None  # the protocol's declared guarantee (a shuffle's central target)
+    accepted_weaker: bool = False  # released although the reports gave less than ``declared``
 
 
 class Aggregator:
@@ -339,10 +380,32 @@ class Aggregator:
         self.received += len(records)
         return len(records)
 
-    def release(self, accountant: PrivacyAccountant | None = None) -> LocalResult:
-        """The centers from every report tallied so far (the round is released once: run it when all are in)."""
+    def release(self, accountant: PrivacyAccountant | None = None, accept_weaker: bool = False) -> LocalResult:
+        """The centers from every report tallied so far (the round is released once: run it when all are in).
+
+        The spend is the guarantee of the reports actually received (:meth:`Protocol.guarantee`).  When it is
+        weaker than the protocol's declared one -- a shuffle protocol that received fewer reports than its
+        users -- nothing is released (:class:`WeakerGuaranteeError`) unless ``accept_weaker``; then the spend's
+        label and the result say so."""
+        guarantee = self.protocol.guarantee(self.received)
+        weaker = self.protocol.weaker_than_declared(guarantee)
+        if weaker and not accept_weaker:
+            eps, delta = self.protocol.shuffle
+            raise WeakerGuaranteeError(
+                f"{self.received:,} reports of the planned {self.protocol.users:,} give only central "
+                f"(epsilon={guarantee[0]:.4g}, delta={guarantee[1]:g}), weaker than the protocol's declared "
+                f"({eps:g}, {delta:g}): nothing released (to release at the weaker guarantee, accept it "
+                "explicitly: --accept-weaker, or accept_weaker=True)"
+            )
         if self.tallies is None:
             self.add(np.zeros(0, dtype=REPORT))
+        spend = self.protocol.round_spend(self.received, accepted_weaker=weaker)
         ledger = PrivacyAccountant(None, parent=accountant)
-        result = _run_greedy(self.protocol, _FromTallies(self.protocol, self.round, self.tallies, ledger))
-        return LocalResult(self.domain.from_unit(result.centers), ledger.report(), self.received)
+        result = _run_greedy(self.protocol, _FromTallies(self.protocol, self.round, self.tallies, ledger, spend))
+        return LocalResult(
+            self.domain.from_unit(result.centers),
+            ledger.report(),
+            self.received,
+            declared=self.protocol.shuffle,
+            accepted_weaker=weaker,
+        )
