@@ -220,7 +220,7 @@ def test_local_bench_command_writes_its_records_report_and_plot(tmp_path):
     assert all(r["local_epsilon"] > 1 and r["privacy_spent"]["delta"] == 1e-6 for r in shuffle)
     assert [p["model"] for p in saved["protocol"]] == ["local", "shuffle"]
     for p in saved["protocol"]:
-        assert p["bytes_per_device"] == 24 and p["bytes_per_report_in_batch"] == 11
+        assert p["bytes_per_device"] == 40 and p["bytes_per_report_in_batch"] == 27  # report format 2 (a nonce)
         assert p["tally_seconds"] >= 0 and p["release_seconds"] > 0
     # The targets are stated, and left unmeasured when the run lacks their setting (2e5 users, 1e6 reports).
     assert len(saved["targets"]) == 5 and all(t["met"] is None for t in saved["targets"])
