@@ -352,3 +352,51 @@ def test_a_full_shuffle_round_meets_its_declared_guarantee_without_an_override()
     aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
     result = aggregator.release()
     assert result.privacy_spent.epsilon == pytest.approx(1.0) and not result.accepted_weaker
+
+
+def test_replace_one_and_add_remove_spends_compose_in_one_relation():
+    from privclust.privacy.budget import ADD_REMOVE, REPLACE_ONE, Spend
+
+    central = Spend("central", epsilon=1.0, delta=1e-6)
+    assert central.relation == ADD_REMOVE
+    converted = central.under(REPLACE_ONE)  # a replacement is a removal and an addition: group privacy of 2
+    assert converted.epsilon == 2.0 and converted.delta == pytest.approx((1 + math.e) * 1e-6)
+    assert Spend("gauss", mu=0.5).under(REPLACE_ONE).mu == 1.0
+    with pytest.raises(ValueError, match="cannot be stated for add/remove"):
+        Spend("local", epsilon=1.0, relation=REPLACE_ONE).under(ADD_REMOVE)
+    ledger = PrivacyAccountant()
+    ledger.spend(central)
+    assert ledger.report().relation == ADD_REMOVE and ledger.guarantee() == (1.0, 1e-6)
+    ledger.spend(Spend("local", epsilon=1.0, relation=REPLACE_ONE))
+    eps, delta = ledger.guarantee()
+    assert eps == pytest.approx(3.0) and delta == pytest.approx((1 + math.e) * 1e-6)
+    report = ledger.report()
+    assert report.relation == REPLACE_ONE and "replace-one" in str(report)
+    assert report.as_dict()["relation"] == REPLACE_ONE
+
+
+def test_a_local_fit_after_a_central_one_is_charged_for_replace_one_neighbours():
+    X, _ = blobs(5000)
+    shared = PrivacyAccountant(Budget(2.5, 1e-5))
+    KMeans(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", accountant=shared, random_state=0).fit(X)
+    central = len(shared.spends)
+    assert shared.guarantee()[0] <= 1.0  # the central fit alone, for add/remove neighbours
+    local = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", accountant=shared)
+    # For replace-one neighbours the central fit costs about twice its epsilon: with the local round's 1 that
+    # is over 2.5 (composed as if one relation, it was at most 1 + 1).
+    with pytest.raises(BudgetExceededError, match="over the budget"):
+        local.set_params(random_state=0).fit(X)
+    assert len(shared.spends) == central  # refused before anything was spent
+    spent = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", random_state=0)
+    assert spent.fit(X).privacy_spent_.steps[0].relation == "replace-one"
+
+
+def test_a_ledger_file_keeps_a_spends_relation(tmp_path):
+    from privclust.privacy.budget import REPLACE_ONE, Spend
+    from privclust.privacy.ledger import LedgerAccountant
+
+    LedgerAccountant.create(tmp_path / "ledger.json", Budget(10.0, 1e-5))
+    LedgerAccountant.open(tmp_path / "ledger.json").spend(Spend("local round", epsilon=1.0, relation=REPLACE_ONE))
+    LedgerAccountant.open(tmp_path / "ledger.json").spend(Spend("central fit", epsilon=1.0))
+    again = LedgerAccountant.open(tmp_path / "ledger.json")
+    assert [s.relation for s in again.spends] == [REPLACE_ONE, "add/remove"] and again.guarantee()[0] == 3.0

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, Spend
 from ..queries.base import Block, Released, SumQuery, significant_buckets
 from ..queries.plan import DENSE, SPARSE, CapabilityError, Oracle
 from ..queries.rows import Rows
@@ -324,7 +324,9 @@ class LocalOracle(Oracle):
         self.reports: np.ndarray | None = None  # the round's reports, as the server received them
 
     def round_spend(self) -> Spend:
-        return Spend("local reports: one per user, each epsilon-LDP", epsilon=self.local_epsilon)
+        # epsilon-LDP: one user's point replaced, their report's law moves by at most e^epsilon.  The number of
+        # users is public here, so it is a replace-one guarantee (composed as such: privacy.budget).
+        return Spend("local reports: one per user, each epsilon-LDP", epsilon=self.local_epsilon, relation=REPLACE_ONE)
 
     def allot(self, parts, family):
         return user_shares(self.model, parts)

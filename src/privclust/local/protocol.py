@@ -41,7 +41,7 @@ import numpy as np
 
 from ..algorithms import ALGORITHMS, FitContext
 from ..geometry.domain import make_domain
-from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
+from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, PrivacyReport, Spend
 from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
 from ..queries.plan import DENSE, SPARSE, Oracle
@@ -139,13 +139,13 @@ class Protocol:
         """The round's spend at ``reports`` reports received (default: the planned users)."""
         eps, delta = self.guarantee(reports)
         if self.shuffle is None:
-            return Spend("local reports: one per user, each epsilon-LDP", epsilon=eps)
+            return Spend("local reports: one per user, each epsilon-LDP", epsilon=eps, relation=REPLACE_ONE)
         n = self.users if reports is None else int(reports)
         label = f"shuffled reports: {n:,} of the planned {self.users:,} users, eps0-LDP, amplified by shuffling"
         if accepted_weaker:
             declared_eps, declared_delta = self.shuffle
             label += f"; ACCEPTED WEAKER than the declared ({declared_eps:g}, {declared_delta:g})"
-        return Spend(label, epsilon=eps, delta=delta)
+        return Spend(label, epsilon=eps, delta=delta, relation=REPLACE_ONE)
 
     def design(self) -> tuple[LocalRound, object]:
         """(the round, the domain): the greedy's one release, recorded from public parameters."""

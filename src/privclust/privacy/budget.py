@@ -13,6 +13,18 @@ the delta that the ``(epsilon, delta)`` spends leave over (basic composition of
 the two parts).  An accountant created with a :class:`Budget` refuses any
 spend -- and any *plan* of spends -- that would exceed it, before anything is
 released.
+
+**Neighbour relations.**  A spend states its guarantee for one relation: central
+mechanisms for add/remove-one neighbours (the default), the local and shuffle
+models' rounds for replace-one neighbours (the number of users is public there;
+one user's point changes).  Guarantees for different relations do not add up as
+they stand, so an accountant composes in one relation: when any spend is
+replace-one, every add/remove spend is first converted by group privacy (a
+replacement is a removal and an addition: (epsilon, delta) add/remove gives
+(2 epsilon, (1 + e^epsilon) delta) replace-one, and mu-GDP gives 2 mu-GDP), and
+the total -- and the budget check -- is stated for replace-one neighbours.  The
+other way has no conversion: a replace-one guarantee says nothing about whether
+a user took part (the local model publishes the number of reports).
 """
 
 from __future__ import annotations
@@ -23,7 +35,9 @@ from typing import Iterable
 
 from .gdp import compose_mu, gdp_epsilon
 
-__all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport"]
+__all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport", "ADD_REMOVE", "REPLACE_ONE"]
+
+ADD_REMOVE, REPLACE_ONE = "add/remove", "replace-one"  # neighbouring data sets: one row added or removed; replaced
 
 # Relative slack for comparing floating-point totals with a budget: spends are
 # calibrated to use the budget exactly, and rounding must not turn that into a
@@ -62,20 +76,51 @@ class Spend:
     epsilon: float = 0.0
     delta: float = 0.0
     mu: float | None = None
+    relation: str = ADD_REMOVE  # the neighbours the guarantee is for (see the module docstring)
+
+    def __post_init__(self) -> None:
+        if self.relation not in (ADD_REMOVE, REPLACE_ONE):
+            raise ValueError(f"a spend's relation is {ADD_REMOVE!r} or {REPLACE_ONE!r}, got {self.relation!r}")
 
     @property
     def is_gdp(self) -> bool:
         return self.mu is not None
 
+    def under(self, relation: str) -> "Spend":
+        """The same spend stated for ``relation`` neighbours: add/remove -> replace-one by group privacy
+        (two steps); replace-one -> add/remove is refused (no such conversion exists)."""
+        if relation == self.relation:
+            return self
+        if relation != REPLACE_ONE:
+            raise ValueError("a replace-one guarantee cannot be stated for add/remove neighbours")
+        if self.is_gdp:
+            return Spend(self.label, mu=2.0 * self.mu, relation=REPLACE_ONE)
+        eps, delta = self.epsilon, self.delta
+        if delta > 0:
+            delta = 1.0 if eps > 700 else min(1.0, (1.0 + math.exp(eps)) * delta)
+        return Spend(self.label, epsilon=2.0 * eps, delta=delta, relation=REPLACE_ONE)
+
     def as_dict(self) -> dict:
         if self.is_gdp:
-            return {"label": self.label, "mu": self.mu}
-        return {"label": self.label, "epsilon": self.epsilon, "delta": self.delta}
+            out = {"label": self.label, "mu": self.mu}
+        else:
+            out = {"label": self.label, "epsilon": self.epsilon, "delta": self.delta}
+        if self.relation != ADD_REMOVE:  # the default stays implicit (files written before the field)
+            out["relation"] = self.relation
+        return out
+
+
+def relation_of(spends: Iterable[Spend]) -> str:
+    """The relation spends compose in: replace-one as soon as one is (see the module docstring)."""
+    return REPLACE_ONE if any(s.relation == REPLACE_ONE for s in spends) else ADD_REMOVE
 
 
 def _guarantee(spends: Iterable[Spend], delta: float) -> tuple[float, float]:
-    """(epsilon, delta) of the composition of ``spends``, converting GDP at ``delta``."""
+    """(epsilon, delta) of the composition of ``spends`` in their common relation (:func:`relation_of`),
+    converting GDP at ``delta``."""
     spends = list(spends)
+    relation = relation_of(spends)
+    spends = [s.under(relation) for s in spends]
     eps_dp = sum(s.epsilon for s in spends if not s.is_gdp)
     delta_dp = sum(s.delta for s in spends if not s.is_gdp)
     mus = [s.mu for s in spends if s.is_gdp]
@@ -96,19 +141,25 @@ class PrivacyReport:
     delta: float
     mu: float | None
     steps: list[Spend] = field(default_factory=list)
+    relation: str = ADD_REMOVE  # the neighbours the total is for
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "mu": self.mu,
             "steps": [s.as_dict() for s in self.steps],
         }
+        if self.relation != ADD_REMOVE:
+            out["relation"] = self.relation
+        return out
 
     def __str__(self) -> str:
         head = f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
         if self.mu is not None:
             head += f", Gaussian part {self.mu:.6g}-GDP"
+        if self.relation != ADD_REMOVE:
+            head += f" for {self.relation} neighbours"
         return head + f" over {len(self.steps)} releases"
 
 
@@ -193,10 +244,12 @@ class PrivacyAccountant:
 
     def report(self, delta: float | None = None) -> PrivacyReport:
         eps, total_delta = self.guarantee(delta)
-        mus = [s.mu for s in self._spends if s.is_gdp]
+        relation = relation_of(self._spends)
+        mus = [s.under(relation).mu for s in self._spends if s.is_gdp]
         return PrivacyReport(
             epsilon=eps,
             delta=total_delta,
             mu=compose_mu(*mus) if mus else None,
             steps=self.spends,
+            relation=relation,
         )

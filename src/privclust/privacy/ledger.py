@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
+from .budget import ADD_REMOVE, Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import gdp_mu
 
 __all__ = ["LedgerAccountant", "LedgerError"]
@@ -59,9 +59,15 @@ def _spend_to_json(spend: Spend) -> dict:
 
 
 def _spend_from_json(item: dict) -> Spend:
+    relation = str(item.get("relation", ADD_REMOVE))  # files written before the field: add/remove
     if "mu" in item:
-        return Spend(label=str(item["label"]), mu=float(item["mu"]))
-    return Spend(label=str(item["label"]), epsilon=float(item["epsilon"]), delta=float(item.get("delta", 0.0)))
+        return Spend(label=str(item["label"]), mu=float(item["mu"]), relation=relation)
+    return Spend(
+        label=str(item["label"]),
+        epsilon=float(item["epsilon"]),
+        delta=float(item.get("delta", 0.0)),
+        relation=relation,
+    )
 
 
 class LedgerAccountant(PrivacyAccountant):

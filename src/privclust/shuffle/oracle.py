@@ -6,7 +6,7 @@ import numpy as np
 
 from ..local.oracle import DEFAULT_BUCKET_SHARE, LocalOracle, LocalRound
 from ..local.secure import SecureRandom
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, Spend
 from ..queries.rows import Rows
 from .amplification import local_epsilon_for
 
@@ -53,6 +53,7 @@ class ShuffleOracle(LocalOracle):
             "shuffled reports: one per user, eps0-LDP, amplified by shuffling",
             epsilon=self.budget.epsilon,
             delta=self.budget.delta,
+            relation=REPLACE_ONE,  # amplification by shuffling (FMT) is for one user's point replaced
         )
 
     def design(self, requests) -> LocalRound:
