@@ -400,3 +400,11 @@ def test_a_ledger_file_keeps_a_spends_relation(tmp_path):
     LedgerAccountant.open(tmp_path / "ledger.json").spend(Spend("central fit", epsilon=1.0))
     again = LedgerAccountant.open(tmp_path / "ledger.json")
     assert [s.relation for s in again.spends] == [REPLACE_ONE, "add/remove"] and again.guarantee()[0] == 3.0
+
+
+def test_subsampling_does_not_amplify_a_local_fit():
+    from privclust import Subsampled
+
+    local = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", random_state=0)
+    with pytest.raises(ValueError, match="central fits only"):
+        Subsampled(local, rate=0.1, random_state=0).fit(blobs(2000)[0])

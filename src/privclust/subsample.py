@@ -135,6 +135,12 @@ class Subsampled(ClusterMixin, BaseEstimator):
     def _planned_base(self) -> tuple[float, float]:
         if getattr(self.estimator, "algorithm", None) == "lloyd":
             raise ValueError("subsampling amplifies a private algorithm; 'lloyd' is the non-private baseline")
+        if getattr(self.estimator, "privacy_model", "central") != "central":
+            # The amplification theorem is for add/remove neighbours; a local or shuffle round is replace-one
+            # and publishes its number of reports (here, the sample's size).
+            raise ValueError(
+                "subsampling amplifies central fits only (add/remove neighbours), not the local or shuffle model"
+            )
         delta = float(getattr(self.estimator, "delta", 0.0) or 0.0)
         if isinstance(getattr(self.estimator, "bounds", None), str):  # bounds="data": not private at all
             return math.inf, delta
