@@ -1,0 +1,73 @@
+"""Free channels inside one Python program: forked copies of a budget, f's warnings, exact attributes.
+
+Like ``test_side_channels.py``, each test checks that nothing a user sees depends on the private rows
+(or escapes the budget) except through an accounted release.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust.privacy.ledger import LedgerAccountant
+
+
+def in_forked_child(work) -> str:
+    """Run ``work()`` in a forked process (which inherits this one's memory, nothing pickled) and say how it went."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def child():
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001 -- the outcome is what the test compares
+            send.send(f"{type(exc).__name__}: {exc}")
+        else:
+            send.send("result")
+
+    process = context.Process(target=child)
+    process.start()
+    outcome = receive.recv()
+    process.join()
+    return outcome
+
+
+def full_budget_fit(accountant: PrivacyAccountant) -> KMeans:
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 2))
+    return KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), accountant=accountant, random_state=0).fit(X)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the seeded noise's warning
+def test_a_forked_copy_of_an_accountant_refuses_to_spend_and_the_original_keeps_its_budget():
+    shared = PrivacyAccountant(Budget(1.0, 1e-6))
+    outcomes = [in_forked_child(lambda: full_budget_fit(shared)) for _ in range(2)]
+    for seen in outcomes:
+        assert seen.startswith("BudgetExceededError") and "another process" in seen and "LedgerAccountant" in seen
+    assert shared.spends == []
+    full_budget_fit(shared)  # the budget is whole here, and spent here only once
+    with pytest.raises(BudgetExceededError):
+        full_budget_fit(shared)
+
+
+def test_a_forked_copy_refuses_direct_spends_and_checks_but_may_be_read(tmp_path):
+    shared = PrivacyAccountant(Budget(1.0))
+    shared.spend_dp("before the fork", 0.25)
+    assert in_forked_child(lambda: shared.spend_dp("in the child", 0.25)).startswith("BudgetExceededError")
+    assert in_forked_child(lambda: shared.check([])).startswith("BudgetExceededError")
+    assert in_forked_child(lambda: PrivacyAccountant(parent=shared).spend_dp("via a child", 0.1)).startswith(
+        "BudgetExceededError"
+    )
+    assert in_forked_child(lambda: shared.report()) == "result"
+    shared.spend_dp("after the fork", 0.75)  # the original is untouched by its copies
+    assert [s.label for s in shared.spends] == ["before the fork", "after the fork"]
+    # Only a copy is refused: an accountant made in the child spends there, and a LedgerAccountant,
+    # which rereads its file, composes the spends of every process that holds it.
+    assert in_forked_child(lambda: PrivacyAccountant(Budget(1.0)).spend_dp("own budget", 1.0)) == "result"
+    ledger = LedgerAccountant.create(tmp_path / "budget.json", Budget(1.0))
+    assert in_forked_child(lambda: ledger.spend_dp("in the child", 0.25)) == "result"
+    ledger.spend_dp("in the parent", 0.25)
+    assert sorted(s.label for s in ledger.spends) == ["in the child", "in the parent"]
+    assert in_forked_child(lambda: ledger.spend_dp("too much", 0.75)).startswith("BudgetExceededError")
