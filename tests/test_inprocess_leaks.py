@@ -7,11 +7,12 @@ Like ``test_side_channels.py``, each test checks that nothing a user sees depend
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 
 import numpy as np
 import pytest
 
-from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, sample_and_aggregate
 from privclust.privacy.ledger import LedgerAccountant
 
 
@@ -71,3 +72,28 @@ def test_a_forked_copy_refuses_direct_spends_and_checks_but_may_be_read(tmp_path
     ledger.spend_dp("in the parent", 0.25)
     assert sorted(s.label for s in ledger.spends) == ["in the child", "in the parent"]
     assert in_forked_child(lambda: ledger.spend_dp("too much", 0.75)).startswith("BudgetExceededError")
+
+
+def warnings_seen(call) -> list[tuple[str, str]]:
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        call()
+    return [(w.category.__name__, str(w.message)) for w in seen]
+
+
+def test_sample_and_aggregate_lets_no_warning_of_f_on_a_private_part_through():
+    X = np.random.default_rng(0).uniform(0.5, 1.0, (400, 1))
+    Y = np.vstack([X, [[-0.5]]])  # one negative row: log warns on its part only
+
+    def noisy_f(part):
+        if np.any(part < 0):
+            warnings.warn("a negative value in this part", UserWarning, stacklevel=2)
+        return np.atleast_1d(np.mean(np.log(part)))
+
+    def run(data):
+        return sample_and_aggregate(noisy_f, data, 40, output_bounds=(-1, 1), output_dim=1)
+
+    before_errors, before_filters = np.geterr(), list(warnings.filters)
+    seen_x, seen_y = warnings_seen(lambda: run(X)), warnings_seen(lambda: run(Y))
+    assert seen_x == seen_y == []
+    assert np.geterr() == before_errors and warnings.filters == before_filters  # the caller's settings are back
