@@ -7,13 +7,17 @@ Like ``test_side_channels.py``, each test checks that nothing a user sees depend
 from __future__ import annotations
 
 import multiprocessing
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, sample_and_aggregate
 from privclust.privacy.ledger import LedgerAccountant
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def in_forked_child(work) -> str:
@@ -97,3 +101,32 @@ def test_sample_and_aggregate_lets_no_warning_of_f_on_a_private_part_through():
     seen_x, seen_y = warnings_seen(lambda: run(X)), warnings_seen(lambda: run(Y))
     assert seen_x == seen_y == []
     assert np.geterr() == before_errors and warnings.filters == before_filters  # the caller's settings are back
+
+
+def documented_attributes() -> dict[str, str]:
+    """Each name in the Attributes section of KMeans's docstring, with the text of its entry."""
+    section = KMeans.__doc__.split("Attributes\n    ----------\n")[1]
+    entries = re.split(r"\n    (?=\S)", "\n" + section)
+    described = {}
+    for entry in filter(None, (e.strip() for e in entries)):
+        head, _, text = entry.partition(" :")
+        for name in head.split(","):
+            described[name.strip()] = " ".join(text.split())
+    return described
+
+
+def test_every_fitted_attribute_is_documented_and_the_exact_ones_are_marked_not_private():
+    X = np.random.default_rng(0).uniform(-2, 2, (200, 2))  # rows outside the bounds: some are clipped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        balls = KMeans(3, bounds=(-1, 1), algorithm="onecluster", random_state=0).fit(X)
+        lloyd = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=0).fit(X)
+    fitted = {name for model in (balls, lloyd) for name in vars(model) if name.endswith("_")}
+    described = documented_attributes()
+    assert sorted(fitted - set(described)) == []
+    # Computed exactly on the training rows: marked so in the docstring and in docs/privacy.md's model.
+    privacy = (DOCS / "privacy.md").read_text()
+    model = privacy[privacy.index("## Model") : privacy.index("## Threat model")]
+    for name in ("labels_", "inertia_", "n_rows_clipped_", "outliers_"):
+        assert "not differentially private" in described[name], name
+        assert f"`{name}`" in model, name
