@@ -130,3 +130,17 @@ def test_every_fitted_attribute_is_documented_and_the_exact_ones_are_marked_not_
     for name in ("labels_", "inertia_", "n_rows_clipped_", "outliers_"):
         assert "not differentially private" in described[name], name
         assert f"`{name}`" in model, name
+
+
+def test_sample_and_aggregate_absorbs_f_exiting_on_a_private_part():
+    X = np.random.default_rng(0).uniform(0.5, 1.0, (400, 1))
+    Y = np.vstack([X, [[-0.5]]])
+
+    def exits_on_negative(part):
+        if np.any(part < 0):
+            raise SystemExit("a negative value in this part")
+        return np.atleast_1d(np.median(part))
+
+    for data in (X, Y):
+        result = sample_and_aggregate(exits_on_negative, data, 40, output_bounds=(-1, 1), output_dim=1)
+        assert result.center.shape == (1,)

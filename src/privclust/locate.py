@@ -130,7 +130,8 @@ def sample_and_aggregate(
     ``t`` (default: half the parts) is (epsilon, delta)-DP for ``X``.
 
     ``f`` need not be private, deterministic or total: a part on which it
-    raises, returns something of another length, or returns NaN or infinity
+    raises (any exception but ``KeyboardInterrupt``, ``SystemExit`` too),
+    returns something of another length, or returns NaN or infinity
     contributes a fixed public point (the center of ``output_bounds``)
     instead, so the outcome is a released ball whatever ``f`` does -- an
     exception or a message would reveal how ``f`` behaved on the private
@@ -210,7 +211,9 @@ def _output_or(fallback: np.ndarray, f, part: np.ndarray) -> np.ndarray:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             value = np.asarray(f(part), dtype=np.float64).ravel()
-    except Exception:  # noqa: BLE001 -- how f failed on a private part must not show
+    except KeyboardInterrupt:  # the user's, not f's
+        raise
+    except BaseException:  # noqa: BLE001 -- how f failed on a private part (sys.exit included) must not show
         return fallback
     if value.shape != fallback.shape or not np.all(np.isfinite(value)):
         return fallback
