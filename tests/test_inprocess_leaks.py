@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, sample_and_aggregate
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant, Subsampled, sample_and_aggregate
 from privclust.privacy.ledger import LedgerAccountant
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -144,3 +144,23 @@ def test_sample_and_aggregate_absorbs_f_exiting_on_a_private_part():
     for data in (X, Y):
         result = sample_and_aggregate(exits_on_negative, data, 40, output_bounds=(-1, 1), output_dim=1)
         assert result.center.shape == (1,)
+
+
+def public_shapes(model) -> dict[str, tuple]:
+    """The shape of every fitted attribute of ``model`` and of the estimator it wraps (``estimator_``)."""
+    shapes = {}
+    for prefix, obj in (("", model), ("estimator_.", getattr(model, "estimator_", None))):
+        for name, value in vars(obj or object()).items():
+            if name.endswith("_") and not name.startswith("_"):
+                shapes[prefix + name] = np.shape(value) if isinstance(value, (np.ndarray, list, tuple)) else ()
+    return shapes
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the seeded noise's warning
+def test_subsampled_keeps_no_attribute_whose_shape_shows_the_sample_size():
+    rng = np.random.default_rng(0)
+    small, large = rng.uniform(-1, 1, (100, 2)), rng.uniform(-1, 1, (1_000, 2))
+    base = KMeans(3, bounds=(-1, 1), random_state=0)
+    shapes = [public_shapes(Subsampled(base, rate=0.5, random_state=0).fit(X)) for X in (small, large)]
+    assert shapes[0] == shapes[1]
+    assert not any(name.endswith(("labels_", "inertia_", "n_rows_clipped_")) for name in shapes[0])

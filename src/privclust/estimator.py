@@ -34,6 +34,8 @@ __all__ = ["KMeans"]
 NON_PRIVATE = frozenset({"lloyd"})
 MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
+# Computed exactly on the training rows, for the data holder only: not differentially private.
+ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
