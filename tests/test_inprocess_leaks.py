@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import re
+import threading
 import warnings
 from pathlib import Path
 
@@ -164,3 +165,38 @@ def test_subsampled_keeps_no_attribute_whose_shape_shows_the_sample_size():
     shapes = [public_shapes(Subsampled(base, rate=0.5, random_state=0).fit(X)) for X in (small, large)]
     assert shapes[0] == shapes[1]
     assert not any(name.endswith(("labels_", "inertia_", "n_rows_clipped_")) for name in shapes[0])
+
+
+class SlowToCheck(PrivacyAccountant):
+    """A shared accountant whose first check, once passed, lets another thread spend before it returns."""
+
+    def __init__(self, budget, meanwhile):
+        super().__init__(budget)
+        self.meanwhile = meanwhile
+
+    def check(self, planned):
+        super().check(planned)
+        meanwhile, self.meanwhile = self.meanwhile, None
+        if meanwhile is not None:
+            other = threading.Thread(target=meanwhile)
+            other.start()
+            other.join(timeout=1.0)  # a spend that waits for ours (the fix) is not waited for
+            self.other = other
+
+
+def test_two_threads_cannot_both_pass_the_check_for_the_last_of_a_budget():
+    outcomes = []
+
+    def spend_the_budget():
+        try:
+            PrivacyAccountant(parent=shared).spend_dp("thread B", 1.0)
+        except BudgetExceededError:
+            outcomes.append("refused")
+        else:
+            outcomes.append("spent")
+
+    shared = SlowToCheck(Budget(1.0), spend_the_budget)
+    PrivacyAccountant(parent=shared).spend_dp("thread A", 1.0)  # passes its check, then B runs
+    shared.other.join()
+    assert outcomes == ["refused"]
+    assert [s.label for s in shared.spends] == ["thread A"]

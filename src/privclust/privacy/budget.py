@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -44,10 +45,16 @@ _TOLERANCE = 1e-9
 # in principle be recycled, the count alone misses a fork made without Python's at-fork hooks.
 _forks = 0
 
+# Held from the check of a spend to its recording, so that two threads (joblib's threading backend, a
+# thread pool) cannot both pass the check for the last of a budget.  One lock for every in-memory
+# accountant: a spend is checked and recorded along its whole chain of parents, and spends are few.
+_spending = threading.RLock()
+
 
 def _count_fork() -> None:
-    global _forks
+    global _forks, _spending
     _forks += 1
+    _spending = threading.RLock()  # a lock held by another thread at the fork would never be released here
 
 
 if hasattr(os, "register_at_fork"):
@@ -229,9 +236,13 @@ class PrivacyAccountant:
             self.parent.check(planned)
 
     def spend(self, spend: Spend) -> None:
-        """Record one release (checked first: nothing is recorded on refusal)."""
-        self.check([spend])
-        self._record(spend)
+        """Record one release (checked first: nothing is recorded on refusal).
+
+        The check and the recording are one step for other threads: of two spends that only fit the
+        budget one at a time, the second is checked after the first is recorded, and refused."""
+        with _spending:
+            self.check([spend])
+            self._record(spend)
 
     def _record(self, spend: Spend) -> None:
         self._refuse_if_copied()
