@@ -140,9 +140,9 @@ def sample_and_aggregate(
     ``errstate(all="ignore")`` around each call, the caller's settings
     restored after): test ``f`` on public data to see its warnings.  What
     ``f`` does beyond returning -- printing, logging, writing files, its
-    running time -- is up to ``f``.  Every parameter is checked (and the budget charged in advance)
-    before ``f`` runs.  The result's ``center`` is the private answer;
-    ``radius`` says how tightly most parts agreed.
+    running time -- is up to ``f``.  Every parameter is checked (and the
+    budget charged in advance) before ``f`` runs.  The result's ``center`` is
+    the private answer; ``radius`` says how tightly most parts agreed.
     """
     n_subsets = check_int("n_subsets", n_subsets, 2, MAX_SUBSETS)
     t = n_subsets // 2 if t is None else check_int("t", t)
