@@ -35,10 +35,11 @@ from rich.text import Text
 from .. import __version__, datasets
 from ..algorithms import ALGORITHMS
 from ..estimator import NON_PRIVATE, KMeans
-from ..io import StagedFiles
+from ..io import StagedFiles, check_separator
 from ..metrics import nicv
 from ..privacy.budget import Budget, BudgetExceededError
 from .bench import bench_app
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION
 from .federated import federated_app
 from .local import local_app
 from .stream import stream
@@ -357,8 +358,18 @@ def _bundled(data: Optional[str]) -> Optional[str]:
     return data.lower() if data.lower() in datasets.DATASETS and not Path(data).exists() else None
 
 
-def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, master: str) -> Source:
-    """The input's schema and the feature columns; no row is read (bundled public data sets aside)."""
+def _open_source(
+    data: Optional[str],
+    columns: Optional[str],
+    on_spark: bool,
+    master: str,
+    header: Optional[bool] = None,
+    sep: Optional[str] = None,
+    dropna: bool = False,
+) -> Source:
+    """The input's schema and the feature columns; no row is read (bundled public data sets aside).
+
+    ``header``, ``sep`` and ``dropna`` say how a CSV is read (:func:`privclust.io.read_frame`)."""
     from ..io import read_schema, read_table, select_columns
 
     wanted = _split(columns)
@@ -369,20 +380,25 @@ def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, ma
         from ..io import read_spark_frame
         from ..queries.spark import spark_session
 
-        frame = read_spark_frame(data, spark_session(master))
+        frame = read_spark_frame(data, spark_session(master), header=header, sep=sep)
         names = [str(c) for c in frame.columns]
         positions = select_columns(names, wanted)
         described = f"{data} (Spark, master {master}, {len(positions)} features)"
-        return Source(described, names, positions, None, lambda: frame.select(*[names[p] for p in positions]), True)
+        chosen = [names[p] for p in positions]
+        rows = (lambda: frame.select(*chosen).dropna()) if dropna else (lambda: frame.select(*chosen))
+        return Source(described, names, positions, None, rows, True)
     if name is not None:
         ds = datasets.load(name)  # public benchmark data
         names = [f"x{j}" for j in range(ds.X.shape[1])]
         positions = select_columns(names, wanted)
         described = f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
         return Source(described, names, positions, ds.bounds, lambda: ds.X[:, positions])
-    names = read_schema(data)
+    names = read_schema(data, header=header, sep=sep)
     positions = select_columns(names, wanted)
-    return Source(str(data), names, positions, None, lambda: read_table(data, [names[p] for p in positions]).X)
+    chosen = [names[p] for p in positions]
+    return Source(
+        str(data), names, positions, None, lambda: read_table(data, chosen, header=header, sep=sep, dropna=dropna).X
+    )
 
 
 def _reserve_outputs(staged: StagedFiles, **outputs) -> dict:
@@ -482,6 +498,9 @@ def _progress(disable: bool) -> Progress:
 def fit(
     data: Optional[str] = DATA_ARGUMENT,
     columns: Optional[str] = COLUMNS_OPTION,
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Number of clusters (default: the data set's)."),
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon."),
     delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta; keep it well below 1/n."),
@@ -520,6 +539,7 @@ def fit(
             _check_public(k, epsilon, delta, algorithm)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
             _split(columns)  # the syntax; the names are matched to the input's schema below
+            check_separator(sep)
             outputs = _reserve_outputs(staged, output=(output, None), plot=(plot, _plot_formats()))
             if labels is not None and on_spark:  # Spark writes a folder of Parquet files, renamed into place
                 outputs["labels"] = staged.reserve_folder(labels, "--labels")
@@ -540,7 +560,7 @@ def fit(
             private = algorithm != "lloyd" and not wanted_bounds.from_data
             gaussian = algorithm in GAUSSIAN_ONLY
             with _ledger_run(accounts, epsilon, delta, about, private, gaussian) as accountant:
-                source = _open_source(data, columns, on_spark, spark_master)
+                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen_bounds = _checked_bounds(wanted_bounds, source)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
