@@ -441,13 +441,49 @@ def _ledger_summary(ledger) -> Optional[dict]:
     }
 
 
-def _ledger_line(ledger) -> str:
-    summary = _ledger_summary(ledger)
+def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
+    """The summary of a ledger that failed its check, as far as its values allow (NaN where they do not)."""
+    from ..privacy.budget import _guarantee
+    from ..privacy.ledger import _spend_from_json
+
+    budget = state["budget"]
+    try:
+        items = [i for e in state["entries"] for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
+        epsilon, delta = _guarantee([_spend_from_json(i) for i in items], float(budget["delta"]))
+    except (KeyError, TypeError, ValueError):
+        epsilon = delta = float("nan")
+    return {
+        "file": str(path),
+        "spent": {"epsilon": epsilon, "delta": delta},
+        "budget": {"epsilon": budget.get("epsilon"), "delta": budget.get("delta")},
+    }
+
+
+def _ledger_entry_spent(entry: dict, delta) -> str:
+    """What one entry spent, as epsilon at its own delta ('?' if its values cannot be composed)."""
+    from ..privacy.budget import PrivacyAccountant
+    from ..privacy.ledger import _spend_from_json
+
+    try:
+        one = PrivacyAccountant()
+        for item in entry["spends"]:
+            one.spend(_spend_from_json(item))
+        return f"{one.guarantee(float(delta))[0]:.4g}"
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+def _ledger_line(summary) -> str:
+    summary = summary if isinstance(summary, dict) else _ledger_summary(summary)
     spent, budget = summary["spent"], summary["budget"]
     return (
         f"ledger {summary['file']}: spent (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) "
-        f"of (epsilon={budget['epsilon']:g}, delta={budget['delta']:g})"
+        f"of (epsilon={_ledger_number(budget['epsilon'])}, delta={_ledger_number(budget['delta'])})"
     )
+
+
+def _ledger_number(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -827,35 +863,60 @@ def ledger_show(
     path: Path = typer.Argument(..., help="The ledger file."),
     as_json: bool = typer.Option(False, "--json", help="Print the ledger as JSON."),
 ) -> None:
-    """Every run charged to a ledger, what each spent, and the total against the budget."""
-    from ..privacy.budget import PrivacyAccountant
-    from ..privacy.ledger import LedgerAccountant, _spend_from_json
+    """Every run charged to a ledger, what each spent, and the total against the budget.
+
+    A ledger that fails its integrity check (edited by hand, or an older format) is shown too, flagged,
+    and the exit code is 1: no run may spend from it."""
+    from ..privacy.ledger import LedgerAccountant, inspect
 
     try:
-        accounts = LedgerAccountant(path)
-        entries = accounts.entries()
+        state, problem = inspect(path)
+        accounts = LedgerAccountant(path) if problem is None else None
     except USER_ERRORS as exc:
         fail(str(exc))
+    entries = state["entries"]
+    summary = _ledger_summary(accounts) if accounts is not None else _ledger_summary_unchecked(path, state)
     if as_json:
-        print(json.dumps(json_safe({"ledger": _ledger_summary(accounts), "entries": entries}), indent=2))
+        check = {"ok": problem is None, **({"problem": problem} if problem is not None else {})}
+        print(json.dumps(json_safe({"ledger": summary, "check": check, "entries": entries}), indent=2))
+        if problem is not None:
+            raise typer.Exit(1)
         return
     table = Table(title=f"ledger {path}", show_header=True)
     for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
         table.add_column(column, no_wrap=column == "time (UTC)")
     for entry in entries:
-        about = entry.get("about", {})
-        one = PrivacyAccountant()
-        for item in entry["spends"]:
-            one.spend(_spend_from_json(item))
-        own_delta = about.get("delta", accounts.budget.delta)
-        requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
+        about = entry.get("about") if isinstance(entry.get("about"), dict) else {}
+        own_delta = about.get("delta", state["budget"].get("delta"))
+        try:
+            requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
+        except (KeyError, TypeError, ValueError):
+            requested = "?"
         status = "running or killed: whole request held" if entry.get("reserved") else "done"
-        spent = f"{one.guarantee(own_delta)[0]:.4g}" if entry["spends"] else "-"
-        command = about.get("command", "") + (f" {about['algorithm']}" if "algorithm" in about else "")
-        when = entry["time"][:16].replace("T", " ")  # UTC, to the minute
+        spent = _ledger_entry_spent(entry, own_delta) if entry["spends"] else "-"
+        command = str(about.get("command", "")) + (f" {about['algorithm']}" if "algorithm" in about else "")
+        when = str(entry.get("time", ""))[:16].replace("T", " ")  # UTC, to the minute
         table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
     console.print(table)
-    console.print(_ledger_line(accounts), highlight=False)
+    console.print(_ledger_line(summary), highlight=False)
+    if problem is not None:
+        err_console.print(f"[bold red]this ledger FAILS its integrity check:[/] {problem}", highlight=False)
+        raise typer.Exit(1)
+
+
+@ledger_app.command("upgrade")
+def ledger_upgrade(path: Path = typer.Argument(..., help="The ledger file.")) -> None:
+    """Add the integrity check (total and checksum) to a version-1 ledger, after checking its values.
+
+    Look at it with 'privclust ledger show FILE' first: the upgrade vouches for its entries as they are."""
+    from ..privacy.ledger import upgrade
+
+    try:
+        changed = upgrade(path)
+    except USER_ERRORS as exc:
+        fail(str(exc))
+    message = "upgraded to version 2: it now carries its checksum" if changed else "already version 2, and intact"
+    console.print(f"{path}: {message}", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------ datasets
