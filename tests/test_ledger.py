@@ -164,6 +164,26 @@ def test_gaussian_reservations_compose_exactly_and_bind_the_run(tmp_path):
     assert ledger.guarantee()[0] <= 1.0 + 1e-9
 
 
+def test_a_run_is_reserved_as_gaussian_only_when_its_whole_delta_leaves_none_for_earlier_gaussian_spends(tmp_path):
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(3.0, 1e-6))
+    with ledger.run(0.5, 1e-6, gaussian_if_needed=True) as accountant:  # it fits as (0.5, 1e-6): any release
+        accountant.spend_dp("a Laplace release", 0.1)
+        accountant.spend_gdp("a Gaussian release", gdp_mu(0.3, 1e-6))
+    ledger = LedgerAccountant.create(tmp_path / "m.json", Budget(3.0, 1e-6))
+    ledger.spend_gdp("an earlier Gaussian run", gdp_mu(0.5, 1e-6))
+    with pytest.raises(BudgetExceededError, match="epsilon=inf"):  # basic composition: no delta left for it
+        with ledger.run(1.0, 1e-6):
+            raise AssertionError("the run started")
+    with ledger.run(1.0, 1e-6, gaussian_if_needed=True) as accountant:
+        with pytest.raises(BudgetExceededError, match="only as Gaussian releases"):
+            accountant.spend_dp("a Laplace release", 0.01)
+        accountant.spend_gdp("the run", gdp_mu(1.0, 1e-6))
+    assert ledger.guarantee()[0] == pytest.approx(gdp_epsilon(np.hypot(gdp_mu(0.5, 1e-6), gdp_mu(1.0, 1e-6)), 1e-6))
+    with pytest.raises(BudgetExceededError):  # in neither form does this one fit
+        with ledger.run(3.0, 1e-6, gaussian_if_needed=True):
+            raise AssertionError("the run started")
+
+
 def test_the_file_is_replaced_atomically_and_a_corrupt_one_is_refused(ledger, monkeypatch):
     ledger.spend_dp("kept", 0.1)
     before = ledger.path.read_text()

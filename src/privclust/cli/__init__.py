@@ -90,6 +90,8 @@ PAPERS = {
     "lloyd": "not private: a baseline",
 }
 GAUSSIAN_ONLY = frozenset({"fastlloyd", "glloyd"})  # spend only Gaussian (GDP) releases: see _ledger_run
+# Gaussian releases by default, not always (the greedy's sparse levels): reserved as mu-GDP when needed.
+GAUSSIAN_BY_DEFAULT = frozenset({"auto", "greedy"})
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
 
 
@@ -420,14 +422,23 @@ def _open_ledger(path: Optional[Path], budget: Optional[str]):
     return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
 
 
-def _ledger_run(ledger, epsilon: float, delta: float, about: dict, private: bool = True, gaussian: bool = False):
+def _ledger_run(
+    ledger,
+    epsilon: float,
+    delta: float,
+    about: dict,
+    private: bool = True,
+    gaussian: bool = False,
+    gaussian_if_needed: bool = False,
+):
     """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger.
 
     A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
-    every ledger refuses."""
+    every ledger refuses.  ``gaussian`` and ``gaussian_if_needed``: see :meth:`LedgerAccountant.run`."""
     if ledger is None:
         return nullcontext(None)
-    return ledger.run(epsilon if private else float("inf"), delta, about, gaussian=gaussian)
+    epsilon = epsilon if private else float("inf")
+    return ledger.run(epsilon, delta, about, gaussian=gaussian, gaussian_if_needed=gaussian_if_needed)
 
 
 def _ledger_summary(ledger) -> Optional[dict]:
@@ -574,8 +585,8 @@ def fit(
                 "secure_noise": seed is None,
             }
             private = algorithm != "lloyd" and not wanted_bounds.from_data
-            gaussian = algorithm in GAUSSIAN_ONLY
-            with _ledger_run(accounts, epsilon, delta, about, private, gaussian) as accountant:
+            gaussian, if_needed = algorithm in GAUSSIAN_ONLY, algorithm in GAUSSIAN_BY_DEFAULT
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian, if_needed) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen_bounds = _checked_bounds(wanted_bounds, source)
                 if k is None:
@@ -800,7 +811,8 @@ def elbow(
             accounts = _open_ledger(ledger, ledger_budget)
             about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
             about["secure_noise"] = seed is None
-            with _ledger_run(accounts, epsilon, delta, about, private=not wanted_bounds.from_data) as accountant:
+            private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian_if_needed=True) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()

@@ -201,7 +201,13 @@ class LedgerAccountant(PrivacyAccountant):
 
     @contextmanager
     def run(
-        self, epsilon: float, delta: float, about: dict | None = None, *, gaussian: bool = False
+        self,
+        epsilon: float,
+        delta: float,
+        about: dict | None = None,
+        *,
+        gaussian: bool = False,
+        gaussian_if_needed: bool = False,
     ) -> Iterator[PrivacyAccountant]:
         """Reserve ``(epsilon, delta)`` for one run -- refused now, before the run reads any data, if it
         would exceed the budget -- and yield an in-memory accountant to give the run (``accountant=``).
@@ -216,23 +222,40 @@ class LedgerAccountant(PrivacyAccountant):
         the mu-GDP spend ``gdp_mu(epsilon, delta)`` instead, which composes exactly with the Gaussian
         spends of other runs (so more runs fit in the budget); the yielded accountant then refuses any
         release that is not Gaussian, or that would pass (epsilon, delta), so the reservation always
-        bounds what the run records."""
+        bounds what the run records.  ``gaussian_if_needed=True`` (for runs whose releases are usually
+        but not always Gaussian) reserves the (epsilon, delta) spend when it fits and the mu-GDP one
+        only when it does not.  That matters once the ledger holds Gaussian spends and a run asks for the
+        ledger's whole delta: basic composition leaves those spends no delta to be converted at, so the
+        (epsilon, delta) reservation costs epsilon = inf, while the mu-GDP one composes with them
+        exactly.  A run so reserved that plans a non-Gaussian release is refused before releasing
+        anything (plans are checked whole)."""
         entry_id = f"run-{uuid.uuid4().hex[:12]}"
         label = f"reserved by {entry_id} (running, or ended without settling)"
         if math.isinf(epsilon):
             raise BudgetExceededError("a non-private run cannot be charged to a finite privacy budget")
         budget = Budget(epsilon, delta)
-        gaussian = gaussian and delta > 0  # mu-GDP at delta = 0 is epsilon = inf
-        reserved = Spend(label, mu=gdp_mu(epsilon, delta)) if gaussian else Spend(label, epsilon=epsilon, delta=delta)
+        basic = Spend(label, epsilon=epsilon, delta=delta)
+        as_gdp = Spend(label, mu=gdp_mu(epsilon, delta)) if delta > 0 else None  # mu-GDP at delta = 0 is eps = inf
         with _locked(self.path):
             state = self._refresh()
+            reserved = as_gdp if gaussian and as_gdp is not None else basic
+            if gaussian_if_needed and as_gdp is not None and reserved is basic:
+                try:
+                    super().check([basic])
+                except BudgetExceededError:
+                    reserved = as_gdp  # checked below: refused in this form too if it does not fit
             super().check([reserved])
             entry = {"id": entry_id, "time": _now(), "about": dict(about or {})}
             entry.update(reserved=_spend_to_json(reserved), spends=[])
             state["entries"].append(entry)
             _write(self.path, state)
         # The run's own budget, enforced here too: the reservation bounds what it records whoever runs it.
-        collector = _GaussianRun(budget) if gaussian else PrivacyAccountant(budget)
+        if not reserved.is_gdp:
+            collector = PrivacyAccountant(budget)
+        elif gaussian:
+            collector = _GaussianRun(budget)
+        else:
+            collector = _GaussianRun(budget, "the ledger's remaining budget admits this run only as Gaussian releases")
         try:
             yield collector
         finally:
@@ -419,12 +442,16 @@ def _check_integrity(state: dict) -> None:
 class _GaussianRun(PrivacyAccountant):
     """The accountant of a run reserved as mu-GDP: Gaussian releases only, within the run's budget."""
 
+    def __init__(self, budget: Budget, why: str = ""):
+        super().__init__(budget)
+        self._why = f" ({why})" if why else ""
+
     def check(self, planned: Iterable[Spend]) -> None:
         planned = list(planned)
         if any(not s.is_gdp for s in planned):
             raise BudgetExceededError(
-                "this run's ledger reservation covers Gaussian (mu-GDP) releases only, and it planned another "
-                "kind; nothing was released"
+                f"this run's ledger reservation covers Gaussian (mu-GDP) releases only{self._why}, and it planned "
+                "another kind; nothing was released"
             )
         super().check(planned)
 
