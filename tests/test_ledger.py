@@ -335,7 +335,8 @@ def test_a_version_1_ledger_is_refused_until_upgraded(spent):
     spent.path.write_text(json.dumps(old))
     with pytest.raises(LedgerError, match="version 1.*ledger upgrade"):
         LedgerAccountant(spent.path)
-    assert cli("ledger", "show", spent.path).exit_code == 1
+    shown = cli("ledger", "show", spent.path)
+    assert shown.exit_code == 1 and "version 1" in shown.output and "ledger upgrade" in shown.output
     upgraded = cli("ledger", "upgrade", spent.path)
     assert upgraded.exit_code == 0, upgraded.output
     assert LedgerAccountant(spent.path).guarantee()[0] == pytest.approx(spent.guarantee()[0])

@@ -912,7 +912,8 @@ def ledger_show(
     console.print(table)
     console.print(_ledger_line(summary), highlight=False)
     if problem is not None:
-        err_console.print(f"[bold red]this ledger FAILS its integrity check:[/] {problem}", highlight=False)
+        flag = "FAILS its integrity check" if state["version"] != 1 else "has no integrity check (version 1)"
+        err_console.print(f"[bold red]this ledger {flag}:[/] {problem}", highlight=False)
         raise typer.Exit(1)
 
 

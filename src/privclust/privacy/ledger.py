@@ -434,7 +434,7 @@ def _check_integrity(state: dict) -> None:
         raise ValueError("no total")
     for what, value in computed.items():
         if not math.isclose(_number(stored[what], f"the total's {what}"), value, rel_tol=_REL_TOLERANCE, abs_tol=0):
-            raise ValueError(f"the entries add up to a {what} of {value:.6g}, not the {stored[what]:.6g} stored")
+            raise ValueError(f"the entries add up to {what} = {value:.6g}, not the {stored[what]:.6g} stored")
     if state.get("checksum") != _checksum(state):
         raise ValueError("its checksum does not match its content")
 
