@@ -879,10 +879,10 @@ def ledger_show(
 
     A ledger that fails its integrity check (edited by hand, or an older format) is shown too, flagged,
     and the exit code is 1: no run may spend from it."""
-    from ..privacy.ledger import LedgerAccountant, inspect
+    from ..privacy.ledger import LedgerAccountant, inspect_ledger
 
     try:
-        state, problem = inspect(path)
+        state, problem = inspect_ledger(path)
         accounts = LedgerAccountant(path) if problem is None else None
     except USER_ERRORS as exc:
         fail(str(exc))
@@ -922,10 +922,10 @@ def ledger_upgrade(path: Path = typer.Argument(..., help="The ledger file.")) ->
     """Add the integrity check (total and checksum) to a version-1 ledger, after checking its values.
 
     Look at it with 'privclust ledger show FILE' first: the upgrade vouches for its entries as they are."""
-    from ..privacy.ledger import upgrade
+    from ..privacy.ledger import upgrade_ledger
 
     try:
-        changed = upgrade(path)
+        changed = upgrade_ledger(path)
     except USER_ERRORS as exc:
         fail(str(exc))
     message = "upgraded to version 2: it now carries its checksum" if changed else "already version 2, and intact"

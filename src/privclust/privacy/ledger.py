@@ -15,14 +15,14 @@ The file (``privclust ledger show FILE`` prints it)::
      "total": {"epsilon": 0.0, "delta": 0.0, "mu": 0.21},
      "checksum": "sha256:..."}
 
-The file checks itself, and a file that fails the check is never spent from (:func:`inspect`
+The file checks itself, and a file that fails the check is never spent from (:func:`inspect_ledger`
 reads it for display): every value is finite and non-negative (a delta below 1), the budget is a
 valid :class:`Budget`, ``total`` -- the (epsilon, delta) spends added up and the mu-GDP spends
 composed, open reservations included -- matches the entries, and ``checksum`` is the SHA-256 of
 the rest of the content (canonical JSON: sorted keys, no spaces).  This catches mistakes and careless
 edits (a NaN, a negative spend, a removed entry, a raised budget); it cannot stop someone who rewrites
 the file and recomputes its checksum -- the owner of the file can always reset it.  Version-1 files
-(no total, no checksum) are not spent from until ``privclust ledger upgrade FILE`` (:func:`upgrade`)
+(no total, no checksum) are not spent from until ``privclust ledger upgrade FILE`` (:func:`upgrade_ledger`)
 checks their values and adds the checksum.
 
 An entry is either a run (:meth:`LedgerAccountant.run`: the whole request is *reserved* before any
@@ -56,7 +56,7 @@ from typing import Iterable, Iterator
 from .budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import gdp_mu
 
-__all__ = ["LedgerAccountant", "LedgerError", "inspect", "upgrade"]
+__all__ = ["LedgerAccountant", "LedgerError", "inspect_ledger", "upgrade_ledger"]
 
 FORMAT = "privclust-ledger"
 VERSION = 2
@@ -302,7 +302,7 @@ class LedgerAccountant(PrivacyAccountant):
         return state
 
 
-def inspect(path: str | os.PathLike) -> tuple[dict, str | None]:
+def inspect_ledger(path: str | os.PathLike) -> tuple[dict, str | None]:
     """The ledger at ``path`` as stored, and why it may not be spent from (``None`` if it may).
 
     For display: a file that fails its check is returned with the reason; only a file that cannot be
@@ -310,7 +310,7 @@ def inspect(path: str | os.PathLike) -> tuple[dict, str | None]:
     return _read(_real(path))
 
 
-def upgrade(path: str | os.PathLike) -> bool:
+def upgrade_ledger(path: str | os.PathLike) -> bool:
     """Add the total and checksum to a version-1 ledger whose values are valid; ``False`` if it is
     version 2 already (and passes its check).  Refuses a version-2 file that fails its check: an edit
     is not blessed by upgrading."""
