@@ -25,7 +25,10 @@ Hostile peers.  Connections are accepted and their TLS handshakes and HELLOs rea
 non-blocking loop: each handshake has a deadline of its own, each source address a
 bounded number of pending connections (the oldest are shut to make room), nothing is
 written to a connection before its handshake completed, and the join deadline moves only
-when a party joins.  A certificate's identity is checked before anything its peer says
+when a party's slot is taken for the first time.  Until the run starts a slot is held only by
+a live connection: an admitted party that hangs up (or sends anything before the WELCOME)
+frees its slot, and a newer connection for the same party replaces the older one (a party
+may reconnect; a stale or hostile connection cannot keep it out).  A certificate's identity is checked before anything its peer says
 is acted on.
 """
 
@@ -205,6 +208,18 @@ class _Pending:
             pass
 
 
+def _hung_up(sock) -> str | None:
+    """Why an admitted party's connection, readable before the run started, is no longer a party's: "closed",
+    or that it spoke out of turn; None if it is still there (TLS bytes that carry no data)."""
+    try:
+        data = sock.recv(1)
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+        return None
+    except (OSError, ValueError):
+        return "closed"
+    return "closed" if not data else "sent data before the WELCOME"
+
+
 class _Party:
     def __init__(self, sock, index: int, hello: dict, received: int):
         self.sock, self.index, self.hello = sock, index, hello
@@ -273,10 +288,16 @@ class FederatedServer:
     # -- connection set-up ---------------------------------------------------------------
 
     def _accept(self) -> dict[int, _Party]:
-        """Wait for every party (see the module docstring on hostile peers)."""
+        """Wait for every party (see the module docstring on hostile peers).
+
+        A slot is held only by a live connection: until the run starts, the server watches every
+        admitted party's connection, and one that closes (or says anything before the WELCOME)
+        frees its slot; a newer connection for a slot replaces the older one.  Neither moves the
+        join deadline, which moves only when a slot is taken for the first time."""
         connected: dict[int, _Party] = {}
         pending: dict[int, _Pending] = {}  # by file descriptor
         by_source: dict[str, deque] = {}
+        ever: set[int] = set()  # the slots taken at least once
         selector = selectors.DefaultSelector()
         self._listener.setblocking(False)
         selector.register(self._listener, selectors.EVENT_READ, None)
@@ -300,22 +321,57 @@ class FederatedServer:
             else:
                 p.close()
 
+        def leave(party: _Party, reason: str | None = None) -> None:
+            """Free ``party``'s slot; ``reason`` is sent (one non-blocking write) when its peer may still read."""
+            del connected[party.index]
+            selector.unregister(party.sock)
+            if reason:
+                try:
+                    send(party.sock, Kind.ABORT, {"reason": f"rejected: {reason}"})
+                except (OSError, ValueError):
+                    pass
+            try:
+                party.sock.close()
+            except OSError:
+                pass
+
+        def handle(events) -> None:
+            nonlocal join_deadline
+            for key, _ in events:
+                if key.data is None:
+                    self._accept_some(selector, pending, by_source, drop)
+                elif isinstance(key.data, _Party):
+                    if connected.get(key.data.index) is key.data:
+                        gone = _hung_up(key.data.sock)
+                        if gone is not None:
+                            leave(key.data, None if gone == "closed" else gone)
+                elif key.data.sock.fileno() in pending:
+                    admitted = self._progress(key.data, connected, drop)
+                    if admitted is None:
+                        continue
+                    old = connected.get(admitted.index)
+                    if old is not None:
+                        leave(old, f"replaced by a newer connection of party {admitted.index}")
+                    connected[admitted.index] = admitted
+                    selector.register(admitted.sock, selectors.EVENT_READ, admitted)
+                    if admitted.index not in ever:
+                        ever.add(admitted.index)
+                        join_deadline = time.monotonic() + self._timeout
+
         try:
-            while len(connected) < self.parties:
+            while True:
+                if len(connected) == self.parties:
+                    handle(selector.select(0))  # a last look: has anyone hung up meanwhile?
+                    if len(connected) == self.parties:
+                        break
+                    continue
                 now = time.monotonic()
                 if now > join_deadline:
                     raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time")
                 for p in [p for p in pending.values() if p.deadline < now]:
                     drop(p)  # silent or too slow: shut without a word
                 wake = min([join_deadline] + [p.deadline for p in pending.values()])
-                for key, _ in selector.select(max(0.0, min(wake - now, 0.5))):
-                    if key.data is None:
-                        self._accept_some(selector, pending, by_source, drop)
-                    elif key.data.sock.fileno() in pending:
-                        admitted = self._progress(key.data, connected, drop)
-                        if admitted is not None:
-                            connected[admitted.index] = admitted
-                            join_deadline = time.monotonic() + self._timeout
+                handle(selector.select(max(0.0, min(wake - now, 0.5))))
         except BaseException as exc:
             for party in connected.values():
                 send_abort(party.sock, str(exc))
@@ -326,6 +382,9 @@ class FederatedServer:
                 p.close()
             selector.close()
             self._listener.close()  # the run has its parties: nobody else gets in
+        for party in connected.values():
+            party.sock.setblocking(True)
+            party.sock.settimeout(self._timeout)
         return connected
 
     def _accept_some(self, selector, pending: dict, by_source: dict, drop) -> None:
@@ -402,10 +461,11 @@ class FederatedServer:
                 raise
             drop(p, str(exc))
             return None
+        if len(p.buffer) > size:  # a party waits for the WELCOME after its HELLO
+            drop(p, "sent more than its HELLO before the WELCOME")
+            return None
         drop(p, keep=True)
-        p.sock.setblocking(True)
-        p.sock.settimeout(self._timeout)
-        return _Party(p.sock, index, hello, size)
+        return _Party(p.sock, index, hello, size)  # non-blocking until the run starts (see _accept)
 
     def _check_hello(self, p: _Pending, hello: dict, connected: dict) -> int:
         index = hello.get("party")
@@ -413,8 +473,6 @@ class FederatedServer:
             raise ProtocolError(f"the certificate of 'party-{p.identity}' cannot join as party-{index}")
         if not _is_int(index) or not 0 <= index < self.parties:
             raise ProtocolError(f"party id {index!r} is invalid")
-        if index in connected:
-            raise ProtocolError(f"party {index} has already joined")
         if hello.get("version") != PROTOCOL_VERSION:
             raise ProtocolError(f"protocol version {hello.get('version')!r}, expected {PROTOCOL_VERSION}")
         if hello.get("parties") != self.parties:
@@ -424,7 +482,8 @@ class FederatedServer:
         if not crypto.is_hex(hello.get("nonce"), crypto.SEED_BYTES):
             raise ProtocolError("the HELLO carries no fresh nonce")
         d = hello.get("n_features")
-        expected = self.job.n_features or next((q.hello["n_features"] for q in connected.values()), None)
+        others = (q.hello["n_features"] for q in connected.values() if q.index != index)  # not one it replaces
+        expected = self.job.n_features or next(others, None)
         if not _is_int(d) or d < 1 or (expected is not None and d != expected):
             raise ProtocolError(f"party {index} has {d!r} features, the run {expected}")
         return index
