@@ -327,6 +327,7 @@ def test_a_connection_that_claims_party_0_and_hangs_up_frees_the_slot(certs, par
     run.parties(parts).finish()
     assert not run.errors, run.errors
     np.testing.assert_array_equal(run.out[0].centers, run.out[1].centers)
+    assert run.out["server"].contributors == [[0, 1]] * run.out["server"].rounds
 
 
 def test_a_party_reconnecting_replaces_its_silent_connection(certs, parts):

@@ -194,11 +194,16 @@ def test_five_parties_one_dropout_release_correct_centers(certs, parts):
     assert set(errors) == {4} and isinstance(errors[4], Leave), errors
     report = out["server"]
     assert report.dropouts == {4: 3}  # rounds: 0 the row count, 1 and 2 the first iterations, 3 without it
+    # Who contributed to each round is reported by the server and by every party, alike.
+    contributors = [[0, 1, 2, 3, 4]] * 3 + [[0, 1, 2, 3]] * (report.rounds - 3)
+    assert report.contributors == contributors
+    assert report.party_counts == [5, 5, 5] + [4] * (report.rounds - 3)
     first = out[0].centers
     for i in range(4):
         np.testing.assert_array_equal(out[i].centers, first)
         assert out[i].privacy_spent["epsilon"] == pytest.approx(1.0)
         assert out[i].rounds == report.rounds
+        assert out[i].contributors == contributors and out[i].party_counts == report.party_counts
     assert report.privacy_spent["epsilon"] == pytest.approx(1.0)
     # Secure noise: FastLloyd's data-independent start sometimes splits a cluster and leaves a center
     # between two others, but wrongly unmasked sums would put no center on any cluster.

@@ -140,6 +140,12 @@ class ServerReport:
     bytes_sent: dict = field(default_factory=dict)
     seconds: float = 0.0
     dropouts: dict = field(default_factory=dict)  # party -> the round it dropped out in
+    contributors: list = field(default_factory=list)  # per released round: the parties whose sums are in it
+
+    @property
+    def party_counts(self) -> list[int]:
+        """How many parties contributed to each released round."""
+        return [len(c) for c in self.contributors]
 
 
 def validate_spec(spec, max_bytes: int) -> tuple[int, list[dict], int]:
@@ -236,6 +242,8 @@ class FederatedServer:
     has dropped out).  ``noise=None`` uses OpenDP's secure sampler; ``add_noise=False``
     exists only to test the protocol bit-exactly and makes the run non-private.
     ``record`` (a list) receives ``(round, party, masked payload)`` of every message, for tests.
+    ``contributors`` lists, per released round, the parties whose sums are in it (public protocol
+    metadata: which connections delivered in time, not a statistic of the rows).
     """
 
     def __init__(
@@ -284,6 +292,7 @@ class FederatedServer:
         self.address = self._listener.getsockname()[:2]
         self.accountant = PrivacyAccountant(job.budget())
         self.dropouts: dict[int, int] = {}
+        self.contributors: list[list[int]] = []  # per released round (public protocol metadata)
 
     # -- connection set-up ---------------------------------------------------------------
 
@@ -519,6 +528,7 @@ class FederatedServer:
             bytes_sent={p.index: p.sent for p in everyone},
             seconds=time.perf_counter() - start,
             dropouts=dict(self.dropouts),
+            contributors=[list(c) for c in self.contributors],
         )
 
     def _send(self, p: _Party, kind: int, header: dict, payload: bytes = b"") -> None:
@@ -660,6 +670,7 @@ class FederatedServer:
                     self._send(alive[i], Kind.RESULT, header, ring_payload(total))
                 except (OSError, ValueError):
                     pass  # its connection is gone: it drops out next round
+            self.contributors.append(sorted(survivors))
             alive = {i: alive[i] for i in responders}
             material = material_next
             round_index += 1
