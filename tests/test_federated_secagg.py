@@ -281,6 +281,24 @@ def test_a_party_dropping_at_the_reveal_step_is_covered_by_the_others(certs, par
     np.testing.assert_array_equal(out[0].centers, out[3].centers)
 
 
+def test_a_party_refuses_a_result_naming_other_contributors_than_it_unmasked(certs, parts, monkeypatch):
+    """What a party reports as a round's contributors is what it revealed shares for: a RESULT that names another
+    survivor set (here one party less, whose output mask the party would then leave on the sum) is refused."""
+    original = server_module.FederatedServer._send
+
+    def send_(self, p, kind, header, payload=b""):
+        if kind == Kind.RESULT and p.index == 0 and header["round"] == 0:
+            header = {**header, "survivors": header["survivors"][:-1]}
+        return original(self, p, kind, header, payload)
+
+    monkeypatch.setattr(server_module.FederatedServer, "_send", send_)
+    _, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1]))
+    assert set(errors) == {0}, errors
+    assert "names other survivors than it unmasked" in str(errors[0])
+    assert out["server"].dropouts == {0: 1}
+    assert out["server"].contributors[0] == [0, 1, 2, 3, 4] and out[1].contributors == out["server"].contributors
+
+
 # --- fresh sessions --------------------------------------------------------------------------------
 
 
