@@ -1,8 +1,10 @@
 """``privclust federated ...``: everything checkable is checked before connecting, with exit code 2."""
 
 import gzip
+import json
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ class Outcome:
     def __init__(self, result):
         self.exit_code = result.exit_code
         self.output = " ".join(result.output.split())  # rich wraps long lines
+        self.stdout = result.stdout
 
 
 def invoke(*args):
@@ -158,3 +161,99 @@ def test_join_writes_the_centers_whole_under_their_name(rows, tmp_path):
     assert [p.name for p in folder.iterdir()] == ["c.csv"]  # no temporary file left behind
     centers = np.loadtxt(folder / "c.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(centers, results[1].centers, rtol=1e-8)  # CSV keeps 10 digits
+
+
+# --- who contributed to each round (issue 25, item 6) ------------------------------------------------
+
+
+class Leave(Exception):
+    """A party's process going away mid-run."""
+
+
+def leave_after(iterations):
+    def callback(done, planned):
+        if done == iterations:
+            raise Leave(f"left after iteration {done}")
+
+    return callback
+
+
+@pytest.fixture
+def three_parts():
+    rng = np.random.default_rng(4)
+    centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
+    X = np.clip(centers[rng.integers(0, 3, 6000)] + rng.normal(0, 0.06, (6000, 2)), -1, 1)
+    return np.array_split(X, 3)
+
+
+def expected_contributors(rounds):
+    """Party 2 leaves after iteration 1: rounds 0 (the row count) and 1 have all three parties."""
+    assert rounds > 2
+    return [[0, 1, 2]] * 2 + [[0, 1]] * (rounds - 2)
+
+
+def test_serve_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
+    parts, port_file, results = three_parts, tmp_path / "port", {}
+
+    def party(i):
+        for _ in range(600):  # the CLI writes the port once it listens
+            if port_file.exists() and port_file.read_text():
+                break
+            time.sleep(0.05)
+        try:
+            address = ("127.0.0.1", int(port_file.read_text()))
+            results[i] = join(parts[i], address, i, 3, timeout=20, callback=leave_after(1) if i == 2 else None)
+        except Exception as exc:  # noqa: BLE001
+            results[i] = exc
+
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    out = invoke(
+        "serve", "--parties", 3, "--k", 3, "--bounds", "-1,1", "--port", 0, "--port-file", port_file,
+        "--insecure-plain-tcp", "--timeout", 10,
+    )  # fmt: skip
+    for t in threads:
+        t.join(60)
+    assert out.exit_code == 0, out.output
+    assert isinstance(results[2], Leave) and not isinstance(results[0], Exception), results
+    report = json.loads(out.stdout)
+    assert report["parties"] == 3 and report["threshold"] == 2 and report["dropouts"] == {"2": 2}
+    assert report["contributors"] == expected_contributors(report["rounds"])
+    assert report["party_counts"] == [len(c) for c in report["contributors"]]
+    assert "2 of 3 parties" in out.output  # said on stderr too
+
+
+def test_join_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
+    parts = three_parts
+    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), 3, timeout=10)
+    results = {}
+
+    def serve():
+        try:
+            results["server"] = server.serve()
+        except Exception as exc:  # noqa: BLE001
+            results["server"] = exc
+
+    def party(i):
+        try:
+            results[i] = join(parts[i], server.address, i, 3, timeout=20, callback=leave_after(1) if i == 2 else None)
+        except Exception as exc:  # noqa: BLE001
+            results[i] = exc
+
+    threads = [threading.Thread(target=serve)] + [threading.Thread(target=party, args=(i,)) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    np.savetxt(tmp_path / "p0.csv", parts[0], delimiter=",")
+    out = invoke(
+        "join", "--data", tmp_path / "p0.csv", "--party", 0, "--parties", 3, "--server", f"127.0.0.1:{server.address[1]}",
+        "--insecure-plain-tcp", "-o", tmp_path / "c.csv",
+    )  # fmt: skip
+    for t in threads:
+        t.join(60)
+    assert out.exit_code == 0, out.output
+    party = json.loads(out.stdout)
+    assert party["contributors"] == expected_contributors(party["rounds"])
+    assert party["party_counts"] == [len(c) for c in party["contributors"]]
+    assert party["contributors"] == results["server"].contributors
+    assert "2 of 3 parties" in out.output  # said on stderr too

@@ -312,3 +312,64 @@ def test_a_party_trickling_its_message_is_cut_at_the_round_deadline(certs):
     run.finish()
     assert server_ended and still_trickling
     assert "timed out" in str(run.errors["server"]) and "fewer than the threshold" in str(run.errors["server"])
+
+
+# --- slots held only by live connections (issue 25, item 6) ------------------------------------------
+
+
+def test_a_connection_that_claims_party_0_and_hangs_up_frees_the_slot(certs, parts):
+    """Before, the slot stayed taken: the real party 0 was refused ('already joined') and the run aborted."""
+    run = Run(certs)
+    fake = tls_client(run.server.address, certs, "party-0")
+    hello(fake, 0)
+    time.sleep(1)  # let the server admit it (had it not, this test could not tell the bug apart)
+    fake.close()
+    run.parties(parts).finish()
+    assert not run.errors, run.errors
+    np.testing.assert_array_equal(run.out[0].centers, run.out[1].centers)
+    assert run.out["server"].contributors == [[0, 1]] * run.out["server"].rounds
+
+
+def test_a_party_reconnecting_replaces_its_silent_connection(certs, parts):
+    """A connection holding party 0's slot without a word (a half-open link, or a copy of the key) does not keep
+    the party out: its newer connection takes the slot, and the old one hears why."""
+    run = Run(certs)
+    stale = tls_client(run.server.address, certs, "party-0")
+    hello(stale, 0)
+    run.parties(parts).finish()
+    assert not run.errors, run.errors
+    with pytest.raises(FederatedAbort, match="replaced by a newer connection of party 0"):
+        receive(stale)
+    stale.close()
+
+
+def test_rejoining_does_not_move_the_join_deadline(certs):
+    """Joining again for a slot (after a hang-up, or over a live connection) does not restart the join deadline,
+    so one party's connections cannot hold the server forever."""
+    run = Run(certs, timeout=2)
+    stop = threading.Event()
+
+    def keep_rejoining():  # party 0 joins again every 0.2 s for up to 20 s
+        held = []
+        for _ in range(100):
+            if stop.is_set():
+                break
+            try:
+                sock = tls_client(run.server.address, certs, "party-0")
+                hello(sock, 0)
+                held.append(sock)
+            except OSError:  # the server gave up and stopped listening
+                break
+            time.sleep(0.2)
+        for sock in held:
+            sock.close()
+
+    rejoiner = threading.Thread(target=keep_rejoining)
+    rejoiner.start()
+    run.threads[0].join(15)
+    server_ended, rejoiner_running = not run.threads[0].is_alive(), rejoiner.is_alive()
+    stop.set()
+    rejoiner.join(30)
+    run.finish()
+    assert server_ended and rejoiner_running
+    assert "only 1 of 2 parties joined" in str(run.errors["server"])

@@ -194,11 +194,16 @@ def test_five_parties_one_dropout_release_correct_centers(certs, parts):
     assert set(errors) == {4} and isinstance(errors[4], Leave), errors
     report = out["server"]
     assert report.dropouts == {4: 3}  # rounds: 0 the row count, 1 and 2 the first iterations, 3 without it
+    # Who contributed to each round is reported by the server and by every party, alike.
+    contributors = [[0, 1, 2, 3, 4]] * 3 + [[0, 1, 2, 3]] * (report.rounds - 3)
+    assert report.contributors == contributors
+    assert report.party_counts == [5, 5, 5] + [4] * (report.rounds - 3)
     first = out[0].centers
     for i in range(4):
         np.testing.assert_array_equal(out[i].centers, first)
         assert out[i].privacy_spent["epsilon"] == pytest.approx(1.0)
         assert out[i].rounds == report.rounds
+        assert out[i].contributors == contributors and out[i].party_counts == report.party_counts
     assert report.privacy_spent["epsilon"] == pytest.approx(1.0)
     # Secure noise: FastLloyd's data-independent start sometimes splits a cluster and leaves a center
     # between two others, but wrongly unmasked sums would put no center on any cluster.
@@ -274,6 +279,24 @@ def test_a_party_dropping_at_the_reveal_step_is_covered_by_the_others(certs, par
     assert set(errors) == {4}, errors
     assert out["server"].dropouts == {4: 2}
     np.testing.assert_array_equal(out[0].centers, out[3].centers)
+
+
+def test_a_party_refuses_a_result_naming_other_contributors_than_it_unmasked(certs, parts, monkeypatch):
+    """What a party reports as a round's contributors is what it revealed shares for: a RESULT that names another
+    survivor set (here one party less, whose output mask the party would then leave on the sum) is refused."""
+    original = server_module.FederatedServer._send
+
+    def send_(self, p, kind, header, payload=b""):
+        if kind == Kind.RESULT and p.index == 0 and header["round"] == 0:
+            header = {**header, "survivors": header["survivors"][:-1]}
+        return original(self, p, kind, header, payload)
+
+    monkeypatch.setattr(server_module.FederatedServer, "_send", send_)
+    _, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1]))
+    assert set(errors) == {0}, errors
+    assert "names other survivors than it unmasked" in str(errors[0])
+    assert out["server"].dropouts == {0: 1}
+    assert out["server"].contributors[0] == [0, 1, 2, 3, 4] and out[1].contributors == out["server"].contributors
 
 
 # --- fresh sessions --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Reading tables (schema first, then the chosen columns) and writing files that are never half-written."""
 
 import gzip
+import json
 import os
 import re
 
@@ -169,3 +170,152 @@ def test_staged_files_refuse_bad_targets_before_anything_is_written(tmp_path):
         staged.reserve(tmp_path / "c.csv", "--output")
         with pytest.raises(ValueError, match="already the name of another output"):
             staged.reserve(tmp_path / "." / "c.csv", "--labels")
+
+
+# ---------------------------------------------------------------------------- headers, separators, missing values
+# A header is never guessed from values: a data row read as a header is lost from the fit and
+# published as the column names of centers.csv.
+
+
+def _fit(*args):
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    return CliRunner().invoke(app, ["fit", *map(str, args)])
+
+
+REPEATED = np.array([[12.5, 12.5, 3.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+
+
+def test_a_headerless_csv_whose_first_row_repeats_a_value_is_read_in_full(tmp_path):
+    np.savetxt(tmp_path / "r.csv", REPEATED, delimiter=",", fmt="%g")
+    table = read_table(tmp_path / "r.csv")
+    assert table.columns == ["x0", "x1", "x2"]
+    np.testing.assert_array_equal(table.X, REPEATED)
+
+
+def test_fit_publishes_no_data_row_as_the_centers_header(tmp_path):
+    np.savetxt(tmp_path / "r.csv", REPEATED, delimiter=",", fmt="%g")
+    centers = tmp_path / "c.csv"
+    out = _fit(tmp_path / "r.csv", "--k", 2, "--bounds", "0,20", "--seed", 0, "--json", "-o", centers)
+    assert out.exit_code == 0, out.output
+    assert centers.read_text().splitlines()[0] == "x0,x1,x2"
+    assert "(4 x 3)" in json.loads(out.stdout)["not_private"]["data"]  # every row was read
+
+
+def test_a_first_row_of_numbers_or_missing_values_is_data(tmp_path):
+    # Whitespace, exponents, nan, inf, empty cells and NA markers do not make a row a header.
+    for line in (" 3 ,1e5,-2", "nan,1,2", ",1,2", "NA,1,2", "inf,null,7", "1,,", ",,"):
+        (tmp_path / "d.csv").write_text(line + "\n4,5,6\n")
+        assert read_schema(tmp_path / "d.csv") == ["x0", "x1", "x2"], line
+        frame = io.read_frame(tmp_path / "d.csv", dropna=True)
+        assert frame.shape[1] == 3, line
+    (tmp_path / "h.csv").write_text("a, b ,c\n1,2,3\n")
+    assert read_schema(tmp_path / "h.csv") == ["a", " b ", "c"]
+    (tmp_path / "h.csv").write_text(",a,b\n1,2,3\n")  # pandas' index column: a header
+    assert read_schema(tmp_path / "h.csv")[1:] == ["a", "b"]
+
+
+def test_a_first_row_of_names_and_numbers_is_refused_without_header_or_no_header(tmp_path):
+    (tmp_path / "m.csv").write_text("u17,12.5,3.25\nu18,1,2\n")
+    for call in (read_schema, read_table, io.read_frame):
+        with pytest.raises(ValueError, match="--header or --no-header") as err:
+            call(tmp_path / "m.csv")
+        assert "u17" not in str(err.value) and "12.5" not in str(err.value) and "3.25" not in str(err.value)
+    assert read_schema(tmp_path / "m.csv", header=False) == ["x0", "x1", "x2"]
+    np.testing.assert_array_equal(read_table(tmp_path / "m.csv", ["1", "2"], header=False).X, [[12.5, 3.25], [1, 2]])
+    assert read_schema(tmp_path / "m.csv", header=True) == ["u17", "12.5", "3.25"]
+
+
+def test_header_and_no_header_override(tmp_path):
+    np.savetxt(tmp_path / "r.csv", REPEATED, delimiter=",", fmt="%g")
+    forced = read_table(tmp_path / "r.csv", header=True)
+    assert len(forced.columns) == 3 and forced.X.shape == (3, 3)
+    (tmp_path / "h.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="non-numeric columns"):
+        read_table(tmp_path / "h.csv", header=False)
+    out = _fit(tmp_path / "r.csv", "--header", "--k", 2, "--bounds", "0,20", "--seed", 0, "-o", tmp_path / "c.csv")
+    assert out.exit_code == 0, out.output
+    (tmp_path / "m.csv").write_text("u17,12.5,3.25\nu18,1,2\nu19,3,4\n")
+    centers = tmp_path / "m-centers.csv"
+    out = _fit(tmp_path / "m.csv", "--no-header", "-c", "1,2", "--k", 2, "--bounds", "0,20", "--seed", 0, "-o", centers)
+    assert out.exit_code == 0, out.output
+    assert centers.read_text().splitlines()[0] == "x1,x2"
+    out = _fit(tmp_path / "m.csv", "-c", "1,2", "--k", 2, "--bounds", "0,20", "-o", centers)
+    assert out.exit_code == 2 and "--no-header" in out.output and "12.5" not in out.output
+
+
+def test_separator_option_and_tsv(tmp_path):
+    (tmp_path / "s.csv").write_text("a;b\n1,5;2\n3;4\n")
+    assert read_schema(tmp_path / "s.csv", sep=";") == ["a", "b"]
+    (tmp_path / "s.csv").write_text("a;b\n1.5;2\n3;4\n")
+    np.testing.assert_array_equal(read_table(tmp_path / "s.csv", sep=";").X, [[1.5, 2], [3, 4]])
+    (tmp_path / "t.tsv").write_text("7\t7\n1\t2\n")  # tab by the suffix; a repeated value is still data
+    np.testing.assert_array_equal(read_table(tmp_path / "t.tsv").X, [[7, 7], [1, 2]])
+    np.testing.assert_array_equal(read_table(tmp_path / "t.tsv", sep="\\t").X, [[7, 7], [1, 2]])
+    for bad in ("", ";;", "1", ".", '"'):
+        with pytest.raises(ValueError, match="--sep"):
+            read_table(tmp_path / "s.csv", sep=bad)
+    centers = tmp_path / "c.csv"
+    out = _fit(tmp_path / "s.csv", "--sep", ";", "--k", 2, "--bounds", "0,5", "--seed", 0, "-o", centers)
+    assert out.exit_code == 0, out.output
+    assert centers.read_text().splitlines()[0] == "a,b"
+    out = _fit(tmp_path / "s.csv", "--sep", "ab", "--k", 2, "--bounds", "0,5", "-o", centers)
+    assert out.exit_code == 2 and "--sep" in out.output
+
+
+def test_missing_values_are_refused_naming_the_column_or_dropped_with_dropna(tmp_path):
+    (tmp_path / "n.csv").write_text("a,b,c\n1,2.5,x\n3,,y\n4,NA,z\n6,7.25,\n")
+    with pytest.raises(ValueError, match=r"column 'b'.*--dropna") as err:
+        read_table(tmp_path / "n.csv", ["a", "b"])
+    message = str(err.value).replace(str(tmp_path), "")
+    assert not re.search(r"\d", message) and "row " not in message  # no value, row number or count
+    dropped = read_table(tmp_path / "n.csv", ["a", "b"], dropna=True)
+    np.testing.assert_array_equal(dropped.X, [[1, 2.5], [6, 7.25]])
+    np.testing.assert_array_equal(read_table(tmp_path / "n.csv", ["a"]).X, [[1], [3], [4], [6]])  # c not chosen
+    centers = tmp_path / "centers.csv"
+    args = (tmp_path / "n.csv", "-c", "a,b", "--k", 2, "--bounds", "0,10", "--seed", 0, "-o", centers)
+    out = _fit(*args)
+    assert out.exit_code == 2 and "column 'b'" in out.output and not centers.exists()
+    out = _fit(*args, "--dropna", "--json")
+    assert out.exit_code == 0, out.output
+    assert "(2 x 2)" in json.loads(out.stdout)["not_private"]["data"]
+
+
+def test_local_report_reads_files_as_fit_does(tmp_path):
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    def local(*args):
+        return CliRunner().invoke(app, ["local", *map(str, args)])
+
+    protocol = tmp_path / "protocol.json"
+    out = local("init", "-k", 2, "--features", 3, "--bounds", "0,20", "-e", 1, "--users", 10, "-o", protocol)
+    assert out.exit_code == 0, out.output
+    np.savetxt(tmp_path / "r.csv", REPEATED, delimiter=",", fmt="%g")
+    out = local("report", tmp_path / "r.csv", "-p", protocol, "-o", tmp_path / "r.bin")
+    assert out.exit_code == 0 and "4 reports" in out.output, out.output
+    (tmp_path / "s.csv").write_text("a;b;c\n1;2;3\n4;;6\n")
+    out = local("report", tmp_path / "s.csv", "--sep", ";", "-p", protocol, "-o", tmp_path / "s.bin")
+    assert out.exit_code == 2 and "column 'b'" in out.output and not (tmp_path / "s.bin").exists()
+    out = local("report", tmp_path / "s.csv", "--sep", ";", "--dropna", "-p", protocol, "-o", tmp_path / "s.bin")
+    assert out.exit_code == 0 and "1 reports" in out.output, out.output
+    out = local("report", tmp_path / "r.csv", "--header", "-p", protocol, "-o", tmp_path / "h.bin")
+    assert out.exit_code == 0 and "3 reports" in out.output, out.output
+
+
+def test_stream_events_are_read_by_the_same_reader(tmp_path):
+    from privclust.cli.stream import read_events
+
+    (tmp_path / "e.csv").write_text("1,insert,0.5,0.5\n2,insert,0.25,\n2,delete,0.5,0.5\n")
+    with pytest.raises(ValueError, match="--no-header"):
+        read_events(tmp_path / "e.csv")
+    with pytest.raises(ValueError, match="column 'x3'"):
+        read_events(tmp_path / "e.csv", header=False)
+    steps, signs, rows = read_events(tmp_path / "e.csv", header=False, dropna=True)
+    assert steps.tolist() == [1, 2] and signs.tolist() == [1, -1]
+    np.testing.assert_array_equal(rows, [[0.5, 0.5], [0.5, 0.5]])
+    (tmp_path / "e.tsv").write_text("step\top\tx\n1\tinsert\t0.5\n")
+    assert read_events(tmp_path / "e.tsv")[0].tolist() == [1]

@@ -1,16 +1,26 @@
 """The file-backed budget ledger: spends from several objects and processes compose, nothing overspends."""
 
 import json
+import math
 import multiprocessing
+import os
 import pickle
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from privclust import KMeans
+from privclust.cli import app
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from privclust.privacy.gdp import gdp_epsilon, gdp_mu
 from privclust.privacy.ledger import LedgerAccountant, LedgerError
+
+runner = CliRunner()
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture
@@ -154,6 +164,26 @@ def test_gaussian_reservations_compose_exactly_and_bind_the_run(tmp_path):
     assert ledger.guarantee()[0] <= 1.0 + 1e-9
 
 
+def test_a_run_is_reserved_as_gaussian_only_when_its_whole_delta_leaves_none_for_earlier_gaussian_spends(tmp_path):
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(3.0, 1e-6))
+    with ledger.run(0.5, 1e-6, gaussian_if_needed=True) as accountant:  # it fits as (0.5, 1e-6): any release
+        accountant.spend_dp("a Laplace release", 0.1)
+        accountant.spend_gdp("a Gaussian release", gdp_mu(0.3, 1e-6))
+    ledger = LedgerAccountant.create(tmp_path / "m.json", Budget(3.0, 1e-6))
+    ledger.spend_gdp("an earlier Gaussian run", gdp_mu(0.5, 1e-6))
+    with pytest.raises(BudgetExceededError, match="epsilon=inf"):  # basic composition: no delta left for it
+        with ledger.run(1.0, 1e-6):
+            raise AssertionError("the run started")
+    with ledger.run(1.0, 1e-6, gaussian_if_needed=True) as accountant:
+        with pytest.raises(BudgetExceededError, match="only as Gaussian releases"):
+            accountant.spend_dp("a Laplace release", 0.01)
+        accountant.spend_gdp("the run", gdp_mu(1.0, 1e-6))
+    assert ledger.guarantee()[0] == pytest.approx(gdp_epsilon(np.hypot(gdp_mu(0.5, 1e-6), gdp_mu(1.0, 1e-6)), 1e-6))
+    with pytest.raises(BudgetExceededError):  # in neither form does this one fit
+        with ledger.run(3.0, 1e-6, gaussian_if_needed=True):
+            raise AssertionError("the run started")
+
+
 def test_the_file_is_replaced_atomically_and_a_corrupt_one_is_refused(ledger, monkeypatch):
     ledger.spend_dp("kept", 0.1)
     before = ledger.path.read_text()
@@ -173,3 +203,171 @@ def test_the_file_is_replaced_atomically_and_a_corrupt_one_is_refused(ledger, mo
     ledger.path.write_text(json.dumps({"format": "something else"}))
     with pytest.raises(LedgerError, match="not a valid privclust ledger"):
         LedgerAccountant(ledger.path).check([])
+
+
+# -- one ledger, whatever the path ---------------------------------------------------------------------
+
+
+def test_a_ledger_reached_through_a_symlink_is_the_same_ledger(tmp_path, ledger):
+    link = tmp_path / "budget.link"
+    link.symlink_to(ledger.path.name)  # relative, as ln -s makes it
+    accepted = 0
+    for i in range(6):  # alternately through the link and the real name: 0.3 each on a budget of 1
+        try:
+            LedgerAccountant(link if i % 2 == 0 else ledger.path).spend_dp(f"spend {i}", 0.3)
+            accepted += 1
+        except BudgetExceededError:
+            pass
+    assert accepted == 3 and ledger.guarantee()[0] == pytest.approx(0.9)
+    assert link.is_symlink() and os.readlink(link) == "budget.json"  # still a link, to the same file
+    assert LedgerAccountant(link).guarantee()[0] == pytest.approx(0.9)
+    assert not (tmp_path / "budget.link.lock").exists()  # one lock, beside the real file
+
+
+def test_processes_spending_through_a_link_and_the_real_name_never_overspend(tmp_path, ledger):
+    link = tmp_path / "budget.link"
+    link.symlink_to(ledger.path)
+    ledgers = [LedgerAccountant(link), ledger, LedgerAccountant(link), ledger]
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        accepted = pool.map(_spend_until_refused, ledgers)
+    assert sum(accepted) == 16 and ledger.guarantee()[0] == pytest.approx(1.0)
+    assert link.is_symlink()
+
+
+def test_fits_through_a_link_and_the_real_name_share_one_budget(tmp_path):
+    real, link = tmp_path / "L", tmp_path / "L.link"
+    assert cli("ledger", "init", real, "--epsilon", "2", "--delta", "1e-6").exit_code == 0
+    link.symlink_to(real)
+    outcomes = []
+    for i in range(4):  # each fit asks for (1, 1e-6): the budget holds two
+        out = cli(
+            "fit",
+            "-k",
+            "3",
+            "-e",
+            "1",
+            "--seed",
+            "0",
+            "-a",
+            "sulloyd",
+            "--ledger",
+            link if i % 2 else real,
+            "-o",
+            tmp_path / f"c{i}.csv",
+        )
+        outcomes.append(out.exit_code)
+    assert outcomes == [0, 0, 2, 2]
+    assert link.is_symlink() and len(LedgerAccountant(real).entries()) == 2
+
+
+# -- a ledger that checks itself -----------------------------------------------------------------------
+
+
+def _edit(path, change):
+    state = json.loads(path.read_text())
+    change(state)
+    path.write_text(json.dumps(state, indent=1))
+
+
+def _first_spend(state):
+    return state["entries"][0]["spends"][0]
+
+
+TAMPERS = {
+    "a NaN spend": lambda s: _first_spend(s).update(epsilon=math.nan),
+    "a negative spend": lambda s: _first_spend(s).update(epsilon=-0.5),
+    "a NaN mu": lambda s: s["entries"][1]["spends"][0].update(mu=math.nan),
+    "a removed entry": lambda s: s["entries"].pop(),
+    "a raised budget": lambda s: s["budget"].update(epsilon=10.0),
+    "an edited checksum": lambda s: s.update(checksum="sha256:" + "0" * 64),
+    "an infinite delta": lambda s: _first_spend(s).update(delta=math.inf),
+}
+
+
+@pytest.fixture
+def spent(ledger):
+    ledger.spend_dp("a Laplace release", 0.25)
+    LedgerAccountant(ledger.path).spend_gdp("a Gaussian release", gdp_mu(0.25, 1e-6))
+    return ledger
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERS))
+def test_a_ledger_edited_by_hand_is_refused(spent, tamper):
+    opened = LedgerAccountant(spent.path)  # opened before the edit: it rereads the file for every spend
+    _edit(spent.path, TAMPERS[tamper])
+    with pytest.raises(LedgerError, match="fails its integrity check") as refused:
+        opened.spend_dp("after the edit", 0.01)
+    assert "ledger show" in str(refused.value) and "backup" in str(refused.value)
+    with pytest.raises(LedgerError, match="fails its integrity check"):
+        LedgerAccountant(spent.path)
+    with pytest.raises(LedgerError, match="fails its integrity check"):
+        with opened.run(0.01, 0.0):
+            raise AssertionError("the run started")
+
+
+@pytest.mark.parametrize("tamper", ["a NaN spend", "a removed entry", "an edited checksum"])
+def test_ledger_show_displays_a_tampered_ledger_flagged_and_fit_refuses_it(tmp_path, spent, tamper):
+    _edit(spent.path, TAMPERS[tamper])
+    shown = cli("ledger", "show", spent.path)
+    assert shown.exit_code == 1 and "FAILS its integrity check" in shown.output
+    assert shown.output.count("done") == len(json.loads(spent.path.read_text())["entries"])  # every entry shown
+    as_json = cli("ledger", "show", spent.path, "--json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["check"]["ok"] is False
+    fit = cli("fit", "-k", "3", "-e", "0.1", "--seed", "0", "--ledger", spent.path, "-o", tmp_path / "c.csv")
+    assert fit.exit_code == 2 and "integrity check" in fit.output and not (tmp_path / "c.csv").exists()
+
+
+def test_an_untouched_ledger_passes_its_check(spent):
+    state = json.loads(spent.path.read_text())
+    assert state["version"] == 2 and state["checksum"].startswith("sha256:")
+    assert state["total"]["epsilon"] == pytest.approx(0.25) and state["total"]["mu"] == pytest.approx(
+        gdp_mu(0.25, 1e-6)
+    )
+    shown = cli("ledger", "show", spent.path, "--json")
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["check"]["ok"] is True
+    spent.path.write_text(json.dumps(state))  # whitespace is not content: still the same ledger
+    LedgerAccountant(spent.path).spend_dp("more", 0.1)
+
+
+def test_a_version_1_ledger_is_refused_until_upgraded(spent):
+    state = json.loads(spent.path.read_text())
+    old = {"format": "privclust-ledger", "version": 1, "budget": state["budget"], "entries": state["entries"]}
+    spent.path.write_text(json.dumps(old))
+    with pytest.raises(LedgerError, match="version 1.*ledger upgrade"):
+        LedgerAccountant(spent.path)
+    shown = cli("ledger", "show", spent.path)
+    assert shown.exit_code == 1 and "version 1" in shown.output and "ledger upgrade" in shown.output
+    upgraded = cli("ledger", "upgrade", spent.path)
+    assert upgraded.exit_code == 0, upgraded.output
+    assert LedgerAccountant(spent.path).guarantee()[0] == pytest.approx(spent.guarantee()[0])
+    assert cli("ledger", "upgrade", spent.path).exit_code == 0  # already version 2: nothing to do
+    _edit(spent.path, TAMPERS["a raised budget"])
+    refused = cli("ledger", "upgrade", spent.path)  # upgrade does not bless an edited version-2 file
+    assert refused.exit_code == 2 and "integrity check" in refused.output
+
+
+def test_a_version_1_ledger_with_a_bad_value_is_not_upgraded(spent):
+    state = json.loads(spent.path.read_text())
+    _first_spend(state).update(epsilon=-1.0)
+    old = {"format": "privclust-ledger", "version": 1, "budget": state["budget"], "entries": state["entries"]}
+    spent.path.write_text(json.dumps(old))
+    refused = cli("ledger", "upgrade", spent.path)
+    assert refused.exit_code == 2 and "negative" in refused.output
+
+
+# -- the documented sequence -----------------------------------------------------------------------------
+
+
+def test_the_documented_ledger_sequence_runs(tmp_path):
+    """docs/choosing.md: a ledger for (3, 1e-6), an elbow curve at 0.5, then a fit at 1 (on bundled data)."""
+    ledger = tmp_path / "patients.ledger"
+    assert cli("ledger", "init", ledger, "--epsilon", "3", "--delta", "1e-6").exit_code == 0
+    elbow = cli("elbow", "-e", "0.5", "--ledger", ledger, "--plot", tmp_path / "elbow.png")
+    assert elbow.exit_code == 0, elbow.output
+    fit = cli("fit", "-k", "4", "-e", "1", "--ledger", ledger, "-o", tmp_path / "centers.csv")
+    assert fit.exit_code == 0, fit.output
+    shown = cli("ledger", "show", ledger)
+    assert shown.exit_code == 0 and "elbow" in shown.output and "fit" in shown.output
+    # Composed in GDP: at most the two requests' mu composed (epsilon 1.14 at 1e-6), far below 0.5 + 1.
+    at_most = gdp_epsilon(np.hypot(gdp_mu(0.5, 1e-6), gdp_mu(1.0, 1e-6)), 1e-6)
+    assert 1.0 < LedgerAccountant(ledger).guarantee()[0] <= at_most * (1 + 1e-9) and at_most < 1.15

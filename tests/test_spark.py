@@ -3,6 +3,7 @@
 import os
 import sys
 
+import goldens
 import numpy as np
 import pytest
 
@@ -82,6 +83,13 @@ def test_a_seeded_fit_on_spark_is_the_in_memory_fit(spark, algorithm, options):
     assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
     assert distributed.privacy_spent_.epsilon == pytest.approx(local.privacy_spent_.epsilon)
     assert not hasattr(distributed, "labels_")  # training-row labels are not gathered from the cluster
+
+
+def test_the_mpc_greedy_on_spark_is_pinned(spark):
+    """The golden ledger and seeded centers of the MPC greedy over 3 partitions (see test_golden.py)."""
+    X = goldens.blobs(4000)
+    fit = KMeans(3, **goldens.central_params("greedy-mpc")).fit(_frame(spark, X, partitions=3))
+    goldens.check("spark-greedy-mpc", goldens.record(fit))
 
 
 def test_spark_input_is_checked_before_anything_is_spent(spark):

@@ -6,18 +6,24 @@
 """
 
 from . import datasets, metrics
+from .elbow import ElbowCurve, elbow_curve
 from .estimator import KMeans
 from .geometry.domain import PrivacyLeakWarning
 from .locate import OneCluster, one_cluster, sample_and_aggregate
 from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
-from .privacy.ledger import LedgerAccountant
+from .privacy.ledger import LedgerAccountant, LedgerError
+from .queries.plan import CapabilityError
+from .stream import ContinualKMeans, HorizonError
 from .subsample import Subsampled
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KMeans",
+    "ContinualKMeans",
     "Subsampled",
+    "elbow_curve",
+    "ElbowCurve",
     "one_cluster",
     "sample_and_aggregate",
     "OneCluster",
@@ -27,6 +33,9 @@ __all__ = [
     "LedgerAccountant",
     "PrivacyReport",
     "PrivacyLeakWarning",
+    "CapabilityError",
+    "HorizonError",
+    "LedgerError",
     "datasets",
     "metrics",
 ]

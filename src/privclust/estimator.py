@@ -34,6 +34,8 @@ __all__ = ["KMeans"]
 NON_PRIVATE = frozenset({"lloyd"})
 MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
+# Computed exactly on the training rows, for the data holder only: not differentially private.
+ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
@@ -109,14 +111,34 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
     cluster_centers_, n_iter_, privacy_spent_ :
         The private output, how many iterations ran, and what was spent
         (a :class:`~privclust.privacy.PrivacyReport`, itemised per release).
+    cluster_sizes_ :
+        The noisy size of each center's cell from the last release (private;
+        for the non-private ``lloyd``, exact counts).
+    fit_info_ :
+        What the algorithm did, from public parameters and the releases only
+        (the noisy or public row count ``n_estimate``, noise scales, the
+        ``auto`` choice, ...).
+    radii_ :
+        ``onecluster`` only: the released radius of each ball (private).
+    domain_, n_features_in_, feature_names_in_ :
+        The declared bounds and the input's schema (public; with
+        ``bounds='data'`` the domain is read off the rows and the fit is not
+        private).
     labels_, inertia_ :
         Computed from the released centers *on the training data*, for the
         data holder: they are not differentially private and must not be
         published.
-    radii_, outliers_ :
-        ``onecluster`` only: the released radius of each ball (private) and
-        the training rows outside every ball (for the data holder, like
-        ``labels_``; use :meth:`outlier_mask` on other rows).
+    n_rows_clipped_ :
+        The exact number of training rows outside ``bounds`` (clipped to
+        them), for the data holder to check the bounds: not differentially
+        private (it depends on single rows), must not be published.
+    outliers_ :
+        ``onecluster`` only: the training rows outside every ball, for the
+        data holder (use :meth:`outlier_mask` on other rows): not
+        differentially private, must not be published.
+
+    ``labels_``, ``inertia_``, ``n_rows_clipped_`` and ``outliers_`` are set
+    only when the rows are in this process (not on Spark).
     """
 
     def __init__(

@@ -4,6 +4,13 @@ Reading is in two steps, so that everything public is checked before a private r
 *schema* (column names, from a header line, Parquet metadata or a ``.npy`` header) and then the rows
 of the chosen columns.  Files without column names get ``x0, x1, ...`` by position.
 
+A CSV's header is never guessed from values (a data row read as a header would be lost from the
+fit and published as column names): the first line is a header when it holds names and no
+numbers, data when it holds numbers (or missing values) and no names, and a line mixing both is
+refused until ``header=True`` / ``header=False`` (``--header`` / ``--no-header``) says which.  A
+missing value (an empty cell or one of :data:`MISSING`) in a chosen column is refused, naming the
+column, unless ``dropna=True`` drops its row before anything is computed.
+
 No message raised here names a row, a row count or a value: a file that cannot be read gets a fixed
 description of what is wrong with it (docs/privacy.md, threat model).
 
@@ -33,6 +40,8 @@ __all__ = [
     "read_table",
     "read_frame",
     "read_points",
+    "check_separator",
+    "MISSING",
     "select_columns",
     "write_points",
     "StagedFiles",
@@ -50,14 +59,6 @@ class Table:
 
     X: np.ndarray
     columns: list[str]
-
-
-def _looks_numeric(names) -> bool:
-    try:
-        [float(str(n)) for n in names]
-        return True
-    except ValueError:
-        return False
 
 
 def _kind(path: Path) -> str:
@@ -100,23 +101,72 @@ def _unreadable(path: Path, exc: BaseException) -> ValueError:
     return ValueError(f"cannot read {path}: {why}")
 
 
-def _text_options(path: Path) -> dict:
-    return {"sep": "\t" if ".tsv" in path.name.lower() else ","}
+# The cells read as a missing value (besides an empty one), exactly as written: a public rule.
+MISSING = ("NA", "N/A", "n/a", "NaN", "nan", "-nan", "-NaN", "null", "NULL", "None", "#N/A", "<NA>")
+_TABS = ("\t", "\\t", "tab", "TAB")  # a tab, typed literally or as \t or tab
 
 
-def _text_header(path: Path) -> tuple[list[str], bool]:
-    """(column names, whether the first line is a header) of a CSV; reads the first line only."""
+def check_separator(sep: str | None) -> str | None:
+    """``sep`` as one character (a tab may be given as ``\\t`` or ``tab``), None for the default: a
+    ValueError for a separator that cannot be told from a number, a quote or a line break."""
+    if sep is None:
+        return None
+    if sep in _TABS:
+        return "\t"
+    if len(sep) != 1 or sep.isalnum() or sep in ".\"'+-\r\n":
+        raise ValueError(f"--sep must be one character such as ',' ';' '|' or a tab ('\\t'), got {sep!r}")
+    return sep
+
+
+def _text_options(path: Path, sep: str | None) -> dict:
+    sep = check_separator(sep)
+    if sep is None:
+        sep = "\t" if ".tsv" in path.name.lower() else ","
+    return {"sep": sep, "na_values": ["", *MISSING], "keep_default_na": False}
+
+
+def _cell_kind(cell: str) -> str:
+    """'number', 'missing' or 'name': what a cell of a CSV's first line says about it."""
+    text = cell.strip()
+    if not text or text in MISSING:
+        return "missing"
+    try:
+        return "missing" if float(text) != float(text) else "number"  # float() takes nan, inf, 1e5, ' 3 '
+    except ValueError:
+        return "name"
+
+
+def _text_header(path: Path, header: bool | None = None, sep: str | None = None) -> tuple[list[str], bool]:
+    """(column names, whether the first line is a header) of a CSV; reads the first line only.
+
+    Without ``header``: a line of names is a header, a line of numbers and missing values is data (so
+    a data row is never taken for a header, whatever its values), and a line with both is refused
+    without quoting it (it could be a private row)."""
     import pandas as pd
 
+    options = _text_options(path, sep)
     try:
-        first = pd.read_csv(path, nrows=0, **_text_options(path))
+        first = pd.read_csv(path, header=None, nrows=1, dtype=str, na_filter=False, sep=options["sep"])
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path} is empty: no header line and no rows") from None
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise _unreadable(path, exc) from None
-    if _looks_numeric(first.columns):  # no header line: the first line is data, the columns are unnamed
-        return [f"x{j}" for j in range(len(first.columns))], False
-    return [str(c) for c in first.columns], True
+    cells = [str(c) for c in first.iloc[0]] if len(first) else []
+    if header is None:
+        kinds = {_cell_kind(cell) for cell in cells}
+        if {"name", "number"} <= kinds:
+            raise ValueError(
+                f"cannot tell whether the first line of {path} is a header: it holds both names and numbers; "
+                "say which with --header or --no-header (header=True / header=False)"
+            )
+        header = "name" in kinds
+    if not header:
+        return [f"x{j}" for j in range(len(cells))], False
+    try:  # pandas names the columns (an empty name becomes 'Unnamed: j', a repeated one 'a.1')
+        named = pd.read_csv(path, nrows=0, sep=options["sep"])
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise _unreadable(path, exc) from None
+    return [str(c) for c in named.columns], True
 
 
 def _open_npy(path: Path) -> np.ndarray:
@@ -128,8 +178,10 @@ def _open_npy(path: Path) -> np.ndarray:
         raise _unreadable(path, exc) from None
 
 
-def read_schema(path: str | Path) -> list[str]:
-    """The column names of a table file, read from its header or metadata only: no row is read."""
+def read_schema(path: str | Path, *, header: bool | None = None, sep: str | None = None) -> list[str]:
+    """The column names of a table file, read from its header or metadata only: no row is read.
+
+    ``header`` and ``sep`` are for CSV files (see the module's docstring); others ignore them."""
     path = _existing(path)
     kind = _kind(path)
     if kind == "npy":
@@ -144,7 +196,7 @@ def read_schema(path: str | Path) -> list[str]:
             return [str(name) for name in pq.read_schema(path).names]
         except Exception as exc:  # pyarrow raises several types of its own for damaged files
             raise _unreadable(path, exc) from None
-    return _text_header(path)[0]
+    return _text_header(path, header, sep)[0]
 
 
 def select_columns(names: Sequence[str], wanted: Sequence[str] | None) -> list[int]:
@@ -181,83 +233,128 @@ def _npy_columns(arr: np.ndarray, positions: list[int]) -> np.ndarray:
     return np.asarray(arr[:, positions])  # other selections are gathered into memory
 
 
-def read_table(path: str | Path, columns: Sequence[str] | None = None) -> Table:
+def read_table(
+    path: str | Path,
+    columns: Sequence[str] | None = None,
+    *,
+    header: bool | None = None,
+    sep: str | None = None,
+    dropna: bool = False,
+) -> Table:
     """The checked rows of the chosen columns (all if None) of a CSV (header optional), Parquet or .npy file.
 
     ``.npy`` files are memory-mapped and returned as a map of their own dtype, so arrays larger than
-    memory can be clustered: everything downstream reads them chunk by chunk.  A header-only CSV is a
+    memory can be clustered: everything downstream reads them chunk by chunk (with ``dropna`` the
+    chosen columns are read into memory, and rows holding a NaN dropped).  A header-only CSV is a
     table with no rows, which is a legal data set (refusing it would reveal that it has none).
+    ``header``, ``sep`` and ``dropna``: see :func:`read_frame`.
     """
     path = _existing(path)
-    names = read_schema(path)
-    positions = select_columns(names, columns)
-    chosen = [names[p] for p in positions]
-    kind = _kind(path)
-    if kind == "npy":
-        return Table(check_data(_npy_columns(_open_npy(path), positions), what=str(path)), chosen)
-    import pandas as pd
-
-    try:
-        if kind == "parquet":
-            frame = pd.read_parquet(path, columns=chosen)
-        else:
-            # Every column is parsed (not just the chosen ones), so that a malformed line is found.
-            has_header = _text_header(path)[1]
-            frame = pd.read_csv(path, header=0 if has_header else None, **_text_options(path))
-            frame = frame.iloc[:, positions]
-    except (FileNotFoundError, IsADirectoryError, MemoryError):
-        raise
-    except Exception as exc:  # pandas, pyarrow, gzip and zlib each raise their own types
-        raise _unreadable(path, exc) from None
-    frame.columns = chosen
+    if _kind(path) == "npy":
+        names = read_schema(path)
+        positions = select_columns(names, columns)
+        X = _npy_columns(_open_npy(path), positions)
+        if dropna and X.dtype.kind == "f":
+            X = np.asarray(X)
+            X = X[~np.isnan(X).any(axis=1)]
+        return Table(check_data(X, what=str(path)), [names[p] for p in positions])
+    frame = read_frame(path, columns, header=header, sep=sep, dropna=dropna)
     if frame.shape[0] == 0:  # no values to infer types from: the columns are numbers with no rows
         frame = frame.astype(np.float64)
-    return Table(check_data(frame, what=str(path)), chosen)
+    return Table(check_data(frame, what=str(path)), [str(c) for c in frame.columns])
 
 
-def read_frame(path: str | Path):
-    """Every column of a CSV (header optional) or Parquet file as a pandas frame, of any dtypes (an
-    event log's operation column is text); unreadable files get the same fixed messages."""
+def read_frame(
+    path: str | Path,
+    columns: Sequence[str] | None = None,
+    *,
+    header: bool | None = None,
+    sep: str | None = None,
+    dropna: bool = False,
+):
+    """The chosen columns (all if None) of a CSV or Parquet file as a pandas frame of any dtypes (an
+    event log's operation column is text): the one reader of every command's CSV and Parquet input.
+
+    ``header`` (CSV): True, False, or None to decide from the first line (see the module's
+    docstring).  ``sep`` (CSV): one character; default a tab for ``.tsv``, else a comma.  A missing
+    value in a chosen column is refused, naming the column, unless ``dropna`` drops its row: a
+    per-row rule, so neighbouring data sets stay neighbours (stability 1) and the drop costs nothing.
+    Unreadable files get fixed messages that quote nothing from them.
+    """
     import pandas as pd
 
     path = _existing(path)
     kind = _kind(path)
     if kind == "npy":
         raise ValueError(f"{path}: give a CSV or Parquet table (an .npy array has no text columns)")
+    names = read_schema(path, header=header, sep=sep)
+    positions = select_columns(names, columns)
+    chosen = [names[p] for p in positions]
     try:
         if kind == "parquet":
-            return pd.read_parquet(path)
-        has_header = _text_header(path)[1]
-        return pd.read_csv(path, header=0 if has_header else None, **_text_options(path))
+            frame = pd.read_parquet(path, columns=chosen)
+        else:
+            # Every column is parsed (not just the chosen ones), so that a malformed line is found.
+            has_header = _text_header(path, header, sep)[1]
+            frame = pd.read_csv(path, header=0 if has_header else None, **_text_options(path, sep))
+            frame = frame.iloc[:, positions]
     except (FileNotFoundError, IsADirectoryError, MemoryError):
         raise
     except Exception as exc:  # pandas, pyarrow, gzip and zlib each raise their own types
         raise _unreadable(path, exc) from None
+    frame.columns = chosen
+    return _missing_values_handled(frame, path, dropna)
 
 
-def read_points(path: str | Path, columns: Sequence[str] | None = None) -> np.ndarray:
+def _missing_values_handled(frame, path: Path, dropna: bool):
+    """``frame`` without the rows holding a missing value (``dropna``), or a refusal naming the columns
+    that hold one: never a value, a row or a count."""
+    if dropna:
+        return frame.dropna()
+    holding = [str(c) for c, missing in frame.isna().any().items() if missing]
+    if holding:
+        which = f"column {holding[0]!r} has" if len(holding) == 1 else f"columns {holding} have"
+        raise ValueError(
+            f"{path}: {which} missing values (an empty cell, NA, NaN, ...): fill them in, or drop "
+            "those rows with --dropna (dropna=True)"
+        )
+    return frame
+
+
+def read_points(
+    path: str | Path,
+    columns: Sequence[str] | None = None,
+    *,
+    header: bool | None = None,
+    sep: str | None = None,
+    dropna: bool = False,
+) -> np.ndarray:
     """A finite (n, d) array of a file's rows: :func:`read_table` without the column names."""
-    return read_table(path, columns).X
+    return read_table(path, columns, header=header, sep=sep, dropna=dropna).X
 
 
-def read_spark_frame(path: str | Path, session):
+def read_spark_frame(path: str | Path, session, *, header: bool | None = None, sep: str | None = None):
     """A Spark DataFrame of the numeric feature columns of a Parquet file or folder, or a CSV file or folder.
 
-    CSV: as :func:`read_points`, a first line of numbers is data, not a header.  Folders are what Spark
-    itself writes (one part file per task), so a job's output can be clustered where it lies.
+    CSV: the header is decided as by :func:`read_frame`, from the first line of the first (non-empty)
+    part file when ``header`` is None, and headerless columns are named ``x0, x1, ...``.  Folders are
+    what Spark itself writes (one part file per task), so a job's output can be clustered where it lies.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {path}")
     name = "".join(path.suffixes[-2:]).lower()
-    parts = [p.name.lower() for p in path.iterdir()] if path.is_dir() else [name]
-    if any(p.endswith((".parquet", ".pq")) for p in parts) or name.endswith((".parquet", ".pq")):
+    parts = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    if any(p.name.lower().endswith((".parquet", ".pq")) for p in parts) or name.endswith((".parquet", ".pq")):
         return session.read.parquet(str(path))
-    if any(p.endswith((".csv", ".csv.gz", ".txt")) for p in parts):
-        frame = session.read.csv(str(path), header=True, inferSchema=True)
-        if _looks_numeric(frame.columns):
-            frame = session.read.csv(str(path), header=False, inferSchema=True)
-        return frame
+    texts = [p for p in parts if p.name.lower().endswith((".csv", ".csv.gz", ".txt"))]
+    texts = [p for p in texts if p.stat().st_size > 0] or texts  # Spark writes empty part files
+    if texts:
+        names, has_header = _text_header(texts[0], header, sep)
+        frame = session.read.csv(
+            str(path), header=has_header, inferSchema=True, sep=_text_options(texts[0], sep)["sep"]
+        )
+        return frame if has_header else frame.toDF(*names)
     raise ValueError(f"{path}: the Spark engine reads Parquet or CSV files (or folders of them)")
 
 

@@ -9,6 +9,7 @@ their privacy argument are in ``privclust.algorithms.onecluster``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -129,13 +130,19 @@ def sample_and_aggregate(
     ``t`` (default: half the parts) is (epsilon, delta)-DP for ``X``.
 
     ``f`` need not be private, deterministic or total: a part on which it
-    raises, returns something of another length, or returns NaN or infinity
+    raises (any exception but ``KeyboardInterrupt``, ``SystemExit`` too),
+    returns something of another length, or returns NaN or infinity
     contributes a fixed public point (the center of ``output_bounds``)
     instead, so the outcome is a released ball whatever ``f`` does -- an
     exception or a message would reveal how ``f`` behaved on the private
-    parts.  Every parameter is checked (and the budget charged in advance)
-    before ``f`` runs.  The result's ``center`` is the private answer;
-    ``radius`` says how tightly most parts agreed.
+    parts.  For the same reason every warning ``f`` raises on a part is
+    suppressed (``warnings.simplefilter("ignore")`` and numpy's
+    ``errstate(all="ignore")`` around each call, the caller's settings
+    restored after): test ``f`` on public data to see its warnings.  What
+    ``f`` does beyond returning -- printing, logging, writing files, its
+    running time -- is up to ``f``.  Every parameter is checked (and the
+    budget charged in advance) before ``f`` runs.  The result's ``center`` is
+    the private answer; ``radius`` says how tightly most parts agreed.
     """
     n_subsets = check_int("n_subsets", n_subsets, 2, MAX_SUBSETS)
     t = n_subsets // 2 if t is None else check_int("t", t)
@@ -199,8 +206,14 @@ def _output_dim(output_bounds, output_dim) -> int:
 def _output_or(fallback: np.ndarray, f, part: np.ndarray) -> np.ndarray:
     """f(part) as a vector of the public length, or the fixed ``fallback`` whatever went wrong."""
     try:
-        value = np.asarray(f(part), dtype=np.float64).ravel()
-    except Exception:  # noqa: BLE001 -- how f failed on a private part must not show
+        # f's warnings (its own, numpy's floating-point ones) on a private part would show how it
+        # behaved there: none is let through, and the caller's filters and numpy's settings are back after.
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            value = np.asarray(f(part), dtype=np.float64).ravel()
+    except KeyboardInterrupt:  # the user's, not f's
+        raise
+    except BaseException:  # noqa: BLE001 -- how f failed on a private part (sys.exit included) must not show
         return fallback
     if value.shape != fallback.shape or not np.all(np.isfinite(value)):
         return fallback

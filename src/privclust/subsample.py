@@ -33,6 +33,7 @@ from scipy.stats import binom
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from ._validation import check_data
+from .estimator import ON_TRAINING_ROWS
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
 from .queries.rows import poisson_indices
 from .queries.spark import is_spark_frame
@@ -123,7 +124,10 @@ class Subsampled(ClusterMixin, BaseEstimator):
     """Fit ``estimator`` on a Poisson sample of the rows (Blocki, Grigorescu & Mukherjee 2021); amplified privacy.
 
     Attributes after ``fit``: ``estimator_`` (the fitted base), ``cluster_centers_``,
-    ``privacy_spent_`` (the amplified guarantee), ``base_privacy_spent_``.
+    ``privacy_spent_`` (the amplified guarantee), ``base_privacy_spent_``.  The fitted
+    base keeps none of what it computed exactly on the sample (``labels_``,
+    ``inertia_``, ``n_rows_clipped_``, ``outliers_``): their sizes would show the sample
+    size m.  Label rows with :meth:`predict`.
     """
 
     def __init__(self, estimator, rate: float = 0.01, random_state=None, accountant: PrivacyAccountant | None = None):
@@ -173,6 +177,10 @@ class Subsampled(ClusterMixin, BaseEstimator):
         if base.random_state is None and self.random_state is not None:
             base.set_params(random_state=int(rng.integers(2**31)))
         base.fit(sample, **fit_params)
+        # What the base computed exactly on the sample (labels_ has one entry per sampled row, ...) would
+        # show the sample size m, and cannot be matched to the rows anyway: the fitted base keeps none of it.
+        for name in ON_TRAINING_ROWS:
+            base.__dict__.pop(name, None)
         spent = base.privacy_spent_
         eps_amp, delta_amp = amplified(spent.epsilon, spent.delta, self.rate)
         for ledger in ledgers:

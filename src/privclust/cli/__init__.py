@@ -35,10 +35,11 @@ from rich.text import Text
 from .. import __version__, datasets
 from ..algorithms import ALGORITHMS
 from ..estimator import NON_PRIVATE, KMeans
-from ..io import StagedFiles
+from ..io import StagedFiles, check_separator
 from ..metrics import nicv
 from ..privacy.budget import Budget, BudgetExceededError
 from .bench import bench_app
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION
 from .federated import federated_app
 from .local import local_app
 from .stream import stream
@@ -90,6 +91,8 @@ PAPERS = {
     "lloyd": "not private: a baseline",
 }
 GAUSSIAN_ONLY = frozenset({"fastlloyd", "glloyd"})  # spend only Gaussian (GDP) releases: see _ledger_run
+# Gaussian releases by default, not always (the greedy's sparse levels): reserved as mu-GDP when needed.
+GAUSSIAN_BY_DEFAULT = frozenset({"auto", "greedy"})
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
 
 
@@ -357,8 +360,18 @@ def _bundled(data: Optional[str]) -> Optional[str]:
     return data.lower() if data.lower() in datasets.DATASETS and not Path(data).exists() else None
 
 
-def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, master: str) -> Source:
-    """The input's schema and the feature columns; no row is read (bundled public data sets aside)."""
+def _open_source(
+    data: Optional[str],
+    columns: Optional[str],
+    on_spark: bool,
+    master: str,
+    header: Optional[bool] = None,
+    sep: Optional[str] = None,
+    dropna: bool = False,
+) -> Source:
+    """The input's schema and the feature columns; no row is read (bundled public data sets aside).
+
+    ``header``, ``sep`` and ``dropna`` say how a CSV is read (:func:`privclust.io.read_frame`)."""
     from ..io import read_schema, read_table, select_columns
 
     wanted = _split(columns)
@@ -369,20 +382,25 @@ def _open_source(data: Optional[str], columns: Optional[str], on_spark: bool, ma
         from ..io import read_spark_frame
         from ..queries.spark import spark_session
 
-        frame = read_spark_frame(data, spark_session(master))
+        frame = read_spark_frame(data, spark_session(master), header=header, sep=sep)
         names = [str(c) for c in frame.columns]
         positions = select_columns(names, wanted)
         described = f"{data} (Spark, master {master}, {len(positions)} features)"
-        return Source(described, names, positions, None, lambda: frame.select(*[names[p] for p in positions]), True)
+        chosen = [names[p] for p in positions]
+        rows = (lambda: frame.select(*chosen).dropna()) if dropna else (lambda: frame.select(*chosen))
+        return Source(described, names, positions, None, rows, True)
     if name is not None:
         ds = datasets.load(name)  # public benchmark data
         names = [f"x{j}" for j in range(ds.X.shape[1])]
         positions = select_columns(names, wanted)
         described = f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
         return Source(described, names, positions, ds.bounds, lambda: ds.X[:, positions])
-    names = read_schema(data)
+    names = read_schema(data, header=header, sep=sep)
     positions = select_columns(names, wanted)
-    return Source(str(data), names, positions, None, lambda: read_table(data, [names[p] for p in positions]).X)
+    chosen = [names[p] for p in positions]
+    return Source(
+        str(data), names, positions, None, lambda: read_table(data, chosen, header=header, sep=sep, dropna=dropna).X
+    )
 
 
 def _reserve_outputs(staged: StagedFiles, **outputs) -> dict:
@@ -420,14 +438,23 @@ def _open_ledger(path: Optional[Path], budget: Optional[str]):
     return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
 
 
-def _ledger_run(ledger, epsilon: float, delta: float, about: dict, private: bool = True, gaussian: bool = False):
+def _ledger_run(
+    ledger,
+    epsilon: float,
+    delta: float,
+    about: dict,
+    private: bool = True,
+    gaussian: bool = False,
+    gaussian_if_needed: bool = False,
+):
     """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger.
 
     A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
-    every ledger refuses."""
+    every ledger refuses.  ``gaussian`` and ``gaussian_if_needed``: see :meth:`LedgerAccountant.run`."""
     if ledger is None:
         return nullcontext(None)
-    return ledger.run(epsilon if private else float("inf"), delta, about, gaussian=gaussian)
+    epsilon = epsilon if private else float("inf")
+    return ledger.run(epsilon, delta, about, gaussian=gaussian, gaussian_if_needed=gaussian_if_needed)
 
 
 def _ledger_summary(ledger) -> Optional[dict]:
@@ -441,13 +468,49 @@ def _ledger_summary(ledger) -> Optional[dict]:
     }
 
 
-def _ledger_line(ledger) -> str:
-    summary = _ledger_summary(ledger)
+def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
+    """The summary of a ledger that failed its check, as far as its values allow (NaN where they do not)."""
+    from ..privacy.budget import _guarantee
+    from ..privacy.ledger import _spend_from_json
+
+    budget = state["budget"]
+    try:
+        items = [i for e in state["entries"] for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
+        epsilon, delta = _guarantee([_spend_from_json(i) for i in items], float(budget["delta"]))
+    except (KeyError, TypeError, ValueError):
+        epsilon = delta = float("nan")
+    return {
+        "file": str(path),
+        "spent": {"epsilon": epsilon, "delta": delta},
+        "budget": {"epsilon": budget.get("epsilon"), "delta": budget.get("delta")},
+    }
+
+
+def _ledger_entry_spent(entry: dict, delta) -> str:
+    """What one entry spent, as epsilon at its own delta ('?' if its values cannot be composed)."""
+    from ..privacy.budget import PrivacyAccountant
+    from ..privacy.ledger import _spend_from_json
+
+    try:
+        one = PrivacyAccountant()
+        for item in entry["spends"]:
+            one.spend(_spend_from_json(item))
+        return f"{one.guarantee(float(delta))[0]:.4g}"
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+def _ledger_line(summary) -> str:
+    summary = summary if isinstance(summary, dict) else _ledger_summary(summary)
     spent, budget = summary["spent"], summary["budget"]
     return (
         f"ledger {summary['file']}: spent (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) "
-        f"of (epsilon={budget['epsilon']:g}, delta={budget['delta']:g})"
+        f"of (epsilon={_ledger_number(budget['epsilon'])}, delta={_ledger_number(budget['delta'])})"
     )
+
+
+def _ledger_number(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -482,6 +545,9 @@ def _progress(disable: bool) -> Progress:
 def fit(
     data: Optional[str] = DATA_ARGUMENT,
     columns: Optional[str] = COLUMNS_OPTION,
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Number of clusters (default: the data set's)."),
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Privacy budget epsilon."),
     delta: float = typer.Option(1e-6, "--delta", "-d", help="Privacy budget delta; keep it well below 1/n."),
@@ -520,6 +586,7 @@ def fit(
             _check_public(k, epsilon, delta, algorithm)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
             _split(columns)  # the syntax; the names are matched to the input's schema below
+            check_separator(sep)
             outputs = _reserve_outputs(staged, output=(output, None), plot=(plot, _plot_formats()))
             if labels is not None and on_spark:  # Spark writes a folder of Parquet files, renamed into place
                 outputs["labels"] = staged.reserve_folder(labels, "--labels")
@@ -538,9 +605,9 @@ def fit(
                 "secure_noise": seed is None,
             }
             private = algorithm != "lloyd" and not wanted_bounds.from_data
-            gaussian = algorithm in GAUSSIAN_ONLY
-            with _ledger_run(accounts, epsilon, delta, about, private, gaussian) as accountant:
-                source = _open_source(data, columns, on_spark, spark_master)
+            gaussian, if_needed = algorithm in GAUSSIAN_ONLY, algorithm in GAUSSIAN_BY_DEFAULT
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian, if_needed) as accountant:
+                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen_bounds = _checked_bounds(wanted_bounds, source)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
@@ -764,7 +831,8 @@ def elbow(
             accounts = _open_ledger(ledger, ledger_budget)
             about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
             about["secure_noise"] = seed is None
-            with _ledger_run(accounts, epsilon, delta, about, private=not wanted_bounds.from_data) as accountant:
+            private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
+            with _ledger_run(accounts, epsilon, delta, about, private, gaussian_if_needed=True) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
@@ -827,35 +895,61 @@ def ledger_show(
     path: Path = typer.Argument(..., help="The ledger file."),
     as_json: bool = typer.Option(False, "--json", help="Print the ledger as JSON."),
 ) -> None:
-    """Every run charged to a ledger, what each spent, and the total against the budget."""
-    from ..privacy.budget import PrivacyAccountant
-    from ..privacy.ledger import LedgerAccountant, _spend_from_json
+    """Every run charged to a ledger, what each spent, and the total against the budget.
+
+    A ledger that fails its integrity check (edited by hand, or an older format) is shown too, flagged,
+    and the exit code is 1: no run may spend from it."""
+    from ..privacy.ledger import LedgerAccountant, inspect_ledger
 
     try:
-        accounts = LedgerAccountant(path)
-        entries = accounts.entries()
+        state, problem = inspect_ledger(path)
+        accounts = LedgerAccountant(path) if problem is None else None
     except USER_ERRORS as exc:
         fail(str(exc))
+    entries = state["entries"]
+    summary = _ledger_summary(accounts) if accounts is not None else _ledger_summary_unchecked(path, state)
     if as_json:
-        print(json.dumps(json_safe({"ledger": _ledger_summary(accounts), "entries": entries}), indent=2))
+        check = {"ok": problem is None, **({"problem": problem} if problem is not None else {})}
+        print(json.dumps(json_safe({"ledger": summary, "check": check, "entries": entries}), indent=2))
+        if problem is not None:
+            raise typer.Exit(1)
         return
     table = Table(title=f"ledger {path}", show_header=True)
     for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
         table.add_column(column, no_wrap=column == "time (UTC)")
     for entry in entries:
-        about = entry.get("about", {})
-        one = PrivacyAccountant()
-        for item in entry["spends"]:
-            one.spend(_spend_from_json(item))
-        own_delta = about.get("delta", accounts.budget.delta)
-        requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
+        about = entry.get("about") if isinstance(entry.get("about"), dict) else {}
+        own_delta = about.get("delta", state["budget"].get("delta"))
+        try:
+            requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
+        except (KeyError, TypeError, ValueError):
+            requested = "?"
         status = "running or killed: whole request held" if entry.get("reserved") else "done"
-        spent = f"{one.guarantee(own_delta)[0]:.4g}" if entry["spends"] else "-"
-        command = about.get("command", "") + (f" {about['algorithm']}" if "algorithm" in about else "")
-        when = entry["time"][:16].replace("T", " ")  # UTC, to the minute
+        spent = _ledger_entry_spent(entry, own_delta) if entry["spends"] else "-"
+        command = str(about.get("command", "")) + (f" {about['algorithm']}" if "algorithm" in about else "")
+        when = str(entry.get("time", ""))[:16].replace("T", " ")  # UTC, to the minute
         table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
     console.print(table)
-    console.print(_ledger_line(accounts), highlight=False)
+    console.print(_ledger_line(summary), highlight=False)
+    if problem is not None:
+        flag = "FAILS its integrity check" if state["version"] != 1 else "has no integrity check (version 1)"
+        err_console.print(f"[bold red]this ledger {flag}:[/] {problem}", highlight=False)
+        raise typer.Exit(1)
+
+
+@ledger_app.command("upgrade")
+def ledger_upgrade(path: Path = typer.Argument(..., help="The ledger file.")) -> None:
+    """Add the integrity check (total and checksum) to a version-1 ledger, after checking its values.
+
+    Look at it with 'privclust ledger show FILE' first: the upgrade vouches for its entries as they are."""
+    from ..privacy.ledger import upgrade_ledger
+
+    try:
+        changed = upgrade_ledger(path)
+    except USER_ERRORS as exc:
+        fail(str(exc))
+    message = "upgraded to version 2: it now carries its checksum" if changed else "already version 2, and intact"
+    console.print(f"{path}: {message}", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------ datasets

@@ -10,9 +10,26 @@ from typing import Callable, NoReturn
 import typer
 from rich.console import Console
 
-__all__ = ["fail", "bounds_pair", "check_output", "write_whole"]
+__all__ = ["fail", "bounds_pair", "check_output", "write_whole", "HEADER_OPTION", "SEP_OPTION", "DROPNA_OPTION"]
 
 _errors = Console(stderr=True)
+
+# How a CSV is read: the same options, with the same meaning, for every command that reads one.
+HEADER_OPTION = typer.Option(
+    None,
+    "--header/--no-header",
+    help="Whether a CSV's first line is a header (default: it is when it holds names and no numbers, data when "
+    "it holds numbers and no names; a line with both is refused until you say).",
+)
+SEP_OPTION = typer.Option(
+    None, "--sep", help="A CSV's field separator, one character (default: a tab for .tsv, else a comma; '\\t' for tab)."
+)
+DROPNA_OPTION = typer.Option(
+    False,
+    "--dropna",
+    help="Drop the rows with a missing value (empty, NA, NaN, ...) in the chosen columns before anything is "
+    "computed (free: a per-row rule). Without it a missing value is refused, naming its column.",
+)
 
 
 def fail(message: str) -> NoReturn:

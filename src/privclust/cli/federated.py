@@ -55,6 +55,26 @@ def _read_data(data: Path):
         fail(str(exc) if str(data) in str(exc) else f"cannot read {data}: {exc}")
 
 
+def _fewer_parties(contributors: list, parties: int) -> str | None:
+    """One line naming the rounds that ran with fewer than all ``parties`` (and who contributed), or None."""
+    spans: list[list] = []  # [first round, last round, contributors]
+    for r, members in enumerate(contributors):
+        if len(members) == parties:
+            continue
+        if spans and spans[-1][1] == r - 1 and spans[-1][2] == members:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r, members])
+    if not spans:
+        return None
+    said = [
+        (f"round {a}" if a == b else f"rounds {a}-{b}")
+        + f" had {len(m)} of {parties} parties ({', '.join(map(str, m))})"
+        for a, b, m in spans
+    ]
+    return "fewer parties contributed: " + "; ".join(said)
+
+
 def _positive(value: float, option: str) -> float:
     if not math.isfinite(value) or value <= 0:
         fail(f"{option} must be a positive number, got {value}")
@@ -133,10 +153,18 @@ def serve(
         report = server.serve()
     except FederatedAbort as exc:
         fail(f"run aborted: {exc}")
+    note = _fewer_parties(report.contributors, parties)
+    if note:
+        console.print(note, markup=False)
     print(
         json.dumps(
             {
                 "rounds": report.rounds,
+                "parties": parties,
+                "threshold": server.threshold,
+                "party_counts": report.party_counts,
+                "contributors": report.contributors,
+                "dropouts": report.dropouts,
                 "privacy_spent": report.privacy_spent,
                 "bytes_received": report.bytes_received,
                 "bytes_sent": report.bytes_sent,
@@ -218,12 +246,17 @@ def join_command(
         write_whole(output, lambda staged: write_points(staged, result.centers))
     except OSError as exc:
         fail(f"cannot write the centers to {output}: {exc}")
+    note = _fewer_parties(result.contributors, parties)
+    if note:
+        console.print(note, markup=False)
     print(
         json.dumps(
             {
                 "party": party,
                 "iterations": result.n_iter,
                 "rounds": result.rounds,
+                "party_counts": result.party_counts,
+                "contributors": result.contributors,
                 "epsilon_spent": result.privacy_spent["epsilon"],
                 "delta_spent": result.privacy_spent["delta"],
                 "bytes_sent": result.bytes_sent,

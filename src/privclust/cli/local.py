@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from .common import bounds_pair, check_output, fail, write_whole
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, bounds_pair, check_output, fail, write_whole
 
 local_app = typer.Typer(
     help="The local model deployed: each device randomizes its own point; the server sees one report per user.",
@@ -71,9 +71,12 @@ def report(
     protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
     point: Optional[str] = typer.Option(None, help="One device's point as 'x1,x2,...' instead of a file."),
     output: Path = typer.Option(Path("reports.bin"), "--output", "-o", help="Where to write the reports."),
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
 ) -> None:
     """Devices' side: each point in, one report out (the point never leaves unrandomized)."""
-    from ..io import read_points
+    from ..io import check_separator, read_points
     from ..local import Randomizer
 
     protocol = _protocol(protocol_file)
@@ -81,7 +84,11 @@ def report(
     if (points is None) == (point is None):
         fail("give a file of points or one --point, not both")
     try:
-        rows = read_points(points) if points is not None else np.array([[float(v) for v in point.split(",")]])
+        check_separator(sep)
+        if points is not None:
+            rows = read_points(points, header=header, sep=sep, dropna=dropna)
+        else:
+            rows = np.array([[float(v) for v in point.split(",")]])
         data = Randomizer(protocol).reports(rows)
     except (ValueError, FileNotFoundError, IsADirectoryError) as exc:
         fail(str(exc))

@@ -11,19 +11,21 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .common import bounds_pair, check_output, fail, write_whole
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, bounds_pair, check_output, fail, write_whole
 
 console = Console(stderr=True)
 INSERT, DELETE = ("insert", "+", "1", "add"), ("delete", "-", "-1", "remove")
 
 
-def read_events(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_events(
+    path: Path, header: Optional[bool] = None, sep: Optional[str] = None, dropna: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(step, +1 insert / -1 delete, features) of every event of a CSV or Parquet file whose first two
-    columns are the step and the operation."""
+    columns are the step and the operation; read as every command reads a table (:func:`privclust.io.read_frame`)."""
     from .._validation import check_data
     from ..io import read_frame
 
-    frame = read_frame(path)
+    frame = read_frame(path, header=header, sep=sep, dropna=dropna)
     if frame.shape[1] < 3:
         raise ValueError(f"{path} needs columns (step, op, feature...), got {frame.shape[1]} columns")
     steps = frame.iloc[:, 0].to_numpy()
@@ -50,6 +52,9 @@ def stream(
     state: Optional[Path] = typer.Option(None, help="State file: resumed from if it exists, saved at the end."),
     until: Optional[int] = typer.Option(None, help="Stop after this step (default: the horizon); resume with --state."),
     output: Path = typer.Option(Path("centers.jsonl"), "--output", "-o", help="JSON lines: centers per step."),
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
 ) -> None:
     """Publish private k-means centers after every step of a stream (continual observation, Dupré la Tour, Henzinger & Saulpic (2024))."""
     from ..stream import ContinualKMeans
@@ -57,7 +62,7 @@ def stream(
     check_output(output)
     low, high = bounds_pair(bounds)
     try:
-        steps, signs, rows = read_events(events)
+        steps, signs, rows = read_events(events, header, sep, dropna)
         model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
         if state is not None and state.exists():
             model = ContinualKMeans.load(state, expect=model)

@@ -72,6 +72,7 @@ class MaskedAggregation:
 
     def __init__(self, channel: _Channel, secagg: SecAggParty):
         self._channel, self._secagg = channel, secagg
+        self.contributors: list[list[int]] = []  # per round: the parties whose sums are in the release
 
     def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
         masked = self._secagg.mask(round_index, encoded)
@@ -84,8 +85,11 @@ class MaskedAggregation:
         reply, payload = self._channel.receive(Kind.RESULT)
         if reply.get("round") != round_index:
             raise ProtocolError(f"the server answered round {reply.get('round')!r}, expected {round_index}")
+        if reply.get("survivors") != request.get("survivors"):
+            raise ProtocolError(f"the server's result for round {round_index} names other survivors than it unmasked")
         total = self._secagg.unmask(round_index, ring_values(payload, encoded.size), reply.get("survivors"))
         self._secagg.advance(round_index, reply.get("alive"), reply.get("next"))
+        self.contributors.append(sorted(reply["survivors"]))
         return total
 
 
@@ -143,6 +147,12 @@ class FederatedResult:
     bytes_sent: int
     bytes_received: int
     round_seconds: list[float] = field(default_factory=list)
+    contributors: list[list[int]] = field(default_factory=list)  # per round: the parties whose sums are in it
+
+    @property
+    def party_counts(self) -> list[int]:
+        """How many parties contributed to each round."""
+        return [len(c) for c in self.contributors]
 
 
 @dataclass(frozen=True)
@@ -285,7 +295,8 @@ def join(
         domain = make_domain(job.bounds, X.shape[1])
         accountant = PrivacyAccountant(job.budget())
         rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
-        oracle = FederatedClientOracle(rows, job.budget(), accountant, MaskedAggregation(channel, secagg))
+        aggregation = MaskedAggregation(channel, secagg)
+        oracle = FederatedClientOracle(rows, job.budget(), accountant, aggregation)
         ctx = FitContext(
             oracle=oracle,
             n_clusters=job.n_clusters,
@@ -318,4 +329,5 @@ def join(
         bytes_sent=channel.sent,
         bytes_received=channel.received,
         round_seconds=oracle.round_seconds,
+        contributors=aggregation.contributors,
     )

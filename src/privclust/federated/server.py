@@ -25,7 +25,10 @@ Hostile peers.  Connections are accepted and their TLS handshakes and HELLOs rea
 non-blocking loop: each handshake has a deadline of its own, each source address a
 bounded number of pending connections (the oldest are shut to make room), nothing is
 written to a connection before its handshake completed, and the join deadline moves only
-when a party joins.  A certificate's identity is checked before anything its peer says
+when a party's slot is taken for the first time.  Until the run starts a slot is held only by
+a live connection: an admitted party that hangs up (or sends anything before the WELCOME)
+frees its slot, and a newer connection for the same party replaces the older one (a party
+may reconnect; a stale or hostile connection cannot keep it out).  A certificate's identity is checked before anything its peer says
 is acted on.
 """
 
@@ -137,6 +140,12 @@ class ServerReport:
     bytes_sent: dict = field(default_factory=dict)
     seconds: float = 0.0
     dropouts: dict = field(default_factory=dict)  # party -> the round it dropped out in
+    contributors: list = field(default_factory=list)  # per released round: the parties whose sums are in it
+
+    @property
+    def party_counts(self) -> list[int]:
+        """How many parties contributed to each released round."""
+        return [len(c) for c in self.contributors]
 
 
 def validate_spec(spec, max_bytes: int) -> tuple[int, list[dict], int]:
@@ -205,6 +214,18 @@ class _Pending:
             pass
 
 
+def _hung_up(sock) -> str | None:
+    """Why an admitted party's connection, readable before the run started, is no longer a party's: "closed",
+    or that it spoke out of turn; None if it is still there (TLS bytes that carry no data)."""
+    try:
+        data = sock.recv(1)
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+        return None
+    except (OSError, ValueError):
+        return "closed"
+    return "closed" if not data else "sent data before the WELCOME"
+
+
 class _Party:
     def __init__(self, sock, index: int, hello: dict, received: int):
         self.sock, self.index, self.hello = sock, index, hello
@@ -221,6 +242,8 @@ class FederatedServer:
     has dropped out).  ``noise=None`` uses OpenDP's secure sampler; ``add_noise=False``
     exists only to test the protocol bit-exactly and makes the run non-private.
     ``record`` (a list) receives ``(round, party, masked payload)`` of every message, for tests.
+    ``contributors`` lists, per released round, the parties whose sums are in it (public protocol
+    metadata: which connections delivered in time, not a statistic of the rows).
     """
 
     def __init__(
@@ -269,14 +292,21 @@ class FederatedServer:
         self.address = self._listener.getsockname()[:2]
         self.accountant = PrivacyAccountant(job.budget())
         self.dropouts: dict[int, int] = {}
+        self.contributors: list[list[int]] = []  # per released round (public protocol metadata)
 
     # -- connection set-up ---------------------------------------------------------------
 
     def _accept(self) -> dict[int, _Party]:
-        """Wait for every party (see the module docstring on hostile peers)."""
+        """Wait for every party (see the module docstring on hostile peers).
+
+        A slot is held only by a live connection: until the run starts, the server watches every
+        admitted party's connection, and one that closes (or says anything before the WELCOME)
+        frees its slot; a newer connection for a slot replaces the older one.  Neither moves the
+        join deadline, which moves only when a slot is taken for the first time."""
         connected: dict[int, _Party] = {}
         pending: dict[int, _Pending] = {}  # by file descriptor
         by_source: dict[str, deque] = {}
+        ever: set[int] = set()  # the slots taken at least once
         selector = selectors.DefaultSelector()
         self._listener.setblocking(False)
         selector.register(self._listener, selectors.EVENT_READ, None)
@@ -300,22 +330,57 @@ class FederatedServer:
             else:
                 p.close()
 
+        def leave(party: _Party, reason: str | None = None) -> None:
+            """Free ``party``'s slot; ``reason`` is sent (one non-blocking write) when its peer may still read."""
+            del connected[party.index]
+            selector.unregister(party.sock)
+            if reason:
+                try:
+                    send(party.sock, Kind.ABORT, {"reason": f"rejected: {reason}"})
+                except (OSError, ValueError):
+                    pass
+            try:
+                party.sock.close()
+            except OSError:
+                pass
+
+        def handle(events) -> None:
+            nonlocal join_deadline
+            for key, _ in events:
+                if key.data is None:
+                    self._accept_some(selector, pending, by_source, drop)
+                elif isinstance(key.data, _Party):
+                    if connected.get(key.data.index) is key.data:
+                        gone = _hung_up(key.data.sock)
+                        if gone is not None:
+                            leave(key.data, None if gone == "closed" else gone)
+                elif key.data.sock.fileno() in pending:
+                    admitted = self._progress(key.data, connected, drop)
+                    if admitted is None:
+                        continue
+                    old = connected.get(admitted.index)
+                    if old is not None:
+                        leave(old, f"replaced by a newer connection of party {admitted.index}")
+                    connected[admitted.index] = admitted
+                    selector.register(admitted.sock, selectors.EVENT_READ, admitted)
+                    if admitted.index not in ever:
+                        ever.add(admitted.index)
+                        join_deadline = time.monotonic() + self._timeout
+
         try:
-            while len(connected) < self.parties:
+            while True:
+                if len(connected) == self.parties:
+                    handle(selector.select(0))  # a last look: has anyone hung up meanwhile?
+                    if len(connected) == self.parties:
+                        break
+                    continue
                 now = time.monotonic()
                 if now > join_deadline:
                     raise ProtocolError(f"only {len(connected)} of {self.parties} parties joined in time")
                 for p in [p for p in pending.values() if p.deadline < now]:
                     drop(p)  # silent or too slow: shut without a word
                 wake = min([join_deadline] + [p.deadline for p in pending.values()])
-                for key, _ in selector.select(max(0.0, min(wake - now, 0.5))):
-                    if key.data is None:
-                        self._accept_some(selector, pending, by_source, drop)
-                    elif key.data.sock.fileno() in pending:
-                        admitted = self._progress(key.data, connected, drop)
-                        if admitted is not None:
-                            connected[admitted.index] = admitted
-                            join_deadline = time.monotonic() + self._timeout
+                handle(selector.select(max(0.0, min(wake - now, 0.5))))
         except BaseException as exc:
             for party in connected.values():
                 send_abort(party.sock, str(exc))
@@ -326,6 +391,9 @@ class FederatedServer:
                 p.close()
             selector.close()
             self._listener.close()  # the run has its parties: nobody else gets in
+        for party in connected.values():
+            party.sock.setblocking(True)
+            party.sock.settimeout(self._timeout)
         return connected
 
     def _accept_some(self, selector, pending: dict, by_source: dict, drop) -> None:
@@ -402,10 +470,11 @@ class FederatedServer:
                 raise
             drop(p, str(exc))
             return None
+        if len(p.buffer) > size:  # a party waits for the WELCOME after its HELLO
+            drop(p, "sent more than its HELLO before the WELCOME")
+            return None
         drop(p, keep=True)
-        p.sock.setblocking(True)
-        p.sock.settimeout(self._timeout)
-        return _Party(p.sock, index, hello, size)
+        return _Party(p.sock, index, hello, size)  # non-blocking until the run starts (see _accept)
 
     def _check_hello(self, p: _Pending, hello: dict, connected: dict) -> int:
         index = hello.get("party")
@@ -413,8 +482,6 @@ class FederatedServer:
             raise ProtocolError(f"the certificate of 'party-{p.identity}' cannot join as party-{index}")
         if not _is_int(index) or not 0 <= index < self.parties:
             raise ProtocolError(f"party id {index!r} is invalid")
-        if index in connected:
-            raise ProtocolError(f"party {index} has already joined")
         if hello.get("version") != PROTOCOL_VERSION:
             raise ProtocolError(f"protocol version {hello.get('version')!r}, expected {PROTOCOL_VERSION}")
         if hello.get("parties") != self.parties:
@@ -424,7 +491,8 @@ class FederatedServer:
         if not crypto.is_hex(hello.get("nonce"), crypto.SEED_BYTES):
             raise ProtocolError("the HELLO carries no fresh nonce")
         d = hello.get("n_features")
-        expected = self.job.n_features or next((q.hello["n_features"] for q in connected.values()), None)
+        others = (q.hello["n_features"] for q in connected.values() if q.index != index)  # not one it replaces
+        expected = self.job.n_features or next(others, None)
         if not _is_int(d) or d < 1 or (expected is not None and d != expected):
             raise ProtocolError(f"party {index} has {d!r} features, the run {expected}")
         return index
@@ -460,6 +528,7 @@ class FederatedServer:
             bytes_sent={p.index: p.sent for p in everyone},
             seconds=time.perf_counter() - start,
             dropouts=dict(self.dropouts),
+            contributors=[list(c) for c in self.contributors],
         )
 
     def _send(self, p: _Party, kind: int, header: dict, payload: bytes = b"") -> None:
@@ -601,6 +670,7 @@ class FederatedServer:
                     self._send(alive[i], Kind.RESULT, header, ring_payload(total))
                 except (OSError, ValueError):
                     pass  # its connection is gone: it drops out next round
+            self.contributors.append(sorted(survivors))
             alive = {i: alive[i] for i in responders}
             material = material_next
             round_index += 1

@@ -25,11 +25,20 @@ replacement is a removal and an addition: (epsilon, delta) add/remove gives
 the total -- and the budget check -- is stated for replace-one neighbours.  The
 other way has no conversion: a replace-one guarantee says nothing about whether
 a user took part (the local model publishes the number of reports).
+
+An in-memory accountant belongs to the process that made it.  A copy in another process -- pickled
+(refused by ``__reduce__``) or inherited through ``fork`` (``multiprocessing`` or joblib's
+``"multiprocessing"`` backend with the fork start method, which copy memory and pickle nothing) --
+would spend the same budget without the original ever hearing of it, so a copy refuses every check
+and spend (it may still be read).  :class:`~privclust.privacy.ledger.LedgerAccountant` keeps its
+budget in a file that every process rereads, so its copies compose and are exempt.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -43,6 +52,31 @@ ADD_REMOVE, REPLACE_ONE = "add/remove", "replace-one"  # neighbouring data sets:
 # calibrated to use the budget exactly, and rounding must not turn that into a
 # refusal.  1e-9 relative is far below any meaningful privacy difference.
 _TOLERANCE = 1e-9
+
+# How many forks the memory of this process has gone through since the module was imported: a child of
+# os.fork() (multiprocessing's fork start method included) counts one more than its parent.  Together
+# with the process id, this tells an accountant that it is a copy inherited by fork: the id alone could
+# in principle be recycled, the count alone misses a fork made without Python's at-fork hooks.
+_forks = 0
+
+# Held from the check of a spend to its recording, so that two threads (joblib's threading backend, a
+# thread pool) cannot both pass the check for the last of a budget.  One lock for every in-memory
+# accountant: a spend is checked and recorded along its whole chain of parents, and spends are few.
+_spending = threading.RLock()
+
+
+def _count_fork() -> None:
+    global _forks, _spending
+    _forks += 1
+    _spending = threading.RLock()  # a lock held by another thread at the fork would never be released here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
+
+def _this_process() -> tuple[int, int]:
+    return os.getpid(), _forks
 
 
 class BudgetExceededError(RuntimeError):
@@ -180,6 +214,29 @@ class PrivacyAccountant:
         self.budget = budget
         self.parent = parent
         self._spends: list[Spend] = []
+        self._home = _this_process()
+
+    def _bound_to_its_process(self) -> bool:
+        """Whether only the process that made this accountant may check and spend with it.
+
+        True for the in-memory accountant, which refuses to be pickled: a copy in another process
+        would compose its spends apart from the original.  A subclass that may be pickled (defines its
+        own ``__reduce__``) declares by that that its copies compose -- as
+        :class:`~privclust.privacy.ledger.LedgerAccountant`'s do, through the file they all reread --
+        and is not bound; a subclass may override this method to say so explicitly."""
+        return type(self).__reduce__ is PrivacyAccountant.__reduce__
+
+    def _refuse_if_copied(self) -> None:
+        """Refuse (before anything is checked or recorded) in a process this accountant was copied into."""
+        home = getattr(self, "_home", None)
+        if home is not None and home != _this_process() and self._bound_to_its_process():
+            raise BudgetExceededError(
+                "this PrivacyAccountant was made in another process and copied into this one (a forked "
+                "worker: multiprocessing or joblib with the fork start method); a copy's spends would never "
+                "reach the original's budget, so it spends nothing. To share a budget across processes use "
+                "a LedgerAccountant file (privclust.privacy.ledger), or give each process an accountant "
+                "with its own share of the budget."
+            )
 
     def __deepcopy__(self, memo):
         # An accountant is a ledger shared by identity: cloning an estimator
@@ -209,7 +266,10 @@ class PrivacyAccountant:
         return _guarantee([*self._spends, *extra], delta)
 
     def check(self, planned: Iterable[Spend]) -> None:
-        """Raise :class:`BudgetExceededError` if ``planned`` would overspend here or in a parent."""
+        """Raise :class:`BudgetExceededError` if ``planned`` would overspend here or in a parent.
+
+        Also raised by a copy of this accountant in another process (see the module docstring)."""
+        self._refuse_if_copied()
         planned = list(planned)
         if any(s.epsilon == math.inf for s in planned if not s.is_gdp):
             if self.budget is not None:
@@ -227,11 +287,16 @@ class PrivacyAccountant:
             self.parent.check(planned)
 
     def spend(self, spend: Spend) -> None:
-        """Record one release (checked first: nothing is recorded on refusal)."""
-        self.check([spend])
-        self._record(spend)
+        """Record one release (checked first: nothing is recorded on refusal).
+
+        The check and the recording are one step for other threads: of two spends that only fit the
+        budget one at a time, the second is checked after the first is recorded, and refused."""
+        with _spending:
+            self.check([spend])
+            self._record(spend)
 
     def _record(self, spend: Spend) -> None:
+        self._refuse_if_copied()
         self._spends.append(spend)
         if self.parent is not None:
             self.parent._record(spend)

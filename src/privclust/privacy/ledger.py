@@ -8,10 +8,22 @@ compose as if they had been made in one.
 
 The file (``privclust ledger show FILE`` prints it)::
 
-    {"format": "privclust-ledger", "version": 1,
+    {"format": "privclust-ledger", "version": 2,
      "budget": {"epsilon": 3.0, "delta": 1e-05},
      "entries": [{"id": "...", "time": "2025-...", "about": {"command": "fit", ...},
-                  "reserved": null, "spends": [{"label": "...", "mu": 0.21}, ...]}, ...]}
+                  "reserved": null, "spends": [{"label": "...", "mu": 0.21}, ...]}, ...],
+     "total": {"epsilon": 0.0, "delta": 0.0, "mu": 0.21},
+     "checksum": "sha256:..."}
+
+The file checks itself, and a file that fails the check is never spent from (:func:`inspect_ledger`
+reads it for display): every value is finite and non-negative (a delta below 1), the budget is a
+valid :class:`Budget`, ``total`` -- the (epsilon, delta) spends added up and the mu-GDP spends
+composed, open reservations included -- matches the entries, and ``checksum`` is the SHA-256 of
+the rest of the content (canonical JSON: sorted keys, no spaces).  This catches mistakes and careless
+edits (a NaN, a negative spend, a removed entry, a raised budget); it cannot stop someone who rewrites
+the file and recomputes its checksum -- the owner of the file can always reset it.  Version-1 files
+(no total, no checksum) are not spent from until ``privclust ledger upgrade FILE`` (:func:`upgrade_ledger`)
+checks their values and adds the checksum.
 
 An entry is either a run (:meth:`LedgerAccountant.run`: the whole request is *reserved* before any
 data is read and replaced by the run's exact spends when it ends) or the spends one accountant object
@@ -21,12 +33,16 @@ the Gaussian spends composed exactly in GDP and converted at the budget's delta.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a reader never sees
 half a ledger and a crash leaves the previous version.  The lock is ``flock`` on a companion file
-``FILE.lock`` (the ledger itself is replaced on every write, so it cannot carry the lock).
+``FILE.lock`` (the ledger itself is replaced on every write, so it cannot carry the lock).  A path is
+resolved to the real file first (``os.path.realpath``): a ledger reached through a symbolic link is
+locked and replaced where it really is, so the link stays a link and every name for the file spends
+from one budget.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -40,10 +56,16 @@ from typing import Iterable, Iterator
 from .budget import ADD_REMOVE, Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import gdp_mu
 
-__all__ = ["LedgerAccountant", "LedgerError"]
+__all__ = ["LedgerAccountant", "LedgerError", "inspect_ledger", "upgrade_ledger"]
 
 FORMAT = "privclust-ledger"
-VERSION = 1
+VERSION = 2
+_REL_TOLERANCE = 1e-12  # the stored total against the one recomputed (the same sums, so equal in practice)
+
+RECOVER = (
+    "not spending from it. See what changed with 'privclust ledger show {path}'; restore the file from a "
+    "backup, or start a new ledger (privclust ledger init NEW ...) with the budget that really remains"
+)
 
 
 class LedgerError(ValueError):
@@ -86,7 +108,7 @@ class LedgerAccountant(PrivacyAccountant):
     """
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = _real(path)
         self._entry_id = f"direct-{uuid.uuid4().hex[:12]}"  # where this object's direct spends go
         state = self._load()
         super().__init__(Budget(**state["budget"]), parent=None)
@@ -99,7 +121,7 @@ class LedgerAccountant(PrivacyAccountant):
         """A new ledger file at ``path`` with ``budget``; refuses to replace an existing one."""
         if not isinstance(budget, Budget):
             raise TypeError("budget must be a privclust Budget(epsilon, delta)")
-        path = Path(path)
+        path = _real(path)
         if not path.parent.is_dir():
             raise LedgerError(f"cannot create the ledger {path}: the folder {path.parent} does not exist")
         with _locked(path):
@@ -114,7 +136,7 @@ class LedgerAccountant(PrivacyAccountant):
 
         A ``budget`` given for an existing ledger must be the one it was created with: a budget is set
         once, not changed run by run."""
-        path = Path(path)
+        path = _real(path)
         if not path.exists():
             if budget is None:
                 raise LedgerError(
@@ -185,7 +207,13 @@ class LedgerAccountant(PrivacyAccountant):
 
     @contextmanager
     def run(
-        self, epsilon: float, delta: float, about: dict | None = None, *, gaussian: bool = False
+        self,
+        epsilon: float,
+        delta: float,
+        about: dict | None = None,
+        *,
+        gaussian: bool = False,
+        gaussian_if_needed: bool = False,
     ) -> Iterator[PrivacyAccountant]:
         """Reserve ``(epsilon, delta)`` for one run -- refused now, before the run reads any data, if it
         would exceed the budget -- and yield an in-memory accountant to give the run (``accountant=``).
@@ -200,23 +228,40 @@ class LedgerAccountant(PrivacyAccountant):
         the mu-GDP spend ``gdp_mu(epsilon, delta)`` instead, which composes exactly with the Gaussian
         spends of other runs (so more runs fit in the budget); the yielded accountant then refuses any
         release that is not Gaussian, or that would pass (epsilon, delta), so the reservation always
-        bounds what the run records."""
+        bounds what the run records.  ``gaussian_if_needed=True`` (for runs whose releases are usually
+        but not always Gaussian) reserves the (epsilon, delta) spend when it fits and the mu-GDP one
+        only when it does not.  That matters once the ledger holds Gaussian spends and a run asks for the
+        ledger's whole delta: basic composition leaves those spends no delta to be converted at, so the
+        (epsilon, delta) reservation costs epsilon = inf, while the mu-GDP one composes with them
+        exactly.  A run so reserved that plans a non-Gaussian release is refused before releasing
+        anything (plans are checked whole)."""
         entry_id = f"run-{uuid.uuid4().hex[:12]}"
         label = f"reserved by {entry_id} (running, or ended without settling)"
         if math.isinf(epsilon):
             raise BudgetExceededError("a non-private run cannot be charged to a finite privacy budget")
         budget = Budget(epsilon, delta)
-        gaussian = gaussian and delta > 0  # mu-GDP at delta = 0 is epsilon = inf
-        reserved = Spend(label, mu=gdp_mu(epsilon, delta)) if gaussian else Spend(label, epsilon=epsilon, delta=delta)
+        basic = Spend(label, epsilon=epsilon, delta=delta)
+        as_gdp = Spend(label, mu=gdp_mu(epsilon, delta)) if delta > 0 else None  # mu-GDP at delta = 0 is eps = inf
         with _locked(self.path):
             state = self._refresh()
+            reserved = as_gdp if gaussian and as_gdp is not None else basic
+            if gaussian_if_needed and as_gdp is not None and reserved is basic:
+                try:
+                    super().check([basic])
+                except BudgetExceededError:
+                    reserved = as_gdp  # checked below: refused in this form too if it does not fit
             super().check([reserved])
             entry = {"id": entry_id, "time": _now(), "about": dict(about or {})}
             entry.update(reserved=_spend_to_json(reserved), spends=[])
             state["entries"].append(entry)
             _write(self.path, state)
         # The run's own budget, enforced here too: the reservation bounds what it records whoever runs it.
-        collector = _GaussianRun(budget) if gaussian else PrivacyAccountant(budget)
+        if not reserved.is_gdp:
+            collector = PrivacyAccountant(budget)
+        elif gaussian:
+            collector = _GaussianRun(budget)
+        else:
+            collector = _GaussianRun(budget, "the ledger's remaining budget admits this run only as Gaussian releases")
         try:
             yield collector
         finally:
@@ -257,48 +302,173 @@ class LedgerAccountant(PrivacyAccountant):
         return state
 
     def _load(self) -> dict:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                state = json.load(f)
-        except FileNotFoundError:
-            raise LedgerError(f"no ledger at {self.path}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from None
-        try:
-            _validate(state)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise LedgerError(f"{self.path} is not a valid privclust ledger ({exc}); not spending from it") from None
+        state, problem = _read(self.path)
+        if problem is not None:
+            raise LedgerError(problem)
         return state
 
 
-def _validate(state: dict) -> None:
-    if state.get("format") != FORMAT or state.get("version") != VERSION:
-        raise ValueError(f"no format {FORMAT!r}, version {VERSION}")
-    Budget(**state["budget"])
+def inspect_ledger(path: str | os.PathLike) -> tuple[dict, str | None]:
+    """The ledger at ``path`` as stored, and why it may not be spent from (``None`` if it may).
+
+    For display: a file that fails its check is returned with the reason; only a file that cannot be
+    read, or is not a privclust ledger at all, raises :class:`LedgerError`."""
+    return _read(_real(path))
+
+
+def upgrade_ledger(path: str | os.PathLike) -> bool:
+    """Add the total and checksum to a version-1 ledger whose values are valid; ``False`` if it is
+    version 2 already (and passes its check).  Refuses a version-2 file that fails its check: an edit
+    is not blessed by upgrading."""
+    path = _real(path)
+    with _locked(path):
+        state, problem = _read(path)
+        if state["version"] == VERSION:
+            if problem is not None:
+                raise LedgerError(problem)
+            return False
+        try:
+            _check_values(state)
+        except (TypeError, ValueError) as exc:
+            raise LedgerError(
+                f"{path} cannot be upgraded: {exc}; restore it from a backup or start a new ledger"
+            ) from None
+        state["version"] = VERSION
+        _write(path, state)
+        return True
+
+
+def _read(path: Path) -> tuple[dict, str | None]:
+    """Parse the file (:class:`LedgerError` if it cannot be, or is not a ledger), then check it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        raise LedgerError(f"no ledger at {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LedgerError(f"cannot read the ledger {path}: {exc}") from None
+    try:
+        _check_shape(state)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise LedgerError(f"{path} is not a valid privclust ledger ({exc}); not spending from it") from None
+    if state["version"] == 1:
+        return state, (
+            f"{path} is a version 1 ledger (written by an earlier privclust, without a checksum); not spending "
+            f"from it. Check its entries with 'privclust ledger show {path}' and, if they are right, add the "
+            f"checksum with 'privclust ledger upgrade {path}'"
+        )
+    try:
+        _check_values(state)
+        _check_integrity(state)
+    except (TypeError, ValueError) as exc:
+        return state, f"{path} fails its integrity check ({exc}): it was changed outside privclust; " + RECOVER.format(
+            path=path
+        )
+    return state, None
+
+
+def _check_shape(state: dict) -> None:
+    """The structure of a ledger of a known version (values are checked by :func:`_check_values`)."""
+    if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("version") not in (1, VERSION):
+        raise ValueError(f"no format {FORMAT!r}, version 1 or {VERSION}")
+    if not isinstance(state["budget"], dict) or not isinstance(state["entries"], list):
+        raise TypeError("no budget or no entries")
     for entry in state["entries"]:
-        if not isinstance(entry["id"], str):
-            raise TypeError("an entry without an id")
-        for item in entry["spends"]:
-            _spend_from_json(item)
-        if entry.get("reserved"):
-            _spend_from_json(entry["reserved"])
+        if not isinstance(entry["id"], str) or not isinstance(entry["spends"], list):
+            raise TypeError("an entry without an id or spends")
+        for item in [*entry["spends"], *([entry["reserved"]] if entry.get("reserved") else [])]:
+            if not isinstance(item, dict) or "label" not in item:
+                raise TypeError("a spend without a label")
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} is not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is not finite")
+    if value < 0:
+        raise ValueError(f"{what} is negative")
+    return float(value)
+
+
+def _check_values(state: dict) -> None:
+    """Every budget and spend value a finite, non-negative number (a delta below 1)."""
+    budget = state["budget"]
+    for what in ("epsilon", "delta"):
+        _number(budget.get(what), f"the budget's {what}")
+    Budget(budget["epsilon"], budget["delta"])  # epsilon > 0, delta < 1
+    ids = set()
+    for entry in state["entries"]:
+        if entry["id"] in ids:
+            raise ValueError(f"the entry {entry['id']} appears twice")
+        ids.add(entry["id"])
+        for item in [*entry["spends"], *([entry["reserved"]] if entry.get("reserved") else [])]:
+            where = f"a spend of the entry {entry['id']}"
+            if "mu" in item:
+                if set(item) - {"label", "mu"}:
+                    raise ValueError(f"{where} is both mu-GDP and (epsilon, delta)")
+                _number(item["mu"], f"the mu of {where}")
+            else:
+                _number(item.get("epsilon"), f"the epsilon of {where}")
+                if _number(item.get("delta", 0.0), f"the delta of {where}") >= 1:
+                    raise ValueError(f"the delta of {where} is not below 1")
+
+
+def _content(state: dict) -> dict:
+    return {key: value for key, value in state.items() if key != "checksum"}
+
+
+def _checksum(state: dict) -> str:
+    canonical = json.dumps(_content(state), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _total(entries: list[dict]) -> dict:
+    """The (epsilon, delta) spends added up and the mu-GDP spends composed, open reservations included."""
+    items = [i for e in entries for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
+    return {
+        "epsilon": math.fsum(float(i["epsilon"]) for i in items if "mu" not in i),
+        "delta": math.fsum(float(i.get("delta", 0.0)) for i in items if "mu" not in i),
+        "mu": math.sqrt(math.fsum(float(i["mu"]) ** 2 for i in items if "mu" in i)),
+    }
+
+
+def _check_integrity(state: dict) -> None:
+    """The stored total matches the entries, and the checksum matches the content."""
+    stored, computed = state.get("total"), _total(state["entries"])
+    if not isinstance(stored, dict) or set(stored) != set(computed):
+        raise ValueError("no total")
+    for what, value in computed.items():
+        if not math.isclose(_number(stored[what], f"the total's {what}"), value, rel_tol=_REL_TOLERANCE, abs_tol=0):
+            raise ValueError(f"the entries add up to {what} = {value:.6g}, not the {stored[what]:.6g} stored")
+    if state.get("checksum") != _checksum(state):
+        raise ValueError("its checksum does not match its content")
 
 
 class _GaussianRun(PrivacyAccountant):
     """The accountant of a run reserved as mu-GDP: Gaussian releases only, within the run's budget."""
 
+    def __init__(self, budget: Budget, why: str = ""):
+        super().__init__(budget)
+        self._why = f" ({why})" if why else ""
+
     def check(self, planned: Iterable[Spend]) -> None:
         planned = list(planned)
         if any(not s.is_gdp for s in planned):
             raise BudgetExceededError(
-                "this run's ledger reservation covers Gaussian (mu-GDP) releases only, and it planned another "
-                "kind; nothing was released"
+                f"this run's ledger reservation covers Gaussian (mu-GDP) releases only{self._why}, and it planned "
+                "another kind; nothing was released"
             )
         super().check(planned)
 
 
 def _budget_json(budget) -> dict:
     return {"epsilon": float(budget.epsilon), "delta": float(budget.delta)}
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """The file itself: symbolic links resolved, so every name for one ledger locks and replaces it."""
+    return Path(os.path.realpath(path))
 
 
 @contextmanager
@@ -313,11 +483,15 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _write(path: Path, state: dict) -> None:
-    """Replace ``path`` by ``state`` atomically: a reader sees the old ledger or the new one."""
+    """Replace ``path`` by ``state`` atomically: a reader sees the old ledger or the new one.
+
+    The stored total and the checksum are recomputed from the content, which the caller has checked."""
+    state = {**_content(state), "version": VERSION, "total": _total(state["entries"])}
+    state["checksum"] = _checksum(state)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(state, out, indent=1)
+            json.dump(state, out, indent=1, allow_nan=False)
             out.write("\n")
             out.flush()
             os.fsync(out.fileno())
