@@ -408,3 +408,20 @@ def test_subsampling_does_not_amplify_a_local_fit():
     local = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", random_state=0)
     with pytest.raises(ValueError, match="central fits only"):
         Subsampled(local, rate=0.1, random_state=0).fit(blobs(2000)[0])
+
+
+def test_a_ledger_run_refuses_a_local_round_the_ledger_itself_charges_it_as_replace_one(tmp_path):
+    from privclust.privacy.ledger import LedgerAccountant
+
+    X, _ = blobs(3000)
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(2.5, 1e-5))
+    ledger.spend_dp("a central release", 1.0)
+    local = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="greedy", privacy_model="local", random_state=0)
+    # A run's reservation is add/remove (1 + 1 <= 2.5 passes); settled, the round would make the file replace-one
+    # (2 + 1 > 2.5).  So the run refuses it, and the ledger charged directly refuses it too.
+    with ledger.run(1.0, 0.0) as run:
+        with pytest.raises(BudgetExceededError, match="replace-one"):
+            local.set_params(accountant=run).fit(X)
+    with pytest.raises(BudgetExceededError, match="over the budget"):
+        local.set_params(accountant=ledger).fit(X)
+    assert [s.label for s in LedgerAccountant.open(tmp_path / "ledger.json").spends] == ["a central release"]

@@ -257,7 +257,7 @@ class LedgerAccountant(PrivacyAccountant):
             _write(self.path, state)
         # The run's own budget, enforced here too: the reservation bounds what it records whoever runs it.
         if not reserved.is_gdp:
-            collector = PrivacyAccountant(budget)
+            collector = _AddRemoveRun(budget)
         elif gaussian:
             collector = _GaussianRun(budget)
         else:
@@ -445,7 +445,22 @@ def _check_integrity(state: dict) -> None:
         raise ValueError("its checksum does not match its content")
 
 
-class _GaussianRun(PrivacyAccountant):
+class _AddRemoveRun(PrivacyAccountant):
+    """The accountant of a run: a reservation is for add/remove neighbours, so a replace-one release (a local
+    or shuffle round) is refused -- once settled it would restate every other spend of the file for
+    replace-one neighbours, about twice their cost, past what the reservation checked."""
+
+    def check(self, planned: Iterable[Spend]) -> None:
+        planned = list(planned)
+        if any(s.relation != ADD_REMOVE for s in planned):
+            raise BudgetExceededError(
+                "a ledger run reserves for add/remove neighbours, and this run planned a replace-one release (the "
+                "local or shuffle model); give the ledger itself as the accountant instead; nothing was released"
+            )
+        super().check(planned)
+
+
+class _GaussianRun(_AddRemoveRun):
     """The accountant of a run reserved as mu-GDP: Gaussian releases only, within the run's budget."""
 
     def __init__(self, budget: Budget, why: str = ""):
