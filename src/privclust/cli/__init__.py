@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -438,6 +439,7 @@ def _ledger_summary(ledger) -> Optional[dict]:
         "file": str(ledger.path),
         "spent": {"epsilon": epsilon, "delta": delta},
         "budget": {"epsilon": ledger.budget.epsilon, "delta": ledger.budget.delta},
+        "note": COMPOSITION_NOTE,
     }
 
 
@@ -448,6 +450,12 @@ def _ledger_line(ledger) -> str:
         f"ledger {summary['file']}: spent (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) "
         f"of (epsilon={budget['epsilon']:g}, delta={budget['delta']:g})"
     )
+
+
+def _print_ledger(ledger) -> None:
+    """The ledger's total, and the sentence that says why it differs from the runs' own figures."""
+    console.print(_ledger_line(ledger), highlight=False)
+    console.print(f"[dim]({COMPOSITION_NOTE})[/]", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -556,8 +564,7 @@ def fit(
                 )
                 X = source.read()
                 with _progress(disable=as_json) as progress:
-                    rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
-                    task = progress.add_task(f"{algorithm} on {rows_text}", total=None)
+                    task = progress.add_task(f"{algorithm} on {_rows_shown(X, on_spark)}", total=None)
                     model.fit(X, callback=lambda done, planned: progress.update(task, completed=done, total=planned))
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
@@ -636,18 +643,60 @@ def _algorithm_shown(model, algorithm: str) -> str:
     return f"auto: {chosen['chose']}" if chosen is not None else algorithm
 
 
+# ------------------------------------------------------------------------------------------ the privacy report
+
+# Where composition makes the figures differ: one sentence, said wherever a ledger's total is shown.
+COMPOSITION_NOTE = (
+    "the total composes every run's releases (Gaussian ones exactly, in GDP) at the ledger's delta: it is not the "
+    "sum of each run's own (epsilon, delta), which fit, its --json, privacy_spent_ and ledger show report"
+)
+NOT_PRIVATE_LABEL = "exact, for you only: not private"
+
+
+def _rows_shown(X, on_spark: bool) -> str:
+    """The progress line's row count: exact, so labelled as such (it is for the data holder only)."""
+    return "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows ({NOT_PRIVATE_LABEL})"
+
+
+def _step_cost(step) -> str:
+    """One release's cost as ``--steps`` prints it: GDP, (epsilon, delta), or delta alone."""
+    if step.is_gdp:
+        return f"mu={step.mu:.4g} (GDP)"
+    if step.epsilon == 0 and step.delta > 0:
+        return f"delta={step.delta:.3g} (delta only)"
+    if step.delta > 0:
+        return f"epsilon={step.epsilon:.4g}, delta={step.delta:.3g}"
+    return f"epsilon={step.epsilon:.4g}"
+
+
+def _entry_spent(entry: dict, ledger_delta: float) -> Optional[dict]:
+    """What one ledger entry spent, as the run reported it: its spends composed at its own delta."""
+    from ..privacy.budget import PrivacyAccountant
+    from ..privacy.ledger import _spend_from_json
+
+    if not entry["spends"]:
+        return None
+    one = PrivacyAccountant()
+    for item in entry["spends"]:
+        one.spend(_spend_from_json(item))
+    epsilon, delta = one.guarantee(entry.get("about", {}).get("delta", ledger_delta))
+    return {"epsilon": epsilon, "delta": delta}
+
+
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")
     # The non-private baseline's cell sizes are exact counts of the rows (their sum is n): for the data holder.
     exact_sizes = model.algorithm in NON_PRIVATE and hasattr(model, "cluster_sizes_")
     algorithm = _algorithm_shown(model, algorithm)
+    private = bool(np.isfinite(spent.epsilon))  # the lloyd baseline and --bounds data are not
     if as_json:
         # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
         # the raw rows for the data holder only (their count, the cost, the labels): not private.
         summary = {
             "release": {
                 "algorithm": algorithm,
+                "private": private,
                 **({"auto": chosen} if chosen is not None else {}),
                 "k": int(k),
                 "columns": source.columns,
@@ -694,16 +743,16 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
         st.add_column("release")
         st.add_column("cost", justify="right")
         for s in spent.steps:
-            st.add_row(s.label, f"mu={s.mu:.4g} (GDP)" if s.is_gdp else f"epsilon={s.epsilon:.4g}")
+            st.add_row(s.label, _step_cost(s))
         console.print(st)
     sizes = getattr(model, "cluster_sizes_", None)
     if sizes is not None:
         empty = model.fit_info_.get("nearly_empty_centers", 0)
         console.print(
             (
-                "cluster sizes [dim](exact, for you only: not private)[/]"
+                f"cluster sizes [dim]({NOT_PRIVATE_LABEL})[/]"
                 if exact_sizes
-                else "noisy cluster sizes (private)"
+                else ("noisy cluster sizes (private)" if private else "noisy cluster sizes [bold](NOT private)[/]")
             )
             + f": {', '.join(f'{s:,.0f}' for s in sizes)}"
             + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
@@ -716,10 +765,17 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
             "not private)[/]; bounds that cut the data move its clusters",
             highlight=False,
         )
+    if not private:
+        console.print(
+            "[bold red]NOT private[/]: epsilon = inf ("
+            + ("the non-private baseline" if model.algorithm in NON_PRIVATE else "the bounds were read off the data")
+            + "); nothing here may be published",
+            highlight=False,
+        )
     if seed is not None:
         console.print("[yellow]--seed was given: noise came from numpy samplers; do not publish this result.[/]")
     if ledger is not None:
-        console.print(_ledger_line(ledger), highlight=False)
+        _print_ledger(ledger)
     written = [f"centers to {output}"]
     written += [f"labels to {labels} (not private)"] if labels is not None else []
     written += [f"plot to {plot} (shows your raw rows: not private)"] if plot is not None else []
@@ -768,8 +824,7 @@ def elbow(
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
-                rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
-                with err_console.status(f"private greedy with k = {k_max} on {rows_text}"):
+                with err_console.status(f"private greedy with k = {k_max} on {_rows_shown(X, on_spark)}"):
                     curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed, accountant=accountant)
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
@@ -798,7 +853,7 @@ def elbow(
     console.print(table)
     console.print(f"elbow at k = {curve.elbow}; privacy spent {curve.privacy_spent}; plot saved to {plot}")
     if accounts is not None:
-        console.print(_ledger_line(accounts), highlight=False)
+        _print_ledger(accounts)
     if seed is not None:
         console.print("--seed was given: noise came from numpy samplers; do not publish this result.")
 
@@ -828,34 +883,32 @@ def ledger_show(
     as_json: bool = typer.Option(False, "--json", help="Print the ledger as JSON."),
 ) -> None:
     """Every run charged to a ledger, what each spent, and the total against the budget."""
-    from ..privacy.budget import PrivacyAccountant
-    from ..privacy.ledger import LedgerAccountant, _spend_from_json
+    from ..privacy.ledger import LedgerAccountant
 
     try:
         accounts = LedgerAccountant(path)
         entries = accounts.entries()
     except USER_ERRORS as exc:
         fail(str(exc))
+    for entry in entries:  # what each run spent, as the run itself reported it
+        entry["spent"] = _entry_spent(entry, accounts.budget.delta)
     if as_json:
         print(json.dumps(json_safe({"ledger": _ledger_summary(accounts), "entries": entries}), indent=2))
         return
     table = Table(title=f"ledger {path}", show_header=True)
-    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
+    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps, delta)", "status"):
         table.add_column(column, no_wrap=column == "time (UTC)")
     for entry in entries:
         about = entry.get("about", {})
-        one = PrivacyAccountant()
-        for item in entry["spends"]:
-            one.spend(_spend_from_json(item))
-        own_delta = about.get("delta", accounts.budget.delta)
         requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
         status = "running or killed: whole request held" if entry.get("reserved") else "done"
-        spent = f"{one.guarantee(own_delta)[0]:.4g}" if entry["spends"] else "-"
+        spent = entry["spent"]
+        spent = f"({spent['epsilon']:.4g}, {spent['delta']:.3g})" if spent else "-"
         command = about.get("command", "") + (f" {about['algorithm']}" if "algorithm" in about else "")
         when = entry["time"][:16].replace("T", " ")  # UTC, to the minute
         table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
     console.print(table)
-    console.print(_ledger_line(accounts), highlight=False)
+    _print_ledger(accounts)
 
 
 # ------------------------------------------------------------------------------------------ datasets
@@ -873,7 +926,14 @@ def list_datasets() -> None:
     console.print(table)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's own message: 'privclust: warning: ...', without a source location (the
+    line that raised it is privclust's or typer's, never the user's: their line is the command)."""
+    print(f"privclust: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main() -> None:
+    warnings.showwarning = _show_warning
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover
