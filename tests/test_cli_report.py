@@ -94,3 +94,20 @@ def test_cli_warnings_name_the_command_not_typer(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "privclust: warning: a seeded random_state" in done.stderr
     assert "typer" not in done.stderr and ".py:" not in done.stderr
+
+
+def test_elbow_with_bounds_from_the_data_labels_nothing_private(tmp_path, monkeypatch):
+    import privclust.plotting
+
+    titles = []
+    monkeypatch.setattr(privclust.plotting, "plot_cost_curves", lambda *args: titles.append(args[-1]))
+    out = run("elbow", "s1", "--k-max", "4", "--bounds", "data", "--seed", "1", "--plot", tmp_path / "e.png")
+    assert out.exit_code == 0, out.output
+    assert "private elbow" not in out.output and "NOT private" in out.output
+    assert titles and all("NOT private" in t and "private elbow" not in t for t in titles)
+    summary = json.loads(
+        run(
+            "elbow", "s1", "--k-max", "4", "--bounds", "data", "--seed", "1", "--json", "--plot", tmp_path / "e.png"
+        ).stdout
+    )
+    assert summary["private"] is False

@@ -834,8 +834,10 @@ def elbow(
         except OSError as exc:
             print(json.dumps(json_safe({"ks": curve.ks.tolist(), "costs": curve.costs.tolist()})))
             fail(f"could not write the plot ({exc.strerror or exc}); the curve is above", 1)
+    private = bool(np.isfinite(curve.privacy_spent.epsilon))  # --bounds data is not
     if as_json:
         release = {
+            "private": private,
             "ks": curve.ks.tolist(),
             "costs": curve.costs.tolist(),
             "elbow": curve.elbow,
@@ -845,13 +847,16 @@ def elbow(
         }
         print(json.dumps(json_safe(release)))
         return
-    table = Table(title=f"private elbow curve on {source.description}", show_header=True)
+    shown = "private elbow curve" if private else "elbow curve, NOT private,"
+    table = Table(title=f"{shown} on {source.description}", show_header=True)
     table.add_column("k", justify="right")
     table.add_column("noisy cost", justify="right")
     for k, cost in zip(curve.ks, curve.costs):
         table.add_row(f"{k}" + (" <- elbow" if k == curve.elbow else ""), f"{cost:.4g}")
     console.print(table)
     console.print(f"elbow at k = {curve.elbow}; privacy spent {curve.privacy_spent}; plot saved to {plot}")
+    if not private:
+        console.print("[bold red]NOT private[/]: the bounds were read off the data; nothing here may be published")
     if accounts is not None:
         _print_ledger(accounts)
     if seed is not None:
