@@ -38,7 +38,8 @@ class ElbowCurve:
     def plot(self, path) -> None:
         from .plotting import plot_cost_curves
 
-        title = f"private elbow curve, epsilon = {self.privacy_spent.epsilon:.3g}"
+        spent = self.privacy_spent.epsilon
+        title = f"private elbow curve, epsilon = {spent:.3g}" if np.isfinite(spent) else "elbow curve, NOT private"
         plot_cost_curves(path, [self.costs], self.elbow, f"elbow: k = {self.elbow}", title)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -465,6 +466,7 @@ def _ledger_summary(ledger) -> Optional[dict]:
         "file": str(ledger.path),
         "spent": {"epsilon": epsilon, "delta": delta},
         "budget": {"epsilon": ledger.budget.epsilon, "delta": ledger.budget.delta},
+        "note": COMPOSITION_NOTE,
     }
 
 
@@ -486,20 +488,6 @@ def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
     }
 
 
-def _ledger_entry_spent(entry: dict, delta) -> str:
-    """What one entry spent, as epsilon at its own delta ('?' if its values cannot be composed)."""
-    from ..privacy.budget import PrivacyAccountant
-    from ..privacy.ledger import _spend_from_json
-
-    try:
-        one = PrivacyAccountant()
-        for item in entry["spends"]:
-            one.spend(_spend_from_json(item))
-        return f"{one.guarantee(float(delta))[0]:.4g}"
-    except (KeyError, TypeError, ValueError):
-        return "?"
-
-
 def _ledger_line(summary) -> str:
     summary = summary if isinstance(summary, dict) else _ledger_summary(summary)
     spent, budget = summary["spent"], summary["budget"]
@@ -511,6 +499,12 @@ def _ledger_line(summary) -> str:
 
 def _ledger_number(value) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+
+
+def _print_ledger(ledger) -> None:
+    """The ledger's total, and the sentence that says why it differs from the runs' own figures."""
+    console.print(_ledger_line(ledger), highlight=False)
+    console.print(f"[dim]({COMPOSITION_NOTE})[/]", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -623,8 +617,7 @@ def fit(
                 )
                 X = source.read()
                 with _progress(disable=as_json) as progress:
-                    rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
-                    task = progress.add_task(f"{algorithm} on {rows_text}", total=None)
+                    task = progress.add_task(f"{algorithm} on {_rows_shown(X, on_spark)}", total=None)
                     model.fit(X, callback=lambda done, planned: progress.update(task, completed=done, total=planned))
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
@@ -703,18 +696,65 @@ def _algorithm_shown(model, algorithm: str) -> str:
     return f"auto: {chosen['chose']}" if chosen is not None else algorithm
 
 
+# ------------------------------------------------------------------------------------------ the privacy report
+
+# Where composition makes the figures differ: one sentence, said wherever a ledger's total is shown.
+COMPOSITION_NOTE = (
+    "the total composes every run's releases (Gaussian ones exactly, in GDP) at the ledger's delta: it is not the "
+    "sum of each run's own (epsilon, delta), which fit, its --json, privacy_spent_ and ledger show report"
+)
+NOT_PRIVATE_LABEL = "exact, for you only: not private"
+
+
+def _rows_shown(X, on_spark: bool) -> str:
+    """The progress line's row count: exact, so labelled as such (it is for the data holder only)."""
+    return "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows ({NOT_PRIVATE_LABEL})"
+
+
+def _step_cost(step) -> str:
+    """One release's cost as ``--steps`` prints it: GDP, (epsilon, delta), or delta alone."""
+    if step.is_gdp:
+        return f"mu={step.mu:.4g} (GDP)"
+    if step.epsilon == 0 and step.delta > 0:
+        return f"delta={step.delta:.3g} (delta only)"
+    if step.delta > 0:
+        return f"epsilon={step.epsilon:.4g}, delta={step.delta:.3g}"
+    return f"epsilon={step.epsilon:.4g}"
+
+
+def _entry_spent(entry: dict, ledger_delta) -> Optional[dict] | str:
+    """What one ledger entry spent, as the run reported it: its spends composed at its own delta
+    (None if it spent nothing, '?' if the values of a ledger that failed its check cannot be composed)."""
+    from ..privacy.budget import PrivacyAccountant
+    from ..privacy.ledger import _spend_from_json
+
+    if not entry.get("spends"):
+        return None
+    try:
+        one = PrivacyAccountant()
+        for item in entry["spends"]:
+            one.spend(_spend_from_json(item))
+        about = entry.get("about") if isinstance(entry.get("about"), dict) else {}
+        epsilon, delta = one.guarantee(float(about.get("delta", ledger_delta)))
+    except (KeyError, TypeError, ValueError, RuntimeError):
+        return "?"
+    return {"epsilon": epsilon, "delta": delta}
+
+
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")
     # The non-private baseline's cell sizes are exact counts of the rows (their sum is n): for the data holder.
     exact_sizes = model.algorithm in NON_PRIVATE and hasattr(model, "cluster_sizes_")
     algorithm = _algorithm_shown(model, algorithm)
+    private = bool(np.isfinite(spent.epsilon))  # the lloyd baseline and --bounds data are not
     if as_json:
         # Two parts, never mixed: what the fit released (private, publishable) and what was computed on
         # the raw rows for the data holder only (their count, the cost, the labels): not private.
         summary = {
             "release": {
                 "algorithm": algorithm,
+                "private": private,
                 **({"auto": chosen} if chosen is not None else {}),
                 "k": int(k),
                 "columns": source.columns,
@@ -761,16 +801,16 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
         st.add_column("release")
         st.add_column("cost", justify="right")
         for s in spent.steps:
-            st.add_row(s.label, f"mu={s.mu:.4g} (GDP)" if s.is_gdp else f"epsilon={s.epsilon:.4g}")
+            st.add_row(s.label, _step_cost(s))
         console.print(st)
     sizes = getattr(model, "cluster_sizes_", None)
     if sizes is not None:
         empty = model.fit_info_.get("nearly_empty_centers", 0)
         console.print(
             (
-                "cluster sizes [dim](exact, for you only: not private)[/]"
+                f"cluster sizes [dim]({NOT_PRIVATE_LABEL})[/]"
                 if exact_sizes
-                else "noisy cluster sizes (private)"
+                else ("noisy cluster sizes (private)" if private else "noisy cluster sizes [bold](NOT private)[/]")
             )
             + f": {', '.join(f'{s:,.0f}' for s in sizes)}"
             + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
@@ -783,10 +823,17 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
             "not private)[/]; bounds that cut the data move its clusters",
             highlight=False,
         )
+    if not private:
+        console.print(
+            "[bold red]NOT private[/]: epsilon = inf ("
+            + ("the non-private baseline" if model.algorithm in NON_PRIVATE else "the bounds were read off the data")
+            + "); nothing here may be published",
+            highlight=False,
+        )
     if seed is not None:
         console.print("[yellow]--seed was given: noise came from numpy samplers; do not publish this result.[/]")
     if ledger is not None:
-        console.print(_ledger_line(ledger), highlight=False)
+        _print_ledger(ledger)
     written = [f"centers to {output}"]
     written += [f"labels to {labels} (not private)"] if labels is not None else []
     written += [f"plot to {plot} (shows your raw rows: not private)"] if plot is not None else []
@@ -836,8 +883,7 @@ def elbow(
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
-                rows_text = "a Spark DataFrame" if on_spark else f"{X.shape[0]:,} rows"
-                with err_console.status(f"private greedy with k = {k_max} on {rows_text}"):
+                with err_console.status(f"private greedy with k = {k_max} on {_rows_shown(X, on_spark)}"):
                     curve = elbow_curve(X, k_max, epsilon, delta, chosen, random_state=seed, accountant=accountant)
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
@@ -847,8 +893,10 @@ def elbow(
         except OSError as exc:
             print(json.dumps(json_safe({"ks": curve.ks.tolist(), "costs": curve.costs.tolist()})))
             fail(f"could not write the plot ({exc.strerror or exc}); the curve is above", 1)
+    private = bool(np.isfinite(curve.privacy_spent.epsilon))  # --bounds data is not
     if as_json:
         release = {
+            "private": private,
             "ks": curve.ks.tolist(),
             "costs": curve.costs.tolist(),
             "elbow": curve.elbow,
@@ -858,15 +906,18 @@ def elbow(
         }
         print(json.dumps(json_safe(release)))
         return
-    table = Table(title=f"private elbow curve on {source.description}", show_header=True)
+    shown = "private elbow curve" if private else "elbow curve, NOT private,"
+    table = Table(title=f"{shown} on {source.description}", show_header=True)
     table.add_column("k", justify="right")
     table.add_column("noisy cost", justify="right")
     for k, cost in zip(curve.ks, curve.costs):
         table.add_row(f"{k}" + (" <- elbow" if k == curve.elbow else ""), f"{cost:.4g}")
     console.print(table)
     console.print(f"elbow at k = {curve.elbow}; privacy spent {curve.privacy_spent}; plot saved to {plot}")
+    if not private:
+        console.print("[bold red]NOT private[/]: the bounds were read off the data; nothing here may be published")
     if accounts is not None:
-        console.print(_ledger_line(accounts), highlight=False)
+        _print_ledger(accounts)
     if seed is not None:
         console.print("--seed was given: noise came from numpy samplers; do not publish this result.")
 
@@ -908,6 +959,8 @@ def ledger_show(
         fail(str(exc))
     entries = state["entries"]
     summary = _ledger_summary(accounts) if accounts is not None else _ledger_summary_unchecked(path, state)
+    for entry in entries:  # what each run spent, as the run itself reported it
+        entry["spent"] = _entry_spent(entry, state["budget"].get("delta"))
     if as_json:
         check = {"ok": problem is None, **({"problem": problem} if problem is not None else {})}
         print(json.dumps(json_safe({"ledger": summary, "check": check, "entries": entries}), indent=2))
@@ -915,23 +968,25 @@ def ledger_show(
             raise typer.Exit(1)
         return
     table = Table(title=f"ledger {path}", show_header=True)
-    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps)", "status"):
+    for column in ("time (UTC)", "command", "data", "requested (eps, delta)", "spent (eps, delta)", "status"):
         table.add_column(column, no_wrap=column == "time (UTC)")
     for entry in entries:
         about = entry.get("about") if isinstance(entry.get("about"), dict) else {}
-        own_delta = about.get("delta", state["budget"].get("delta"))
         try:
             requested = f"({about['epsilon']:g}, {about['delta']:g})" if "epsilon" in about else ""
         except (KeyError, TypeError, ValueError):
             requested = "?"
         status = "running or killed: whole request held" if entry.get("reserved") else "done"
-        spent = _ledger_entry_spent(entry, own_delta) if entry["spends"] else "-"
+        spent = entry["spent"]
+        spent = "?" if spent == "?" else f"({spent['epsilon']:.4g}, {spent['delta']:.3g})" if spent else "-"
         command = str(about.get("command", "")) + (f" {about['algorithm']}" if "algorithm" in about else "")
         when = str(entry.get("time", ""))[:16].replace("T", " ")  # UTC, to the minute
         table.add_row(when, command, str(about.get("data", "")), requested, spent, status)
     console.print(table)
-    console.print(_ledger_line(summary), highlight=False)
-    if problem is not None:
+    if accounts is not None:
+        _print_ledger(accounts)
+    else:
+        console.print(_ledger_line(summary), highlight=False)
         flag = "FAILS its integrity check" if state["version"] != 1 else "has no integrity check (version 1)"
         err_console.print(f"[bold red]this ledger {flag}:[/] {problem}", highlight=False)
         raise typer.Exit(1)
@@ -967,7 +1022,14 @@ def list_datasets() -> None:
     console.print(table)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the command's own message: 'privclust: warning: ...', without a source location (the
+    line that raised it is privclust's or typer's, never the user's: their line is the command)."""
+    print(f"privclust: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main() -> None:
+    warnings.showwarning = _show_warning
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover

@@ -2,12 +2,15 @@
 
 A :class:`PrivacyLeakWarning` is a ``RuntimeWarning``: it is about what a call does at run time
 (reads bounds off the data, seeds the noise, skips the noise), not about a deprecated API.  It is
-attributed to the first frame outside privclust, so the user sees their own line, not ours.
+attributed to the first frame outside privclust (and outside scikit-learn and joblib, which call ``fit``
+for the user in searches and pipelines), so the user sees their own line, not ours.  The command line
+prints warnings without a location (``privclust: warning: ...``): there the user's line is the command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -15,7 +18,19 @@ from pathlib import Path
 __all__ = ["PrivacyLeakWarning", "warn_leak", "warn_if_seeded"]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
-_PASSED_THROUGH = (_PACKAGE, contextlib.__file__)
+# Libraries that call an estimator's fit on the user's behalf (scikit-learn's searches, pipelines and
+# cross-validation, joblib's loops): the warning passes through their frames too, to the user's call.
+_CALLERS = ("sklearn", "joblib")
+
+
+def _passed_through() -> tuple[str, ...]:
+    """The folders (and contextlib's file) whose frames are not the user's."""
+    places = [_PACKAGE + os.sep, contextlib.__file__]
+    for name in _CALLERS:
+        module = sys.modules.get(name)  # not imported: none of its frames can be on the stack
+        if getattr(module, "__file__", None):
+            places.append(str(Path(module.__file__).resolve().parent) + os.sep)
+    return tuple(places)
 
 
 class PrivacyLeakWarning(RuntimeWarning):
@@ -24,8 +39,9 @@ class PrivacyLeakWarning(RuntimeWarning):
 
 def warn_leak(message: str) -> None:
     """Warn with :class:`PrivacyLeakWarning` at the first caller outside privclust."""
+    passed = _passed_through()
     frame, level = sys._getframe(1), 2  # stacklevel 2: the frame that called warn_leak
-    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PASSED_THROUGH):
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(passed):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, PrivacyLeakWarning, stacklevel=level)
 
