@@ -449,3 +449,26 @@ def test_nothing_public_counts_the_touched_sparse_buckets():
     a.update(insert=rows)
     b.update(insert=np.vstack([rows, [[0.91, -0.93, 0.97, -0.95, 0.92, -0.9]]]))  # one more row, new buckets
     assert getattr(a, "memory_bytes_", None) == getattr(b, "memory_bytes_", None)
+
+
+class _Counting(SeededNoise):
+    """Seeded noise that records the size of every Gaussian draw."""
+
+    def __init__(self, seed=0):
+        super().__init__(np.random.SeedSequence(seed))
+        self.sizes = []
+
+    def add_gaussian(self, values, std):
+        self.sizes.append(np.asarray(values).size)
+        return super().add_gaussian(values, std)
+
+
+@pytest.mark.parametrize("mechanism", ["honaker", "tree"])
+def test_a_step_draws_its_nodes_noise_in_one_call_per_block(mechanism):
+    counters = ContinualCounters(16, [1.0, 1.0, 2.0], mechanism, n_buckets=5)  # two blocks of columns
+    for _ in range(7):
+        counters.end_step(_noise())
+    noise = _Counting()
+    counters.end_step(noise)  # step 8 closes levels 0..3
+    used = 4 if mechanism == "honaker" else 1  # the plain tree never uses the right children below level 3
+    assert sorted(noise.sizes) == [5 * 1 * used, 5 * 2 * used]
