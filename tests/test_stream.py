@@ -472,3 +472,16 @@ def test_a_step_draws_its_nodes_noise_in_one_call_per_block(mechanism):
     counters.end_step(noise)  # step 8 closes levels 0..3
     used = 4 if mechanism == "honaker" else 1  # the plain tree never uses the right children below level 3
     assert sorted(noise.sizes) == [5 * 1 * used, 5 * 2 * used]
+
+
+def test_bench_stream_times_steps_with_secure_noise(tmp_path):
+    from privclust.bench import stream as bench
+
+    secure = bench.run_secure_steps(horizon=8, steps=2, k=3, window=400, batch=100)
+    assert secure["secure"] and len(secure["update_s"]) == len(secure["centers_s"]) == 2
+    window = {"steps": [{"step": 1, "continual": 1.0, "kmeans++": 1.0, "naive": 1.0}], "spent": "x"}
+    window["median_last_half"] = {"continual": 1.0, "kmeans++": 1.0, "naive": 1.0}
+    horizons = [dict(horizon=8, continual=1.0, naive=1.0, ratio=1.0, update_ms=1.0, update_rows=2, centers_ms=1.0)]
+    horizons[0]["counter_mb"] = 1.0
+    report = bench.write_report(window, horizons, tmp_path, "test", secure).read_text()
+    assert "Secure noise (OpenDP), T = 8" in report
