@@ -184,7 +184,10 @@ def stream(
     if state is not None:
         model.save(state)
     if accounts is not None:
-        accounts.record_stream_step(model.run_id_, model.step_)
+        try:
+            accounts.record_stream_step(model.run_id_, model.step_)
+        except ValueError as exc:  # the ledger became unreadable meanwhile: the steps are out, say so
+            fail(f"{exc}; steps up to {model.step_} were published to {output} but not recorded in the ledger")
     spent = model.privacy_spent_
     console.print(
         f"steps {model.step_ - len(lines) + 1}..{model.step_} published to {output}; the whole horizon spends {spent}"
