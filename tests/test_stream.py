@@ -485,3 +485,13 @@ def test_bench_stream_times_steps_with_secure_noise(tmp_path):
     horizons[0]["counter_mb"] = 1.0
     report = bench.write_report(window, horizons, tmp_path, "test", secure).read_text()
     assert "Secure noise (OpenDP), T = 8" in report
+
+
+def test_stream_ledger_refuses_the_budget_before_reading_any_event(tmp_path):
+    from privclust.privacy.ledger import LedgerAccountant
+
+    base = _events(tmp_path, extra=[(2, "insert", float("nan"), 0.0)])  # a bad row: only read after the budget
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(0.5, 1e-5))
+    result = _run(base + ["--ledger", ledger.path, "-o", tmp_path / "a.jsonl"])
+    assert result.exit_code == 2 and "NaN" not in result.output and "budget" in result.output.lower()
+    assert ledger.entries() == [] and not (tmp_path / "a.jsonl").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -107,56 +108,32 @@ def stream(
 
     check_output(output)
     low, high = bounds_pair(bounds)
-    try:
-        accounts = LedgerAccountant.open(ledger) if ledger is not None else None
-        fresh = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
-        until = horizon if until is None else until
-        if not 1 <= until <= horizon:
-            raise ValueError(f"--until must lie in 1..{horizon} (the horizon)")
-        resume = state is not None and state.exists()
-        if resume:
-            model = ContinualKMeans.load(state, expect=fresh)
-            _replay_check(model, state, output, accounts)
-        else:
-            model = fresh
-            if output.exists():
+    with ExitStack() as charged:  # with a ledger, a new stream's reservation: settled when the steps are done
+        try:
+            accounts = LedgerAccountant.open(ledger) if ledger is not None else None
+            model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
+            until = horizon if until is None else until
+            if not 1 <= until <= horizon:
+                raise ValueError(f"--until must lie in 1..{horizon} (the horizon)")
+            resume = state is not None and state.exists()
+            if resume:
+                model = ContinualKMeans.load(state, expect=model)
+                _replay_check(model, state, output, accounts)
+                if model.step_ >= until:
+                    raise ValueError(
+                        f"the stream in {state} has already published step {model.step_} (stopping at step "
+                        f"{until}): nothing to publish, nothing was written"
+                    )
+            elif output.exists():
                 raise ValueError(
                     f"{output} exists: a new stream does not overwrite it (nothing was written). Give a new -o, "
                     "or the --state of the stream that wrote it to resume"
                 )
-        if model.step_ >= until:
-            raise ValueError(
-                f"the stream in {state} has already published step {model.step_} (stopping at step {until}): nothing "
-                "to publish, nothing was written"
-            )
-        steps, signs, rows = read_events(events)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-    inside = (steps >= 1) & (steps <= horizon)  # a public rule: events outside the horizon are dropped
-    steps, signs, rows = steps[inside], signs[inside], rows[inside]
-    order = np.argsort(steps, kind="stable")
-    steps, signs, rows = steps[order], signs[order], rows[order]
-    bounds_of = np.searchsorted(steps, np.arange(1, horizon + 2))  # events of step t: [bounds_of[t-1], bounds_of[t])
-
-    def publish(model) -> list[str]:
-        lines = []
-        with Progress(
-            TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-        ) as progress:
-            task = progress.add_task("stream", total=until, completed=model.step_)
-            for t in range(model.step_ + 1, until + 1):
-                at = slice(bounds_of[t - 1], bounds_of[t])
-                chosen, sign = rows[at], signs[at]
-                centers = model.update(insert=chosen[sign > 0], delete=chosen[sign < 0])
-                lines.append(json.dumps({"step": t, "centers": centers.tolist()}))
-                progress.advance(task)
-        return lines
-
-    if accounts is not None and not resume:  # the whole horizon, charged once, before any row is read
-        about = {"command": "stream", "events": str(events), "k": k, "epsilon": epsilon, "delta": delta}
-        about.update(horizon=horizon, secure_noise=seed is None, **{"stream run": model.run_id_, "stream step": 0})
-        try:
-            with accounts.run(epsilon, delta, about) as accountant:
+            elif accounts is not None:  # the whole horizon, reserved once, before any event is read
+                about = {"command": "stream", "events": str(events), "k": k, "epsilon": epsilon, "delta": delta}
+                about.update(horizon=horizon, secure_noise=seed is None)
+                about.update({"stream run": model.run_id_, "stream step": 0})
+                accountant = charged.enter_context(accounts.run(epsilon, delta, about))
                 model = ContinualKMeans(
                     k,
                     epsilon,
@@ -168,13 +145,29 @@ def stream(
                     accountant=accountant,
                 )
                 model.run_id_, model.ledger_ = about["stream run"], str(accounts.path.resolve())
-                lines = publish(model)
-        except (ValueError, BudgetExceededError) as exc:  # the budget refused (before any step), or bad rows
+            steps, signs, rows = read_events(events)
+        except (ValueError, FileNotFoundError, BudgetExceededError) as exc:
             fail(str(exc))
-    else:
+        inside = (steps >= 1) & (steps <= horizon)  # a public rule: events outside the horizon are dropped
+        steps, signs, rows = steps[inside], signs[inside], rows[inside]
+        order = np.argsort(steps, kind="stable")
+        steps, signs, rows = steps[order], signs[order], rows[order]
+        bounds_of = np.searchsorted(
+            steps, np.arange(1, horizon + 2)
+        )  # events of step t: [bounds_of[t-1], bounds_of[t])
+        lines = []
         try:
-            lines = publish(model)
-        except ValueError as exc:
+            with Progress(
+                TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+            ) as progress:
+                task = progress.add_task("stream", total=until, completed=model.step_)
+                for t in range(model.step_ + 1, until + 1):
+                    at = slice(bounds_of[t - 1], bounds_of[t])
+                    chosen, sign = rows[at], signs[at]
+                    centers = model.update(insert=chosen[sign > 0], delete=chosen[sign < 0])
+                    lines.append(json.dumps({"step": t, "centers": centers.tolist()}))
+                    progress.advance(task)
+        except (ValueError, BudgetExceededError) as exc:
             fail(str(exc))
     # Published in this order -- the output, the state, the ledger's step -- so a crash between two of them
     # leaves a state at most as new as what was published: the next run is refused, never a replay.
