@@ -184,5 +184,6 @@ def stream(
     spent = model.privacy_spent_
     console.print(
         f"steps {model.step_ - len(lines) + 1}..{model.step_} published to {output}; the whole horizon spends {spent}"
-        f" (events outside steps 1..{horizon} are dropped)"
+        + (" (charged once, by the stream's first run)" if resume else "")
+        + f" (events outside steps 1..{horizon} are dropped)"
     )
