@@ -330,3 +330,168 @@ def test_stream_command_publishes_every_step_and_resumes(tmp_path):
     refused = runner.invoke(app, base + state + ["-e", "0.5", "-o", str(tmp_path / "x.jsonl")])
     assert refused.exit_code == 2 and "another configuration" in refused.output
     assert not (tmp_path / "x.jsonl").exists()
+
+
+# -- the command's durable runs: ledger, replay, outputs, state file (issue 25, items 4 and 8) ----------------
+
+
+def _events(tmp_path, steps=(1, 2, 3), extra=()):
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    rows = [(t, "insert", *x) for t in steps for x in _blobs(rng, 200, CENTERS)]
+    rows += list(extra)
+    pd.DataFrame(rows, columns=["step", "op", "x", "y"]).to_csv(tmp_path / "events.csv", index=False)
+    return ["stream", str(tmp_path / "events.csv"), "-k", "3", "--horizon", "5", "--bounds=-1,1", "--seed", "2"]
+
+
+def _run(args):
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _steps(path):
+    import json
+
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def test_stream_ledger_charges_the_horizon_once_and_refuses_an_older_state(tmp_path):
+    import shutil
+
+    from privclust.privacy.ledger import LedgerAccountant
+
+    base = _events(tmp_path)
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(3.0, 1e-5))
+    state, out = tmp_path / "state.npz", tmp_path / "centers.jsonl"
+    common = base + ["--ledger", ledger.path, "--state", state, "-o", out]
+    first = _run(common + ["--until", "2"])
+    assert first.exit_code == 0, first.output
+    charged = ledger.guarantee()
+    assert 0 < charged[0] <= 1.0 + 1e-9 and len(ledger.entries()) == 1
+    shutil.copy(state, tmp_path / "old.npz")
+    assert _run(common + ["--until", "4"]).exit_code == 0
+    assert ledger.guarantee() == charged and len(ledger.entries()) == 1  # a resume charges nothing more
+    assert ledger.entries()[0]["about"]["stream step"] == 4
+    shutil.copy(tmp_path / "old.npz", state)  # an older copy of the state, and a fresh output file
+    replay = _run(base + ["--ledger", ledger.path, "--state", state, "-o", tmp_path / "other.jsonl"])
+    assert replay.exit_code == 2 and "older state" in replay.output
+    assert not (tmp_path / "other.jsonl").exists() and ledger.guarantee() == charged
+    unledgered = _run(base + ["--state", state, "-o", tmp_path / "other.jsonl"])
+    assert unledgered.exit_code == 2 and "--ledger" in unledgered.output
+
+
+def test_stream_without_ledger_refuses_a_state_older_than_its_output(tmp_path):
+    import shutil
+
+    base = _events(tmp_path)
+    state, out = tmp_path / "state.npz", tmp_path / "centers.jsonl"
+    assert _run(base + ["--state", state, "-o", out, "--until", "2"]).exit_code == 0
+    shutil.copy(state, tmp_path / "old.npz")
+    assert _run(base + ["--state", state, "-o", out, "--until", "4"]).exit_code == 0
+    before = out.read_text()
+    shutil.copy(tmp_path / "old.npz", state)
+    replay = _run(base + ["--state", state, "-o", out])
+    assert replay.exit_code == 2 and "older state" in replay.output
+    assert out.read_text() == before
+
+
+def test_stream_output_is_appended_on_resume_and_never_truncated(tmp_path):
+    base = _events(tmp_path)
+    state, out = tmp_path / "state.npz", tmp_path / "centers.jsonl"
+    assert _run(base + ["--state", state, "-o", out, "--until", "2"]).exit_code == 0
+    assert _run(base + ["--state", state, "-o", out]).exit_code == 0
+    assert _steps(out) == [1, 2, 3, 4, 5]  # resumed: appended, the earlier steps kept
+    whole = out.read_text()
+    again = _run(base + ["--state", state, "-o", out])  # the documented command, re-run after it finished
+    assert again.exit_code == 2 and "already published step 5" in again.output
+    fresh = _run(base + ["-o", out])  # a new stream (no state) onto an existing output
+    assert fresh.exit_code == 2 and "exists" in fresh.output
+    assert out.read_text() == whole
+
+
+def test_stream_state_file_is_readable_by_its_owner_only(tmp_path):
+    base = _events(tmp_path)
+    state = tmp_path / "state.npz"
+    assert _run(base + ["--state", state, "-o", tmp_path / "a.jsonl", "--until", "2"]).exit_code == 0
+    assert state.stat().st_mode & 0o777 == 0o600
+
+
+def test_stream_corrupt_state_is_a_one_line_error(tmp_path):
+    base = _events(tmp_path)
+    state = tmp_path / "state.npz"
+    assert _run(base + ["--state", state, "-o", tmp_path / "a.jsonl", "--until", "2"]).exit_code == 0
+    data = state.read_bytes()
+    state.write_bytes(data[: len(data) // 2])  # a truncated copy
+    result = _run(base + ["--state", state, "-o", tmp_path / "b.jsonl"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert "not a privclust stream state file" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_stream_drops_events_outside_the_horizon_by_a_public_rule(tmp_path):
+    inside = _events(tmp_path)
+    assert _run(inside + ["-o", tmp_path / "a.jsonl"]).exit_code == 0
+    outside = _events(tmp_path, extra=[(9, "insert", 0.5, 0.5), (0, "delete", 0.1, 0.1)])
+    result = _run(outside + ["-o", tmp_path / "b.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()  # same seed: same outputs
+    assert "outside steps 1..5 are dropped" in result.output
+
+
+def test_nothing_public_counts_the_touched_sparse_buckets():
+    rng = np.random.default_rng(6)
+    rows = rng.uniform(-1, 1, size=(500, 6))
+    a, b = _model(bounds=(-1, 1)), _model(bounds=(-1, 1))
+    a.update(insert=rows)
+    b.update(insert=np.vstack([rows, [[0.91, -0.93, 0.97, -0.95, 0.92, -0.9]]]))  # one more row, new buckets
+    assert getattr(a, "memory_bytes_", None) == getattr(b, "memory_bytes_", None)
+
+
+class _Counting(SeededNoise):
+    """Seeded noise that records the size of every Gaussian draw."""
+
+    def __init__(self, seed=0):
+        super().__init__(np.random.SeedSequence(seed))
+        self.sizes = []
+
+    def add_gaussian(self, values, std):
+        self.sizes.append(np.asarray(values).size)
+        return super().add_gaussian(values, std)
+
+
+@pytest.mark.parametrize("mechanism", ["honaker", "tree"])
+def test_a_step_draws_its_nodes_noise_in_one_call_per_block(mechanism):
+    counters = ContinualCounters(16, [1.0, 1.0, 2.0], mechanism, n_buckets=5)  # two blocks of columns
+    for _ in range(7):
+        counters.end_step(_noise())
+    noise = _Counting()
+    counters.end_step(noise)  # step 8 closes levels 0..3
+    used = 4 if mechanism == "honaker" else 1  # the plain tree never uses the right children below level 3
+    assert sorted(noise.sizes) == [5 * 1 * used, 5 * 2 * used]
+
+
+def test_bench_stream_times_steps_with_secure_noise(tmp_path):
+    from privclust.bench import stream as bench
+
+    secure = bench.run_secure_steps(horizon=8, steps=2, k=3, window=400, batch=100)
+    assert secure["secure"] and len(secure["update_s"]) == len(secure["centers_s"]) == 2
+    window = {"steps": [{"step": 1, "continual": 1.0, "kmeans++": 1.0, "naive": 1.0}], "spent": "x"}
+    window["median_last_half"] = {"continual": 1.0, "kmeans++": 1.0, "naive": 1.0}
+    horizons = [dict(horizon=8, continual=1.0, naive=1.0, ratio=1.0, update_ms=1.0, update_rows=2, centers_ms=1.0)]
+    horizons[0]["counter_mb"] = 1.0
+    report = bench.write_report(window, horizons, tmp_path, "test", secure).read_text()
+    assert "Secure noise (OpenDP), T = 8" in report
+
+
+def test_stream_ledger_refuses_the_budget_before_reading_any_event(tmp_path):
+    from privclust.privacy.ledger import LedgerAccountant
+
+    base = _events(tmp_path, extra=[(2, "insert", float("nan"), 0.0)])  # a bad row: only read after the budget
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(0.5, 1e-5))
+    result = _run(base + ["--ledger", ledger.path, "-o", tmp_path / "a.jsonl"])
+    assert result.exit_code == 2 and "NaN" not in result.output and "budget" in result.output.lower()
+    assert ledger.entries() == [] and not (tmp_path / "a.jsonl").exists()

@@ -473,7 +473,11 @@ def stream(
     steps: int = typer.Option(200, help="Steps of the sliding-window stream."),
     horizons: str = typer.Option("100,1000,10000", help="Comma-separated horizons T for error against T."),
     epsilon: float = typer.Option(1.0, help="Budget of the whole horizon (delta = 1e-6)."),
-    seed: int = typer.Option(0, help="Seed of the data and the noise."),
+    seed: int = typer.Option(0, help="Seed of the data and the (seeded) noise of the first two experiments."),
+    secure_steps: int = typer.Option(
+        8, help="Steps timed with the default secure noise at --secure-horizon (0: skip; about 1-3 s each)."
+    ),
+    secure_horizon: int = typer.Option(8760, help="The horizon of the secure-noise timing (the docs' example)."),
     out: Path = typer.Option(Path("bench-results/stream"), help="Output folder."),
 ) -> None:
     """Continual observation (Dupré la Tour, Henzinger & Saulpic 2024): per-step NICV against k-means++ and the naive per-step greedy,
@@ -487,7 +491,16 @@ def stream(
     rows = _with_progress(
         "horizons", len(ts), lambda on_done: bench.run_horizons(ts, epsilon=epsilon, seed=seed, on_done=on_done)
     )
-    console.print(bench.write_report(window, rows, out, machine_description()).read_text())
+    secure = None
+    if secure_steps > 0:
+        secure = _with_progress(
+            "secure-noise steps",
+            secure_steps,
+            lambda on_done: bench.run_secure_steps(
+                secure_horizon, secure_steps, epsilon=epsilon, seed=seed, on_done=on_done
+            ),
+        )
+    console.print(bench.write_report(window, rows, out, machine_description(), secure).read_text())
 
 
 @bench_app.command("elbow")

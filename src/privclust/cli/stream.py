@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -38,6 +39,42 @@ def read_events(
     return steps.astype(np.int64), sign, check_data(frame.iloc[:, 2:], what=str(path))
 
 
+def _last_published(path: Path) -> int:
+    """The step of the last line of an output this command wrote (0 for an empty file)."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        return 0
+    try:
+        return int(json.loads(lines[-1])["step"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{path} is not the output of privclust stream (its last line has no step)") from None
+
+
+def _replay_check(model, state: Path, output: Path, accounts) -> None:
+    """Refuse an older copy of a stream's state: it would publish steps already published with fresh noise."""
+    if accounts is not None:
+        recorded = accounts.stream_step(model.run_id_)
+        if recorded is None:
+            raise ValueError(
+                f"the ledger {accounts.path} has no record of the stream in {state} (started without --ledger, "
+                "or charged to another ledger): nothing was published"
+            )
+        if model.step_ < recorded:
+            raise ValueError(
+                f"{state} is at step {model.step_} but the ledger records step {recorded} published for this stream: "
+                "an older state would publish those steps again with fresh noise. Refused; resume from the newest state"
+            )
+    elif model.ledger_ is not None:
+        raise ValueError(f"the stream in {state} is charged to the ledger {model.ledger_}: resume it with --ledger")
+    if output.exists():
+        last = _last_published(output)
+        if model.step_ < last:
+            raise ValueError(
+                f"{state} is at step {model.step_} but {output} already holds step {last}: an older state would "
+                "publish those steps again with fresh noise. Refused; resume from the newest state"
+            )
+
+
 def stream(
     events: Path = typer.Argument(
         ..., help="CSV or Parquet of events: step (1..horizon), op (insert/delete), features."
@@ -51,45 +88,107 @@ def stream(
     seed: Optional[int] = typer.Option(None, help="Seeded noise for experiments (default: secure noise)."),
     state: Optional[Path] = typer.Option(None, help="State file: resumed from if it exists, saved at the end."),
     until: Optional[int] = typer.Option(None, help="Stop after this step (default: the horizon); resume with --state."),
-    output: Path = typer.Option(Path("centers.jsonl"), "--output", "-o", help="JSON lines: centers per step."),
+    output: Path = typer.Option(
+        Path("centers.jsonl"),
+        "--output",
+        "-o",
+        help="JSON lines: centers per step. Appended to when resuming with --state; a new stream refuses an existing file.",
+    ),
+    ledger: Optional[Path] = typer.Option(
+        None,
+        "--ledger",
+        help="A budget ledger file: the horizon's whole budget is charged to it once, before the first step "
+        "(a resume charges nothing more), and it records the last step published, so an older state is refused.",
+    ),
     header: Optional[bool] = HEADER_OPTION,
     sep: Optional[str] = SEP_OPTION,
     dropna: bool = DROPNA_OPTION,
 ) -> None:
-    """Publish private k-means centers after every step of a stream (continual observation, Dupré la Tour, Henzinger & Saulpic (2024))."""
+    """Publish private k-means centers after every step of a stream (continual observation, Dupré la Tour, Henzinger & Saulpic (2024)).
+
+    Events at steps outside 1..horizon are dropped (not read into any step)."""
+    from ..privacy.budget import BudgetExceededError
+    from ..privacy.ledger import LedgerAccountant
     from ..stream import ContinualKMeans
 
     check_output(output)
     low, high = bounds_pair(bounds)
-    try:
-        steps, signs, rows = read_events(events, header, sep, dropna)
-        model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
-        if state is not None and state.exists():
-            model = ContinualKMeans.load(state, expect=model)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-    if np.any(steps > horizon) or np.any(steps < 1):  # refused before any step is published
-        fail(f"{events} has events outside steps 1..{horizon} (the horizon): nothing was published")
-    until = horizon if until is None else until
-    if not 1 <= until <= horizon:
-        fail(f"--until must lie in 1..{horizon} (the horizon)")
-    order = np.argsort(steps, kind="stable")
-    steps, signs, rows = steps[order], signs[order], rows[order]
-    bounds_of = np.searchsorted(steps, np.arange(1, horizon + 2))  # events of step t: [bounds_of[t-1], bounds_of[t])
-    lines = []
-    with Progress(
-        TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:
-        task = progress.add_task("stream", total=until, completed=min(model.step_, until))
-        for t in range(model.step_ + 1, until + 1):
-            at = slice(bounds_of[t - 1], bounds_of[t])
-            chosen, sign = rows[at], signs[at]
-            centers = model.update(insert=chosen[sign > 0], delete=chosen[sign < 0])
-            lines.append(json.dumps({"step": t, "centers": centers.tolist()}))
-            progress.advance(task)
+    with ExitStack() as charged:  # with a ledger, a new stream's reservation: settled when the steps are done
+        try:
+            accounts = LedgerAccountant.open(ledger) if ledger is not None else None
+            model = ContinualKMeans(k, epsilon, delta, (low, high), horizon, random_state=seed, mechanism=mechanism)
+            until = horizon if until is None else until
+            if not 1 <= until <= horizon:
+                raise ValueError(f"--until must lie in 1..{horizon} (the horizon)")
+            resume = state is not None and state.exists()
+            if resume:
+                model = ContinualKMeans.load(state, expect=model)
+                _replay_check(model, state, output, accounts)
+                if model.step_ >= until:
+                    raise ValueError(
+                        f"the stream in {state} has already published step {model.step_} (stopping at step "
+                        f"{until}): nothing to publish, nothing was written"
+                    )
+            elif output.exists():
+                raise ValueError(
+                    f"{output} exists: a new stream does not overwrite it (nothing was written). Give a new -o, "
+                    "or the --state of the stream that wrote it to resume"
+                )
+            elif accounts is not None:  # the whole horizon, reserved once, before any event is read
+                about = {"command": "stream", "events": str(events), "k": k, "epsilon": epsilon, "delta": delta}
+                about.update(horizon=horizon, secure_noise=seed is None)
+                about.update({"stream run": model.run_id_, "stream step": 0})
+                accountant = charged.enter_context(accounts.run(epsilon, delta, about))
+                model = ContinualKMeans(
+                    k,
+                    epsilon,
+                    delta,
+                    (low, high),
+                    horizon,
+                    random_state=seed,
+                    mechanism=mechanism,
+                    accountant=accountant,
+                )
+                model.run_id_, model.ledger_ = about["stream run"], str(accounts.path.resolve())
+            steps, signs, rows = read_events(events, header, sep, dropna)
+        except (ValueError, FileNotFoundError, BudgetExceededError) as exc:
+            fail(str(exc))
+        inside = (steps >= 1) & (steps <= horizon)  # a public rule: events outside the horizon are dropped
+        steps, signs, rows = steps[inside], signs[inside], rows[inside]
+        order = np.argsort(steps, kind="stable")
+        steps, signs, rows = steps[order], signs[order], rows[order]
+        bounds_of = np.searchsorted(
+            steps, np.arange(1, horizon + 2)
+        )  # events of step t: [bounds_of[t-1], bounds_of[t])
+        lines = []
+        try:
+            with Progress(
+                TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+            ) as progress:
+                task = progress.add_task("stream", total=until, completed=model.step_)
+                for t in range(model.step_ + 1, until + 1):
+                    at = slice(bounds_of[t - 1], bounds_of[t])
+                    chosen, sign = rows[at], signs[at]
+                    centers = model.update(insert=chosen[sign > 0], delete=chosen[sign < 0])
+                    lines.append(json.dumps({"step": t, "centers": centers.tolist()}))
+                    progress.advance(task)
+        except (ValueError, BudgetExceededError) as exc:
+            fail(str(exc))
+    # Published in this order -- the output, the state, the ledger's step -- so a crash between two of them
+    # leaves a state at most as new as what was published: the next run is refused, never a replay.
+    previous = output.read_text(encoding="utf-8") if resume and output.exists() else ""
+    text = previous + "\n".join(lines) + "\n"
+    write_whole(output, lambda staged: staged.write_text(text, encoding="utf-8"))
     if state is not None:
         model.save(state)
-    text = "\n".join(lines) + ("\n" if lines else "")
-    write_whole(output, lambda staged: staged.write_text(text))
+    if accounts is not None:
+        try:
+            accounts.record_stream_step(model.run_id_, model.step_)
+        except ValueError as exc:  # the ledger became unreadable meanwhile: the steps are out, say so
+            fail(f"{exc}; steps up to {model.step_} were published to {output} but not recorded in the ledger")
     spent = model.privacy_spent_
-    console.print(f"{len(lines)} steps published to {output}; the whole horizon spends {spent}")
+    console.print(
+        f"steps {model.step_ - len(lines) + 1}..{model.step_} published to {output}; the whole horizon spends {spent}"
+        + (" (charged once, by the stream's first run)" if resume else "")
+        + f" (events outside steps 1..{horizon} are dropped)"
+    )

@@ -283,6 +283,27 @@ class LedgerAccountant(PrivacyAccountant):
             _write(self.path, state)
             self._refresh(state)
 
+    # -- continual streams (privclust stream): a stream's last published step, in its entry's "about" ----
+
+    def stream_step(self, run_id: str) -> int | None:
+        """The last step recorded for the stream ``run_id`` (``about["stream run"]``), or ``None``."""
+        for entry in self._load()["entries"]:
+            about = entry.get("about") or {}
+            if about.get("stream run") == run_id:
+                return int(about.get("stream step", 0))
+        return None
+
+    def record_stream_step(self, run_id: str, step: int) -> None:
+        """Record, under the lock, that the stream ``run_id`` has published up to ``step`` (never lowered)."""
+        with _locked(self.path):
+            state = self._load()
+            entry = next((e for e in state["entries"] if (e.get("about") or {}).get("stream run") == run_id), None)
+            if entry is None:
+                raise LedgerError(f"{self.path} has no entry for the stream {run_id}")
+            entry["about"]["stream step"] = max(int(entry["about"].get("stream step", 0)), int(step))
+            _write(self.path, state)
+            self._refresh(state)
+
     # -- the file ---------------------------------------------------------------------------------------
 
     def entries(self) -> list[dict]:

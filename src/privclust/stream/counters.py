@@ -176,27 +176,29 @@ class ContinualCounters:
                 start = j
 
     def end_step(self, noise: NoiseSource) -> None:
-        """Close step t + 1: every interval ending there becomes a node (noise drawn now, per bucket)."""
+        """Close step t + 1: every interval ending there becomes a node.  The noise of all the nodes that close
+        is drawn at once, one call per block of columns (one secure-noise vector per block and step)."""
         if self.step >= self.horizon:
             raise ValueError(f"the counters' horizon of {self.horizon} steps is over")
         self.step += 1
         t = self.step
+        top = (t & -t).bit_length() - 1  # levels 0..top close at t; level top is a left child (bit set)
+        # The plain tree publishes only left children: the right children below ``top`` are never used, so
+        # their noise is not drawn (releasing fewer nodes costs nothing).  Honaker's estimator uses them all.
+        first = top if self.mechanism == "tree" else 0
+        nodes = np.empty_like(self._open[:, first : top + 1])
+        for cols, std in self._column_groups():
+            nodes[..., cols] = noise.add_gaussian(self._open[:, first : top + 1, cols], std)
+        self._open[:, : top + 1] = 0.0
         below = None  # the estimate of the right child just closed one level down
-        for h in range(self.levels):
-            if t % (1 << h):
-                break
-            node = np.empty_like(self._open[:, h])
-            for cols, std in self._column_groups():
-                node[:, cols] = noise.add_gaussian(self._open[:, h, cols], std)
-            self._open[:, h] = 0.0
+        for h in range(first, top + 1):
+            node = nodes[:, h - first]
             if self.mechanism == "honaker" and h > 0:
                 kids = self._left[:, h - 1] + below  # the left child (closed earlier) and the right one
                 own, spread = 1.0, 2.0 * self.variances[h - 1]  # variances in units of sigma^2
                 node = (node / own + kids / spread) / (1.0 / own + 1.0 / spread)
             below = node
-            if (t >> h) & 1:  # a left child: kept for later prefixes and for its parent
-                self._left[:, h] = node
-                break
+        self._left[:, top] = below  # a left child: kept for later prefixes and for its parent
 
     # -- what is published ---------------------------------------------------------------------------------
 

@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import tempfile
+import uuid
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +40,6 @@ from ..algorithms.greedy import (
     uniform_fallback,
 )
 from ..geometry.domain import make_domain
-from ..io import StagedFiles
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from ..privacy.noise import Randomness
 from .counters import MECHANISMS
@@ -120,6 +123,10 @@ class ContinualKMeans:
         # geometry is public, so it is kept in the state file; the noise is not reproducible then).
         self._seed = random_state if random_state is not None else secrets.randbits(128)
         self._parent = accountant
+        # A public name for this stream, kept in its state file (and, with a ledger, in the ledger entry that
+        # charges it), so an older copy of the state can be recognised and refused (``privclust stream``).
+        self.run_id_ = uuid.uuid4().hex
+        self.ledger_: str | None = None  # the ledger file the stream is charged to, if any (``privclust stream``)
         self.step_ = 0
         self.centers_: np.ndarray | None = None
         self.n_features_ = None
@@ -156,11 +163,6 @@ class ContinualKMeans:
     def privacy_spent_(self) -> PrivacyReport | None:
         """What the stream spends for its whole horizon (charged when its queries are declared)."""
         return self.accountant_.report() if self.n_features_ is not None else None
-
-    @property
-    def memory_bytes_(self) -> int:
-        """The counters' memory: dense universes and touched sparse buckets, times 2 log2(T) values each."""
-        return self.oracle_.nbytes if self.n_features_ is not None else 0
 
     # -- the stream ----------------------------------------------------------------------------------------
 
@@ -226,10 +228,12 @@ class ContinualKMeans:
 
     def save(self, path) -> None:
         """Write the stream's whole state to ``path`` (npz, no pickle), atomically: a temporary file
-        beside it, renamed into place.  **The file is private**: it holds exact running sums."""
+        beside it, readable by its owner only (mode 0600), synced and renamed into place.  **The file is
+        private**: it holds exact running sums."""
         path = Path(path)
         arrays = {"step": np.array(self.step_)}
-        header = dict(self.config(), seed=str(self._seed), n_features=self.n_features_)
+        header = dict(self.config(), seed=str(self._seed), n_features=self.n_features_, run_id=self.run_id_)
+        header["ledger"] = self.ledger_
         if self.n_features_ is not None:
             for i, counters in enumerate(self.oracle_.counters):
                 for name, value in counters.state().items():
@@ -238,21 +242,35 @@ class ContinualKMeans:
                 arrays["centers"] = self.centers_
         arrays["header"] = np.array(json.dumps(header, sort_keys=True))
         arrays["checksum"] = np.array(_checksum(arrays))
-        with StagedFiles() as staged:
-            with open(staged.reserve(path, "the state file"), "wb") as out:  # a file object: no ".npz" appended
+        folder = path.parent if str(path.parent) else Path(".")
+        try:
+            fd, temporary = tempfile.mkstemp(dir=folder, prefix=".privclust-", suffix="." + path.name)  # mode 0600
+        except OSError as exc:
+            raise ValueError(f"the state file {path}: cannot write in {folder} ({exc.strerror})") from None
+        try:
+            with os.fdopen(fd, "wb") as out:  # a file object: no ".npz" appended
                 np.savez(out, **arrays)
-            staged.commit()
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, path, expect: "ContinualKMeans | dict | None" = None, accountant=None) -> "ContinualKMeans":
         """Resume a stream saved by :meth:`save`.  With ``expect`` (a stream, or its :meth:`config`), a file
         from any other configuration is refused.  The resumed stream's ledger records the horizon's spends
         again -- the same release, not a new one: do not pass an ``accountant`` that already holds them."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no state file at {path}")
         try:
             with np.load(Path(path), allow_pickle=False) as data:
                 arrays = {name: data[name] for name in data.files}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path} is not a privclust stream state file: {exc}") from None
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"{path} is not a privclust stream state file ({reason})") from None
         checksum = arrays.pop("checksum", None)
         if checksum is None or "header" not in arrays or str(checksum) != _checksum(arrays):
             raise ValueError(f"{path} is not an intact privclust stream state file (missing parts or checksum)")
@@ -282,6 +300,8 @@ class ContinualKMeans:
             accountant,
         )
         model._seed = int(header["seed"])
+        model.run_id_ = str(header.get("run_id") or model.run_id_)
+        model.ledger_ = header.get("ledger")
         if header["n_features"] is not None:
             model._start(int(header["n_features"]))  # the same geometry and queries, from the same seed
             for i, counters in enumerate(model.oracle_.counters):

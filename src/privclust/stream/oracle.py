@@ -173,7 +173,8 @@ class ContinualOracle(Oracle):
 
     @property
     def nbytes(self) -> int:
-        """The memory the counters hold (touched sparse buckets and dense universes, times 2 L values)."""
+        """The memory the counters hold (touched sparse buckets and dense universes, times 2 L values).
+        **Not public**: the touched sparse buckets depend on the data -- for benchmarks on synthetic data."""
         return sum(c.nbytes for c in self.counters)
 
 
