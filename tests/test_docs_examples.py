@@ -37,10 +37,7 @@ SHELL_TIMEOUT = 240  # seconds for one shell block: the examples use small data
 
 # Examples known to fail, each with who fixes it: the doc's test is expected to fail (xfail, not strict)
 # until the fix is merged, and then passes.  Keep this list short and remove entries as fixes land.
-KNOWN_BROKEN = {  # doc -> why it is expected to fail
-    "docs/choosing.md": "the ledger sequence on House: the fit (FastLloyd from the greedy, whose selection spends "
-    "delta) is refused by a Gaussian-only reservation",
-}
+KNOWN_BROKEN: dict[str, str] = {}  # doc -> why it is expected to fail (empty: every example runs)
 
 
 @dataclass

@@ -149,39 +149,54 @@ def test_a_killed_run_keeps_its_reservation_charged(ledger):
     assert "reserved by run-" in LedgerAccountant(ledger.path).report().steps[0].label
 
 
-def test_gaussian_reservations_compose_exactly_and_bind_the_run(tmp_path):
-    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(1.0, 1e-5))
-    ledger.spend_gdp("an earlier Gaussian run", gdp_mu(0.6, 1e-6))
-    with pytest.raises(BudgetExceededError):  # as an (epsilon, delta) request it does not fit ...
-        with ledger.run(0.6, 1e-6):
-            pass
-    with ledger.run(0.6, 1e-6, gaussian=True) as accountant:  # ... as a mu-GDP one it does
-        with pytest.raises(BudgetExceededError, match="Gaussian"):
-            accountant.spend_dp("a Laplace release", 0.01)
-        with pytest.raises(BudgetExceededError):
-            accountant.spend_gdp("more than the run asked for", 1.01 * gdp_mu(0.6, 1e-6))
-        accountant.spend_gdp("the run", gdp_mu(0.6, 1e-6))
-    assert ledger.guarantee()[0] <= 1.0 + 1e-9
-
-
-def test_a_run_is_reserved_as_gaussian_only_when_its_whole_delta_leaves_none_for_earlier_gaussian_spends(tmp_path):
+def test_a_run_that_does_not_fit_as_epsilon_delta_is_reserved_as_gaussian_and_bound_by_its_own_budget(tmp_path):
     ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(3.0, 1e-6))
-    with ledger.run(0.5, 1e-6, gaussian_if_needed=True) as accountant:  # it fits as (0.5, 1e-6): any release
-        accountant.spend_dp("a Laplace release", 0.1)
-        accountant.spend_gdp("a Gaussian release", gdp_mu(0.3, 1e-6))
-    ledger = LedgerAccountant.create(tmp_path / "m.json", Budget(3.0, 1e-6))
     ledger.spend_gdp("an earlier Gaussian run", gdp_mu(0.5, 1e-6))
-    with pytest.raises(BudgetExceededError, match="epsilon=inf"):  # basic composition: no delta left for it
-        with ledger.run(1.0, 1e-6):
-            raise AssertionError("the run started")
-    with ledger.run(1.0, 1e-6, gaussian_if_needed=True) as accountant:
-        with pytest.raises(BudgetExceededError, match="only as Gaussian releases"):
-            accountant.spend_dp("a Laplace release", 0.01)
+    # As an (epsilon, delta) spend the run would leave the earlier Gaussian spend no delta (epsilon = inf) ...
+    with pytest.raises(BudgetExceededError, match="epsilon=inf"):
+        ledger.check([Spend("as (epsilon, delta)", epsilon=1.0, delta=1e-6)])
+    with ledger.run(1.0, 1e-6) as accountant:  # ... so it is reserved as mu-GDP, which composes exactly
+        assert [s.mu is not None for s in LedgerAccountant(ledger.path).spends] == [True, True]
+        with pytest.raises(BudgetExceededError):
+            accountant.spend_gdp("more than the run asked for", 1.01 * gdp_mu(1.0, 1e-6))
         accountant.spend_gdp("the run", gdp_mu(1.0, 1e-6))
     assert ledger.guarantee()[0] == pytest.approx(gdp_epsilon(np.hypot(gdp_mu(0.5, 1e-6), gdp_mu(1.0, 1e-6)), 1e-6))
     with pytest.raises(BudgetExceededError):  # in neither form does this one fit
-        with ledger.run(3.0, 1e-6, gaussian_if_needed=True):
+        with ledger.run(3.0, 1e-6):
             raise AssertionError("the run started")
+
+
+def test_the_reservation_takes_the_plans_shape_and_covers_every_spend(tmp_path):
+    """A plan with Gaussian releases and a delta-only selection (FastLloyd from the greedy) runs beside earlier
+    Gaussian spends; the file's reservation is then the plan's cover, so others are checked against it."""
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(1.5, 1e-6))
+    ledger.spend_gdp("an elbow curve", gdp_mu(0.5, 1e-6))
+    mu = gdp_mu(1.0, 0.5e-6)
+    plan = [Spend("iterations", mu=mu), Spend("greedy level (selection)", delta=0.5e-6)]
+    with ledger.run(1.0, 1e-6) as accountant:
+        accountant.check(plan)  # before any row is read: the reservation becomes the plan's cover
+        held = [s for s in LedgerAccountant(ledger.path).spends if s.label.startswith("reserved")]
+        assert sorted((s.mu or 0.0, s.delta) for s in held) == sorted([(mu, 0.0), (0.0, 0.5e-6)])
+        with pytest.raises(BudgetExceededError):  # another process spending now sees the cover, not less
+            LedgerAccountant(ledger.path).spend_dp("another run's Laplace release", 0.4)
+        for spend in plan:
+            accountant.spend(spend)
+        with pytest.raises(BudgetExceededError):  # a later plan past the ledger's budget: nothing released
+            accountant.check([Spend("one more round", mu=2.0)])
+    assert [s.label for s in accountant.spends] == [s.label for s in plan]
+    assert ledger.guarantee()[0] <= 1.5 * (1 + 1e-9)
+
+
+def test_a_later_check_grows_the_reservation_when_the_file_admits_it(tmp_path):
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(2.0, 1e-6))
+    with ledger.run(1.0, 1e-6) as accountant:
+        accountant.check([Spend("count", epsilon=0.05)])
+        accountant.spend(Spend("count", epsilon=0.05))
+        accountant.check([Spend("the fit", mu=gdp_mu(0.9, 1e-6))])  # after a release: the cover only grows
+        reserved = [s for s in LedgerAccountant(ledger.path).spends if s.label.startswith("reserved")]
+        assert sorted((s.epsilon, s.mu or 0.0) for s in reserved) == [(0.0, gdp_mu(0.9, 1e-6)), (0.05, 0.0)]
+        accountant.spend(Spend("the fit", mu=gdp_mu(0.9, 1e-6)))
+    assert [s.label for s in ledger.spends] == ["count", "the fit"]
 
 
 def test_the_file_is_replaced_atomically_and_a_corrupt_one_is_refused(ledger, monkeypatch):

@@ -91,9 +91,6 @@ PAPERS = {
     "greedy": "the private greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024",
     "lloyd": "not private: a baseline",
 }
-GAUSSIAN_ONLY = frozenset({"fastlloyd", "glloyd"})  # spend only Gaussian (GDP) releases: see _ledger_run
-# Gaussian releases by default, not always (the greedy's sparse levels): reserved as mu-GDP when needed.
-GAUSSIAN_BY_DEFAULT = frozenset({"auto", "greedy"})
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
 
 
@@ -445,17 +442,16 @@ def _ledger_run(
     delta: float,
     about: dict,
     private: bool = True,
-    gaussian: bool = False,
-    gaussian_if_needed: bool = False,
 ):
-    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger.
+    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger;
+    it takes the shape of the run's plan when the run checks it (:meth:`LedgerAccountant.run`).
 
     A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
-    every ledger refuses.  ``gaussian`` and ``gaussian_if_needed``: see :meth:`LedgerAccountant.run`."""
+    every ledger refuses."""
     if ledger is None:
         return nullcontext(None)
     epsilon = epsilon if private else float("inf")
-    return ledger.run(epsilon, delta, about, gaussian=gaussian, gaussian_if_needed=gaussian_if_needed)
+    return ledger.run(epsilon, delta, about)
 
 
 def _ledger_summary(ledger) -> Optional[dict]:
@@ -599,8 +595,7 @@ def fit(
                 "secure_noise": seed is None,
             }
             private = algorithm != "lloyd" and not wanted_bounds.from_data
-            gaussian, if_needed = algorithm in GAUSSIAN_ONLY, algorithm in GAUSSIAN_BY_DEFAULT
-            with _ledger_run(accounts, epsilon, delta, about, private, gaussian, if_needed) as accountant:
+            with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen_bounds = _checked_bounds(wanted_bounds, source)
                 if k is None:
@@ -879,7 +874,7 @@ def elbow(
             about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
             about["secure_noise"] = seed is None
             private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
-            with _ledger_run(accounts, epsilon, delta, about, private, gaussian_if_needed=True) as accountant:
+            with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()

@@ -49,6 +49,7 @@ import os
 import tempfile
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -206,66 +207,68 @@ class LedgerAccountant(PrivacyAccountant):
     # -- runs: reserve the request, settle with the exact spends --------------------------------------
 
     @contextmanager
-    def run(
-        self,
-        epsilon: float,
-        delta: float,
-        about: dict | None = None,
-        *,
-        gaussian: bool = False,
-        gaussian_if_needed: bool = False,
-    ) -> Iterator[PrivacyAccountant]:
-        """Reserve ``(epsilon, delta)`` for one run -- refused now, before the run reads any data, if it
-        would exceed the budget -- and yield an in-memory accountant to give the run (``accountant=``).
+    def run(self, epsilon: float, delta: float, about: dict | None = None) -> Iterator[PrivacyAccountant]:
+        """Reserve one run's budget -- refused now, before the run reads any data, if it cannot fit -- and
+        yield an in-memory accountant to give the run (``accountant=``).
 
         When the block ends, however it ends, the reservation is replaced by what that accountant
         recorded: the run's exact spends.  A run that spent nothing leaves no entry; a process killed
         inside the block leaves its reservation charged.  A non-private run (``epsilon = inf``) is
         refused by any ledger.
 
-        The reservation is an (epsilon, delta) spend, composed with the rest by basic composition,
-        which bounds any run that keeps to its own (epsilon, delta).  ``gaussian=True`` reserves it as
-        the mu-GDP spend ``gdp_mu(epsilon, delta)`` instead, which composes exactly with the Gaussian
-        spends of other runs (so more runs fit in the budget); the yielded accountant then refuses any
-        release that is not Gaussian, or that would pass (epsilon, delta), so the reservation always
-        bounds what the run records.  ``gaussian_if_needed=True`` (for runs whose releases are usually
-        but not always Gaussian) reserves the (epsilon, delta) spend when it fits and the mu-GDP one
-        only when it does not.  That matters once the ledger holds Gaussian spends and a run asks for the
-        ledger's whole delta: basic composition leaves those spends no delta to be converted at, so the
-        (epsilon, delta) reservation costs epsilon = inf, while the mu-GDP one composes with them
-        exactly.  A run so reserved that plans a non-Gaussian release is refused before releasing
-        anything (plans are checked whole)."""
+        **The reservation takes the shape of the run's plan.**  At the start it is the run's request as
+        an (epsilon, delta) spend, or -- when that does not fit beside the file's Gaussian spends, which
+        basic composition would leave no delta to be converted at -- as the mu-GDP spend
+        ``gdp_mu(epsilon, delta)``.  When the run checks its plan (before it reads any row) the
+        reservation becomes the plan's *cover*: its Gaussian spends composed (one mu), its other
+        epsilons and deltas added.  Every later check grows the cover if it must (the union with what
+        was covered before), under the lock and against the file; every spend is covered when it is made.  The file's total is monotone in
+        each part of a cover, so the reservation always bounds what the run records, whoever else
+        spends meanwhile; and the yielded accountant also keeps the run within its own
+        (epsilon, delta)."""
         entry_id = f"run-{uuid.uuid4().hex[:12]}"
-        label = f"reserved by {entry_id} (running, or ended without settling)"
         if math.isinf(epsilon):
             raise BudgetExceededError("a non-private run cannot be charged to a finite privacy budget")
         budget = Budget(epsilon, delta)
-        basic = Spend(label, epsilon=epsilon, delta=delta)
-        as_gdp = Spend(label, mu=gdp_mu(epsilon, delta)) if delta > 0 else None  # mu-GDP at delta = 0 is eps = inf
+        shapes = [Cover(epsilon=epsilon, delta=delta)]
+        if delta > 0:  # mu-GDP at delta = 0 is epsilon = inf
+            shapes.append(Cover(mu=gdp_mu(epsilon, delta)))
         with _locked(self.path):
             state = self._refresh()
-            reserved = as_gdp if gaussian and as_gdp is not None else basic
-            if gaussian_if_needed and as_gdp is not None and reserved is basic:
+            for shape in shapes:
                 try:
-                    super().check([basic])
+                    super().check(shape.spends(entry_id))
+                    break
                 except BudgetExceededError:
-                    reserved = as_gdp  # checked below: refused in this form too if it does not fit
-            super().check([reserved])
+                    if shape is shapes[-1]:
+                        raise
             entry = {"id": entry_id, "time": _now(), "about": dict(about or {})}
-            entry.update(reserved=_spend_to_json(reserved), spends=[])
+            entry.update(reserved=[_spend_to_json(s) for s in shape.spends(entry_id)], spends=[])
             state["entries"].append(entry)
             _write(self.path, state)
-        # The run's own budget, enforced here too: the reservation bounds what it records whoever runs it.
-        if not reserved.is_gdp:
-            collector = _AddRemoveRun(budget)
-        elif gaussian:
-            collector = _GaussianRun(budget)
-        else:
-            collector = _GaussianRun(budget, "the ledger's remaining budget admits this run only as Gaussian releases")
+        collector = _LedgerRun(budget, self, entry_id, shape)
         try:
             yield collector
         finally:
             self._settle(entry_id, collector.spends)
+
+    def _reshape(self, entry_id: str, cover: "Cover") -> None:
+        """Replace the open run ``entry_id``'s reservation by ``cover``, if the file's budget admits it."""
+        with _locked(self.path):
+            state = self._refresh()
+            entry = next((e for e in state["entries"] if e["id"] == entry_id), None)
+            if entry is None or not entry.get("reserved"):
+                raise LedgerError(
+                    f"{self.path} no longer holds this run's reservation ({entry_id}); nothing was released"
+                )
+            entry["reserved"] = [_spend_to_json(s) for s in cover.spends(entry_id)]
+            self._refresh(state)
+            try:
+                super().check([])
+            except BudgetExceededError:
+                self._refresh()
+                raise
+            _write(self.path, state)
 
     def _settle(self, entry_id: str, spends: list[Spend]) -> None:
         with _locked(self.path):
@@ -317,8 +320,7 @@ class LedgerAccountant(PrivacyAccountant):
         steps = []
         for entry in state["entries"]:
             steps.extend(_spend_from_json(s) for s in entry["spends"])
-            if entry.get("reserved"):
-                steps.append(_spend_from_json(entry["reserved"]))
+            steps.extend(_spend_from_json(s) for s in _reserved(entry))
         self._spends = steps
         return state
 
@@ -397,7 +399,7 @@ def _check_shape(state: dict) -> None:
     for entry in state["entries"]:
         if not isinstance(entry["id"], str) or not isinstance(entry["spends"], list):
             raise TypeError("an entry without an id or spends")
-        for item in [*entry["spends"], *([entry["reserved"]] if entry.get("reserved") else [])]:
+        for item in [*entry["spends"], *_reserved(entry)]:
             if not isinstance(item, dict) or "label" not in item:
                 raise TypeError("a spend without a label")
 
@@ -423,7 +425,7 @@ def _check_values(state: dict) -> None:
         if entry["id"] in ids:
             raise ValueError(f"the entry {entry['id']} appears twice")
         ids.add(entry["id"])
-        for item in [*entry["spends"], *([entry["reserved"]] if entry.get("reserved") else [])]:
+        for item in [*entry["spends"], *_reserved(entry)]:
             where = f"a spend of the entry {entry['id']}"
             if "mu" in item:
                 if set(item) - {"label", "mu"}:
@@ -446,7 +448,7 @@ def _checksum(state: dict) -> str:
 
 def _total(entries: list[dict]) -> dict:
     """The (epsilon, delta) spends added up and the mu-GDP spends composed, open reservations included."""
-    items = [i for e in entries for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
+    items = [i for e in entries for i in [*e["spends"], *_reserved(e)]]
     return {
         "epsilon": math.fsum(float(i["epsilon"]) for i in items if "mu" not in i),
         "delta": math.fsum(float(i.get("delta", 0.0)) for i in items if "mu" not in i),
@@ -466,10 +468,62 @@ def _check_integrity(state: dict) -> None:
         raise ValueError("its checksum does not match its content")
 
 
-class _AddRemoveRun(PrivacyAccountant):
-    """The accountant of a run: a reservation is for add/remove neighbours, so a replace-one release (a local
-    or shuffle round) is refused -- once settled it would restate every other spend of the file for
-    replace-one neighbours, about twice their cost, past what the reservation checked."""
+def _reserved(entry: dict) -> list[dict]:
+    """An entry's open reservation as a list of spends (one spend in files written before covers)."""
+    reserved = entry.get("reserved")
+    if not reserved:
+        return []
+    return list(reserved) if isinstance(reserved, list) else [reserved]
+
+
+@dataclass(frozen=True)
+class Cover:
+    """A bound on a list of spends, one number per way the file composes them: the Gaussian spends'
+    composed mu, and the other spends' summed epsilon and delta.  The file's total is monotone in
+    each, so spends within a cover cost at most what the cover does, beside anything else."""
+
+    mu: float = 0.0
+    epsilon: float = 0.0
+    delta: float = 0.0
+
+    @classmethod
+    def of(cls, spends: Iterable[Spend]) -> "Cover":
+        spends = list(spends)
+        return cls(
+            mu=math.sqrt(math.fsum(s.mu**2 for s in spends if s.is_gdp)),
+            epsilon=math.fsum(s.epsilon for s in spends if not s.is_gdp),
+            delta=math.fsum(s.delta for s in spends if not s.is_gdp),
+        )
+
+    def within(self, other: "Cover") -> bool:
+        slack = 1.0 + 1e-9  # rounding in the sums, far below any meaningful privacy difference
+        return (
+            self.mu <= other.mu * slack and self.epsilon <= other.epsilon * slack and self.delta <= other.delta * slack
+        )
+
+    def union(self, other: "Cover") -> "Cover":
+        return Cover(max(self.mu, other.mu), max(self.epsilon, other.epsilon), max(self.delta, other.delta))
+
+    def spends(self, entry_id: str) -> list[Spend]:
+        label = f"reserved by {entry_id} (running, or ended without settling)"
+        out = [Spend(label, mu=self.mu)] if self.mu > 0 else []
+        if self.epsilon > 0 or self.delta > 0:
+            out.append(Spend(label, epsilon=self.epsilon, delta=self.delta))
+        return out
+
+
+class _LedgerRun(PrivacyAccountant):
+    """The accountant of one ledger run: within the run's own budget, and within its reservation in the
+    file, which takes the shape of the plans the run checks (see :meth:`LedgerAccountant.run`).
+
+    A reservation is for add/remove neighbours, so a replace-one release (a local or shuffle round) is
+    refused: once settled it would restate every other spend of the file for replace-one neighbours,
+    about twice their cost, past what the reservation checked."""
+
+    def __init__(self, budget: Budget, ledger: "LedgerAccountant", entry_id: str, reserved: Cover):
+        super().__init__(budget)
+        self._ledger, self._entry_id, self._reserved = ledger, entry_id, reserved
+        self._placeholder = True  # the request's shape, until the run checks its first plan
 
     def check(self, planned: Iterable[Spend]) -> None:
         planned = list(planned)
@@ -478,24 +532,16 @@ class _AddRemoveRun(PrivacyAccountant):
                 "a ledger run reserves for add/remove neighbours, and this run planned a replace-one release (the "
                 "local or shuffle model); give the ledger itself as the accountant instead; nothing was released"
             )
-        super().check(planned)
-
-
-class _GaussianRun(_AddRemoveRun):
-    """The accountant of a run reserved as mu-GDP: Gaussian releases only, within the run's budget."""
-
-    def __init__(self, budget: Budget, why: str = ""):
-        super().__init__(budget)
-        self._why = f" ({why})" if why else ""
-
-    def check(self, planned: Iterable[Spend]) -> None:
-        planned = list(planned)
-        if any(not s.is_gdp for s in planned):
-            raise BudgetExceededError(
-                f"this run's ledger reservation covers Gaussian (mu-GDP) releases only{self._why}, and it planned "
-                "another kind; nothing was released"
-            )
-        super().check(planned)
+        super().check(planned)  # the run's own (epsilon, delta)
+        need = Cover.of([*self.spends, *planned])
+        if self._placeholder:  # the first check: the request's placeholder takes the plan's shape
+            reshaped = need
+        elif need.within(self._reserved):
+            return
+        else:  # later checks only grow it: a plan checked earlier (auto's candidates) stays covered
+            reshaped = need.union(self._reserved)
+        self._ledger._reshape(self._entry_id, reshaped)
+        self._reserved, self._placeholder = reshaped, False
 
 
 def _budget_json(budget) -> dict:
