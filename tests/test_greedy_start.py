@@ -96,7 +96,7 @@ def test_fastlloyd_starts_from_the_greedys_centers(blobs, monkeypatch):
         seen["start"] = centers.copy()
         return run_lloyd(ctx, plan, centers, *args, **kwargs)
 
-    monkeypatch.setattr(greedy_module, "run_greedy", record_greedy)
+    monkeypatch.setattr(lloyd_module, "run_greedy", record_greedy)  # where the greedy start calls it
     monkeypatch.setattr(lloyd_module, "run_lloyd", record_lloyd)
     greedy_start(epsilon=1.0, random_state=3).fit(X)
     np.testing.assert_array_equal(seen["start"], seen["greedy"])
@@ -154,7 +154,7 @@ def test_on_many_rows_the_greedy_reads_a_poisson_sample_at_the_same_price(blobs,
         read.append(plan.oracle.rows)
         return original(ctx, spec, plan)
 
-    monkeypatch.setattr(greedy_module, "run_greedy", run_greedy)
+    monkeypatch.setattr(lloyd_module, "run_greedy", run_greedy)  # where the greedy start calls it
     fits = {}
     for signal in (math.inf, 100.0):  # 100: the greedy reads rows kept with probability 100 * 3 / 3000 = 0.1
         monkeypatch.setattr(lloyd_module, "START_SAMPLE_SIGNAL", signal)

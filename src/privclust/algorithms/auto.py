@@ -28,8 +28,10 @@ that it wins on some sets and loses on others by up to 1.9x, so FastLloyd stays 
 
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
 delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (epsilon (1 - f),
-delta (1 - f)) through :meth:`Oracle.with_pool`, as its budget; the shared ledger composes the
-two, which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
+delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
+their own (``Oracle.stage``).  The whole -- the count with each candidate -- is checked against the
+ledger as a value before the count is released; the shared ledger composes the two stages' spends,
+which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ import dataclasses
 
 from ..privacy.budget import Budget
 from ..queries.base import count_query
-from ..queries.plan import ADAPTIVE, Part
-from .base import MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
+from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
+from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
+from .greedy import greedy_spec
+from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
 
 __all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
 
@@ -75,37 +79,44 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
 
 
+def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
+    """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
+    computed from public parameters; nothing is checked or read."""
+    return {
+        "greedy": greedy_spec(ctx).plan_spec,
+        "fastlloyd": lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False),
+        GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
+    }
+
+
+def staged_spec(ctx: FitContext) -> Staged:
+    """``auto`` with a private n: the count in ``count_fraction`` of (epsilon, delta), then the chosen
+    algorithm in the rest -- a plan whose second stage is one of the candidates' plans."""
+    f, budget = ctx.count_fraction, ctx.budget
+    count = Stage(f, (Spec("the row count", (Part(ROW_COUNT_PART, share=1.0),)),))
+    rest_budget = Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f))  # the candidates plan within it
+    rest = dataclasses.replace(ctx, oracle=ctx.oracle.with_pool(rest_budget), budget=rest_budget)
+    return Staged("auto", (count, Stage(1.0 - f, tuple(candidate_specs(rest).values()))))
+
+
 def _noisy_rows(ctx: FitContext) -> tuple[float, FitContext]:
     """A noisy n from ``count_fraction`` of the pool, and the context for the rest of it.
 
-    Nothing is released before the whole fit is known to fit the ledger: the count's plan together
-    with the plan of each algorithm ``auto`` may choose (they do not depend on n) is checked first,
-    so a refused fit spends nothing, not even the count."""
-    from .greedy import greedy_spec
-    from .lloyd import DEFAULT_INIT_SHARE, lloyd_plan, open_greedy_start
-
-    budget, f = ctx.budget, ctx.count_fraction
-    counting = ctx.oracle.with_pool(Budget(budget.epsilon * f, budget.delta * f))
-    count_plan = counting.plan([Part(ROW_COUNT_PART, share=1.0)], what="the row count")
-    rest_budget = Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f))
-    rest = ctx.oracle.with_pool(rest_budget)
-    # any public n: no plan depends on it
-    probe = dataclasses.replace(ctx, oracle=rest, budget=rest_budget, public_n=1)
-    for plan in (
-        greedy_spec(probe).open(rest),
-        lloyd_plan(probe, "gaussian", "FastLloyd"),
-        open_greedy_start(probe, DEFAULT_INIT_SHARE).plan,
-    ):
-        ctx.oracle.accountant.check(count_plan.reserved() + plan.reserved())
+    Nothing is released before the whole fit is known to fit the ledger: the staged plan -- the count,
+    then each algorithm ``auto`` may choose -- is checked first (``Oracle.check``, on values), so a refused
+    fit spends nothing, not even the count."""
+    staged = staged_spec(ctx)
+    ctx.oracle.check(staged)
+    count_stage, rest_stage = staged.stages
+    count_plan = ctx.oracle.stage(count_stage).open(count_stage.options[0])
     n = min(max(float(count_plan.release(count_query(), ROW_COUNT_PART)["count"][0, 0]), 1.0), MAX_ROW_ESTIMATE)
-    return n, dataclasses.replace(ctx, oracle=rest, budget=rest_budget, public_n=int(round(n)))
+    rest = ctx.oracle.stage(rest_stage)
+    return n, dataclasses.replace(ctx, oracle=rest, budget=rest.budget, public_n=int(round(n)))
 
 
 @register("auto")
 def auto(ctx: FitContext) -> FitResult:
     """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
-    from . import ALGORITHMS
-
     if ctx.non_private:
         raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
     algorithm_params(ctx, "auto", ())  # it takes none: the chosen algorithm runs with its defaults

@@ -95,11 +95,11 @@ from ..geometry.projection import BallProjection, ChunkMemo
 from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
 from ..queries.base import Block, SumQuery
-from ..queries.plan import ADAPTIVE, DENSE, DISTRIBUTED, EXACT, SPARSE, CapabilityError, Oracle, Part, Plan
+from ..queries.plan import ADAPTIVE, DENSE, DISTRIBUTED, EXACT, SPARSE, CapabilityError, Oracle, Part, Plan, Spec
 from ..queries.reduce import Reduction
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
-from .lloyd import fastlloyd_eta
+from .radius import fastlloyd_eta
 
 __all__ = [
     "GreedySpec",
@@ -199,9 +199,14 @@ class GreedySpec:
     def selection_part(self, run: int) -> str:
         return _part_name(self.restarts, run, "exponential-mechanism choices (zCDP)")
 
+    @property
+    def plan_spec(self) -> Spec:
+        """The greedy's plan as a value (its parts and needs), to check or combine without running it."""
+        return Spec(f"the greedy ({self.selection} selection)", self.parts, "gaussian", frozenset(self.needs))
+
     def open(self, oracle: Oracle) -> Plan:
         """The oracle's plan for these parts: refused before any row is read if it cannot be served."""
-        return oracle.plan(self.parts, needs=self.needs, what=f"the greedy ({self.selection} selection)")
+        return oracle.open(self.plan_spec)
 
 
 def _part_name(restarts: int, run: int, what: str) -> str:

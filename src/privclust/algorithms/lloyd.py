@@ -97,9 +97,11 @@ from ..geometry.domain import fold
 from ..geometry.init import sphere_packing
 from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
-from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan
+from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register
+from .greedy import GreedySpec, greedy_spec, run_greedy
+from .radius import fastlloyd_eta, fastlloyd_shares
 
 __all__ = [
     "LloydStep",
@@ -113,7 +115,9 @@ __all__ = [
     "LLOYD_PART",
     "sulloyd_split",
     "GreedyStart",
-    "open_greedy_start",
+    "greedy_start",
+    "lloyd_spec",
+    "mean_start_spec",
     "INITS",
     "DEFAULT_INIT_SHARE",
 ]
@@ -135,20 +139,6 @@ class LloydStep:
     radius: float | None = None  # assign only points closer than this; None: all points
     relative: bool = False  # release sums of (x - center) instead of x
     clip_move: bool = False  # never move a center by more than ``radius``
-
-
-def fastlloyd_eta(d: int, k: int, alpha: float = 0.8) -> float:
-    """FastLloyd's radius: alpha times half the unit box's diagonal over k^(1/d), at most the diagonal."""
-    beta = 2.0 * math.sqrt(d)
-    return min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)
-
-
-def fastlloyd_shares(d: int) -> tuple[float, float]:
-    """The seed's split of one iteration's mu^2 between relative sums and counts (eq. 7):
-    sigma_R = sigma sqrt(1 + sqrt(4d)) / (4d)^(1/4) and sigma_C = sigma sqrt(1 + sqrt(4d)),
-    i.e. shares sqrt(4d) / (1 + sqrt(4d)) and 1 / (1 + sqrt(4d)) of mu^2."""
-    spread = 1.0 + math.sqrt(4.0 * d)
-    return math.sqrt(4.0 * d) / spread, 1.0 / spread
 
 
 def fastlloyd_step(d: int, radius: float) -> LloydStep:
@@ -248,17 +238,20 @@ def _initial_centers(ctx: FitContext) -> np.ndarray:
     return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
 
 
+def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = None) -> Spec:
+    """The Lloyd family's plan: a noisy row count (``counted``; by default unless ``public_n``) and the
+    iterations, which share the rest of the pool; adaptive rounds (each iteration's cells are the last
+    one's centers).  A value: nothing is checked or read."""
+    counted = ctx.public_n is None if counted is None else counted
+    count = [Part(ROW_COUNT_PART, share=ctx.count_fraction)] if counted else []
+    iterations = Part(LLOYD_PART, share=1.0 - (ctx.count_fraction if counted else 0.0))
+    return Spec(what, (*count, iterations), family, frozenset({ADAPTIVE}))
+
+
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
-    """The Lloyd family's plan: a noisy row count (unless ``public_n``) and the iterations, which share
-    the rest; adaptive rounds (each iteration's cells are the last one's centers)."""
+    """The Lloyd family's plan (:func:`lloyd_spec`), checked and opened: refused before any row is read."""
     algorithm_params(ctx, what, _known_options(what))
-    return ctx.oracle.plan(_lloyd_parts(ctx), family=family, needs={ADAPTIVE}, what=what)
-
-
-def _lloyd_parts(ctx: FitContext, scale: float = 1.0) -> list[Part]:
-    """The count (unless ``public_n``) and the iterations, at ``scale`` times their shares of the pool."""
-    parts = count_part(ctx) + [Part(LLOYD_PART, share=1.0 - (0.0 if ctx.public_n is not None else ctx.count_fraction))]
-    return [dataclasses.replace(p, share=p.share * scale) for p in parts]
+    return ctx.oracle.open(lloyd_spec(ctx, family, what))
 
 
 LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
@@ -297,67 +290,61 @@ def _init_option(ctx: FitContext) -> tuple[str, float | None]:
 
 @dataclass(frozen=True)
 class GreedyStart:
-    """A greedy-started FastLloyd's one plan: the greedy's parts and FastLloyd's, scaled to their shares."""
+    """A greedy-started FastLloyd's one plan: the greedy's parts and FastLloyd's, sharing one pool."""
 
     share: float
     greedy_ctx: FitContext  # the greedy's own defaults, its delta the start's share of the fit's
-    spec: object  # the greedy's GreedySpec
-    plan: Plan
+    greedy: GreedySpec
+    spec: Spec  # the whole plan: shared_pool((the greedy, share), (FastLloyd, 1 - share))
 
-    def sample_rate(self, epsilon: float, k: int, n: float) -> float:
+    def sample_rate(self, epsilon: float, k: int, n: float, plan: Plan) -> float:
         """The Poisson rate of the rows the greedy reads: below 1 when n eps / k is far above what the start
         needs (see the module docstring) and the plan's oracle can sample; a function of public values."""
         rate = START_SAMPLE_SIGNAL * k / (epsilon * n)
-        return rate if rate < 1.0 and SAMPLED in self.plan.oracle.capabilities else 1.0
+        return rate if rate < 1.0 and SAMPLED in plan.oracle.capabilities else 1.0
 
-    def info(self, sample_rate: float) -> dict:
+    def info(self, plan: Plan, sample_rate: float) -> dict:
         """The start and the split, from public parameters only (the plan's allotments and the rate)."""
-        greedy = [p.name for p in self.spec.parts]
-        mu_greedy = math.sqrt(sum((self.plan.allotment(p).mu or 0.0) ** 2 for p in greedy))
-        lloyd = [p.name for p in self.plan.parts if p.name not in greedy]
-        mu_lloyd = math.sqrt(sum((self.plan.allotment(p).mu or 0.0) ** 2 for p in lloyd))
+        greedy = [p.name for p in self.greedy.parts]
+        mu_greedy = math.sqrt(sum((plan.allotment(p).mu or 0.0) ** 2 for p in greedy))
+        lloyd = [p.name for p in plan.parts if p.name not in greedy]
+        mu_lloyd = math.sqrt(sum((plan.allotment(p).mu or 0.0) ** 2 for p in lloyd))
         return {
             "start": "greedy",
             "init_share": self.share,
             "mu": {"greedy": mu_greedy, "fastlloyd": mu_lloyd},
-            "delta": {"greedy selection": sum(p.delta for p in self.spec.parts)},
+            "delta": {"greedy selection": sum(p.delta for p in self.greedy.parts)},
             "sample_rate": sample_rate,
         }
 
-    def run(self, ctx: FitContext, sample_rate: float) -> np.ndarray:
+    def run(self, ctx: FitContext, plan: Plan, sample_rate: float) -> np.ndarray:
         """The greedy's k centers (unit box), its releases answered on a Poisson sample of ``sample_rate``."""
-        from .greedy import run_greedy
+        if sample_rate < 1.0:
+            plan = plan.on_sample(sample_rate, ctx.randomness.secret())
+        return np.clip(run_greedy(self.greedy_ctx, self.greedy, plan).centers, -1.0, 1.0)  # post-processing
 
-        plan = self.plan if sample_rate >= 1.0 else self.plan.on_sample(sample_rate, ctx.randomness.secret())
-        return np.clip(run_greedy(self.greedy_ctx, self.spec, plan).centers, -1.0, 1.0)  # post-processing
 
-
-def open_greedy_start(ctx: FitContext, share: float) -> GreedyStart:
-    """One plan for the greedy start and FastLloyd (see the module docstring): checked against the
-    oracle's capabilities and the ledger as a whole, before anything is released."""
-    from .greedy import greedy_spec
-
+def greedy_start(ctx: FitContext, share: float, counted: bool | None = None) -> GreedyStart:
+    """The greedy start and FastLloyd as one plan (see the module docstring), a value: nothing is checked."""
     if ctx.budget is None:
         raise ValueError("the greedy start is a private mechanism: it needs a budget")
-    algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
     # The greedy with its own defaults (FastLloyd's parameters are not its, nor is its progress FastLloyd's);
     # its budget is the start's share, which sets its partition-selection delta (half of share * delta).
     start_budget = Budget(ctx.budget.epsilon * share, ctx.budget.delta * share)
     greedy_ctx = dataclasses.replace(ctx, budget=start_budget, options={}, callback=None)
-    spec = greedy_spec(greedy_ctx)
-    parts = [dataclasses.replace(p, share=p.share * share) if p.pooled else p for p in spec.parts]
-    parts += _lloyd_parts(ctx, 1.0 - share)
-    plan = ctx.oracle.plan(parts, family="gaussian", needs=spec.needs | {ADAPTIVE}, what="FastLloyd (greedy start)")
-    return GreedyStart(share, greedy_ctx, spec, plan)
+    greedy = greedy_spec(greedy_ctx)
+    lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd", counted)
+    spec = shared_pool("FastLloyd (greedy start)", (greedy.plan_spec, share), (lloyd, 1.0 - share))
+    return GreedyStart(share, greedy_ctx, greedy, spec)
 
 
-def open_mean_start(ctx: FitContext, share: float) -> Plan:
+def mean_start_spec(ctx: FitContext, share: float, counted: bool | None = None) -> Spec:
     """FastLloyd's plan with the mean start: its parts at 1 - s of the pool, the mean's release at s."""
     if ctx.budget is None:
         raise ValueError("the mean start is a private release: it needs a budget")
-    algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
-    parts = _lloyd_parts(ctx, 1.0 - share) + [Part(MEAN_START_PART, share=share)]
-    return ctx.oracle.plan(parts, family="gaussian", needs={ADAPTIVE}, what="FastLloyd (mean start)")
+    mean = Spec("the rows' mean", (Part(MEAN_START_PART, share=1.0),), "gaussian")
+    lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd", counted)
+    return shared_pool("FastLloyd (mean start)", (lloyd, 1.0 - share), (mean, share))
 
 
 def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
@@ -410,17 +397,17 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     init, share = _init_option(ctx)
     start = None
     if init == "greedy":  # one plan for both: checked as a whole before either releases
-        start = open_greedy_start(ctx, share)
-        plan = start.plan
+        start = greedy_start(ctx, share)
+        plan = ctx.oracle.open(start.spec)
     elif init == "mean":
-        plan = open_mean_start(ctx, share)
+        plan = ctx.oracle.open(mean_start_spec(ctx, share))
     else:
         plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
         centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
     if start is not None:
-        sample_rate = start.sample_rate(ctx.budget.epsilon, k, n)
-        centers = start.run(ctx, sample_rate)
+        sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
+        centers = start.run(ctx, plan, sample_rate)
     elif init == "mean":
         centers = mean_start(ctx, plan)
 
@@ -437,7 +424,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     sigma_c = sigma * math.sqrt(spread)
     info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
     if start is not None:
-        info["init"] = start.info(sample_rate)
+        info["init"] = start.info(plan, sample_rate)
     elif init == "mean":
         info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
     else:

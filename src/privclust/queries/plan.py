@@ -45,9 +45,11 @@ Capabilities an oracle may offer:
 from __future__ import annotations
 
 import copy
+import dataclasses
+import itertools
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
@@ -64,6 +66,10 @@ __all__ = [
     "SAMPLED",
     "CapabilityError",
     "Part",
+    "Spec",
+    "Stage",
+    "Staged",
+    "shared_pool",
     "Allotment",
     "Plan",
     "Oracle",
@@ -112,6 +118,87 @@ class Part:
     @property
     def pooled(self) -> bool:
         return self.share > 0
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An algorithm's public plan as a value: the parts of its budget, the noise family of its pooled parts
+    and the capabilities it needs.  It is computed from public parameters alone, before any row is read,
+    and can be checked against an oracle and its ledger (:meth:`Oracle.check`) or combined with others
+    (:func:`shared_pool`, :class:`Staged`) without running anything; :meth:`Oracle.open` turns it into the
+    :class:`Plan` that releases."""
+
+    what: str  # the algorithm, as messages name it
+    parts: tuple[Part, ...]
+    family: str = "gaussian"
+    needs: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self):
+        object.__setattr__(self, "parts", tuple(self.parts))
+        object.__setattr__(self, "needs", frozenset(self.needs) | ({LAPLACE} if self.family == "laplace" else set()))
+        names = [p.name for p in self.parts]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"a plan needs parts with unique names, got {names}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+
+    def scaled(self, share: float) -> "Spec":
+        """This plan at ``share`` of the pool: its pooled parts' shares times ``share`` (explicit parts, which
+        price themselves, as they are)."""
+        parts = [dataclasses.replace(p, share=p.share * share) if p.pooled else p for p in self.parts]
+        return dataclasses.replace(self, parts=tuple(parts))
+
+
+def shared_pool(what: str, *stages: tuple[Spec, float]) -> Spec:
+    """Stages that share one pool: each ``(spec, share)`` takes ``share`` of it (the shares add up to at
+    most 1), and the result is one plan, checked as a whole before any stage releases.  Its Gaussian parts
+    compose exactly (GDP), so the stages together get the noise of one mechanism at the pool's mu -- more
+    than two pools split by basic composition would leave them.  Example: FastLloyd started from the
+    private greedy's centers (``algorithms.lloyd``)."""
+    if sum(share for _, share in stages) > 1.0 + _SLACK:
+        raise ValueError(f"{what}: the stages' shares add up to more than the pool")
+    families = {spec.family for spec, _ in stages}
+    if len(families) != 1:
+        raise ValueError(f"{what}: stages sharing a pool need one noise family, got {sorted(families)}")
+    parts = [part for spec, share in stages for part in spec.scaled(share).parts]
+    needs = frozenset().union(*(spec.needs for spec, _ in stages))
+    return Spec(what, tuple(parts), families.pop(), needs)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a :class:`Staged` plan: ``fraction`` of the budget's (epsilon, delta), a pool of its own,
+    and the plans it may run -- one of ``options``, chosen by public post-processing of the stages before."""
+
+    fraction: float
+    options: tuple[Spec, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", tuple(self.options))
+        if not (0 < self.fraction <= 1) or not self.options:
+            raise ValueError("a stage needs a fraction in (0, 1] of the budget and at least one plan")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Stages that split the budget: stage i plans within (fraction_i epsilon, fraction_i delta), a pool of its
+    own (``Oracle.stage``), so a later stage may depend on an earlier one's releases -- and choose among
+    its options by them.  The fractions add up to at most 1, so any choice is (epsilon, delta)-DP by basic
+    composition (the shared ledger reports it exactly, in GDP).  ``Oracle.check`` checks every combination
+    of the stages' options against the ledger before anything is released.  Example: ``auto``'s noisy row
+    count and then the algorithm it chooses by it."""
+
+    what: str
+    stages: tuple[Stage, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "stages", tuple(self.stages))
+        if sum(stage.fraction for stage in self.stages) > 1.0 + _SLACK:
+            raise ValueError(f"{self.what}: the stages' fractions add up to more than the budget")
+
+    def combinations(self) -> Iterable[tuple[Spec, ...]]:
+        """Every plan the staged run may make: one option of each stage."""
+        return itertools.product(*(stage.options for stage in self.stages))
 
 
 @dataclass(frozen=True)
@@ -221,18 +308,38 @@ class Oracle(ABC):
     def plan(
         self, parts: Iterable[Part], *, family: str = "gaussian", needs: Iterable[str] = (), what: str = "it"
     ) -> Plan:
-        """Check that this oracle can serve ``parts`` with ``needs`` within the budget; raises before any row
-        is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
-        parts = list(parts)
-        names = [p.name for p in parts]
-        if not parts or len(set(names)) != len(names):
-            raise ValueError(f"a plan needs parts with unique names, got {names}")
-        if family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-        self.require(set(needs) | ({LAPLACE} if family == "laplace" else set()), what)
-        plan = Plan(self, parts, self.allot(parts, family), family)
+        """``open`` the plan of ``parts`` (see :class:`Spec`)."""
+        return self.open(Spec(what, tuple(parts), family, frozenset(needs)))
+
+    def open(self, spec: Spec) -> Plan:
+        """Check that this oracle can serve ``spec`` within the budget and return its :class:`Plan`; raises
+        before any row is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
+        plan = self._unchecked(spec)
         self.accountant.check(self.reserved(plan))
         return plan
+
+    def check(self, spec: "Spec | Staged") -> None:
+        """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
+        afford; for a :class:`Staged` plan, every combination of its stages' options."""
+        if isinstance(spec, Spec):
+            self.accountant.check(self.reserved(self._unchecked(spec)))
+            return
+        for chosen in spec.combinations():
+            reserved = []
+            for stage, option in zip(spec.stages, chosen):
+                view = self.stage(stage)
+                reserved += view.reserved(view._unchecked(option))
+            self.accountant.check(reserved)
+
+    def stage(self, stage: Stage) -> "Oracle":
+        """This oracle planning within ``stage``'s fraction of its budget (a pool of its own)."""
+        if self.budget is None:
+            return self
+        return self.with_pool(Budget(self.budget.epsilon * stage.fraction, self.budget.delta * stage.fraction))
+
+    def _unchecked(self, spec: Spec) -> Plan:
+        self.require(spec.needs, spec.what)
+        return Plan(self, list(spec.parts), self.allot(list(spec.parts), spec.family), spec.family)
 
     def with_pool(self, budget: Budget) -> "Oracle":
         """This oracle -- the same rows, noise and ledger -- planning within ``budget``, a part of its pool.

@@ -1,0 +1,140 @@
+"""A plan is a value: specs are checked and combined without running anything (issue 26)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
+from privclust.algorithms import auto as auto_module
+from privclust.algorithms.base import FitContext
+from privclust.algorithms.greedy import greedy_spec
+from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
+from privclust.privacy.gdp import gdp_mu
+from privclust.privacy.noise import Randomness
+from privclust.queries import MemoryRows
+from privclust.queries.central import CentralOracle
+from privclust.queries.plan import ADAPTIVE, Part, Spec, Stage, Staged, shared_pool
+
+ALGORITHMS = Path(__file__).parents[1] / "src" / "privclust" / "algorithms"
+
+
+class Untouchable(MemoryRows):
+    """Rows that refuse to be read: checking a plan must not read any."""
+
+    def sums(self, queries):
+        raise AssertionError("a row was read")
+
+
+def _ctx(budget=Budget(1.0, 1e-6), accountant=None, public_n=None):
+    rows = Untouchable(np.zeros((10, 2)), 2)
+    accountant = accountant or PrivacyAccountant(budget)
+    oracle = CentralOracle(rows, budget, accountant, Randomness(0).noise)
+    return FitContext(oracle, 3, budget, Randomness(0), public_n=public_n)
+
+
+def test_a_spec_is_a_checked_value():
+    with pytest.raises(ValueError, match="unique names"):
+        Spec("x", (Part("a", share=0.5), Part("a", share=0.5)))
+    with pytest.raises(ValueError, match="family"):
+        Spec("x", (Part("a", share=1.0),), family="cauchy")
+    assert "pure epsilon-DP" in " ".join(Spec("x", (Part("a", share=1.0),), family="laplace").needs)
+    half = Spec("x", (Part("a", share=1.0), Part("b", epsilon=0.1))).scaled(0.5)
+    assert [p.share for p in half.parts] == [0.5, 0.0] and half.parts[1].epsilon == 0.1
+
+
+def test_shared_pool_scales_each_stage_and_composes_in_one_gdp_mechanism():
+    ctx = _ctx()
+    greedy = greedy_spec(ctx).plan_spec
+    lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False)
+    both = shared_pool("start", (greedy, 0.3), (lloyd, 0.7))
+    assert [p.name for p in both.parts] == [p.name for p in greedy.parts] + [p.name for p in lloyd.parts]
+    assert sum(p.share for p in both.parts) == pytest.approx(0.3 * sum(p.share for p in greedy.parts) + 0.7)
+    assert both.needs == greedy.needs | {ADAPTIVE}
+    # one pool: the Gaussian parts' mu add up (in mu^2) to the pool's mu at what the selection leaves of delta
+    plan = ctx.oracle.open(both)
+    delta_left = 1e-6 - sum(p.delta for p in both.parts)
+    mu2 = sum(plan.allotment(p.name).mu ** 2 for p in both.parts)
+    assert mu2 == pytest.approx(gdp_mu(1.0, delta_left) ** 2)
+    with pytest.raises(ValueError, match="more than the pool"):
+        shared_pool("x", (greedy, 0.6), (lloyd, 0.6))
+    with pytest.raises(ValueError, match="one noise family"):
+        shared_pool("x", (lloyd, 0.5), (lloyd_spec(ctx, "laplace", "SuLloyd"), 0.5))
+
+
+def test_the_greedy_start_is_the_shared_pool_of_the_greedy_and_fastlloyd():
+    ctx = _ctx()
+    start = greedy_start(ctx, DEFAULT_INIT_SHARE)
+    expected = shared_pool(
+        "FastLloyd (greedy start)",
+        (start.greedy.plan_spec, DEFAULT_INIT_SHARE),
+        (lloyd_spec(ctx, "gaussian", "FastLloyd"), 1 - DEFAULT_INIT_SHARE),
+    )
+    assert start.spec == expected
+
+
+def test_a_staged_plan_is_checked_for_every_choice_without_reading_a_row():
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    ctx = _ctx(accountant=ledger)
+    count = Stage(0.05, (Spec("count", (Part("count", share=1.0),)),))
+    cheap = Spec("cheap", (Part("a", share=1.0),))
+    ctx.oracle.check(Staged("fits", (count, Stage(0.95, (cheap,)))))
+    assert ledger.spends == []  # checked, not spent
+    ledger.spend_gdp("an earlier release", 0.15)
+    # each option alone fits the pool it plans in, but not beside what the ledger holds: refused, nothing spent
+    with pytest.raises(BudgetExceededError):
+        ctx.oracle.check(Staged("fits", (count, Stage(0.95, (cheap,)))))
+    assert [s.label for s in ledger.spends] == ["an earlier release"]
+    with pytest.raises(ValueError, match="more than the budget"):
+        Staged("x", (Stage(0.5, (cheap,)), Stage(0.6, (cheap,))))
+
+
+def test_a_staged_plan_with_an_unaffordable_option_is_refused_though_the_others_fit():
+    ctx = _ctx()
+    fits = Spec("fits", (Part("a", share=1.0),))
+    too_dear = Spec("too dear", (Part("b", epsilon=0.99),))  # an explicit price above its stage's 0.95 epsilon
+    count = Stage(0.05, (Spec("count", (Part("count", share=1.0),)),))
+    ctx.oracle.check(Staged("one", (count, Stage(0.95, (fits,)))))
+    with pytest.raises(ValueError):
+        ctx.oracle.check(Staged("either", (count, Stage(0.95, (fits, too_dear)))))
+
+
+def test_autos_staged_plan_holds_the_count_and_every_candidate():
+    ctx = _ctx()
+    staged = auto_module.staged_spec(ctx)
+    count, rest = staged.stages
+    assert count.fraction == ctx.count_fraction and rest.fraction == pytest.approx(1 - ctx.count_fraction)
+    assert [s.what for s in rest.options] == [
+        "the greedy (histogram selection)",
+        "FastLloyd",
+        "FastLloyd (greedy start)",
+    ]
+    assert all(not any(p.name == "row count" for p in s.parts) for s in rest.options)  # n is known by then
+
+
+def test_a_refused_auto_fit_spends_nothing_not_even_the_count():
+    shared = PrivacyAccountant(Budget(1.0, 1e-6))
+    shared.spend_gdp("earlier", gdp_mu(0.9, 1e-6))
+    X = np.random.default_rng(0).uniform(-1, 1, (500, 4))
+    with pytest.raises(BudgetExceededError):
+        KMeans(3, bounds=(-1, 1), accountant=shared).fit(X)
+    assert [s.label for s in shared.spends] == ["earlier"]
+
+
+def test_no_algorithm_sees_an_accountant():
+    """The seam's rule: algorithms declare plans; oracles check them against the ledger and charge it."""
+    for path in sorted(ALGORITHMS.glob("*.py")):
+        names = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        assert "accountant" not in names, path.name
+
+
+def test_the_spec_functions_are_pure_values():
+    ctx = _ctx(public_n=100)
+    assert lloyd_spec(ctx, "gaussian", "FastLloyd") == lloyd_spec(ctx, "gaussian", "FastLloyd")
+    counted = lloyd_spec(dataclasses.replace(ctx, public_n=None), "gaussian", "FastLloyd")
+    assert [p.name for p in counted.parts] == ["row count", "Lloyd iterations"]
+    assert lloyd_spec(ctx, "gaussian", "FastLloyd", counted=True) == counted
