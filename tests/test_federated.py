@@ -471,3 +471,25 @@ def test_server_and_three_client_processes_on_loopback(certs, data, tmp_path):
     assert np.linalg.norm(centers[0][:, None] - TRUE_CENTERS[None], axis=-1).min(1).max() < 0.1
     party = json.loads(outputs[0][0])
     assert party["epsilon_spent"] == pytest.approx(1.0) and party["rounds"] == report["rounds"]
+
+
+@pytest.mark.parametrize("algorithm", ["greedy", "auto"])
+def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, data, algorithm):
+    """Not a fixed pair: the job checks the algorithm's plan (a value) against the party's capabilities."""
+    X, parts = data
+    out, errors = run_in_threads(certs, parts, job=Job(3, 2.0, 1e-6, [-1, 1], algorithm=algorithm))
+    assert not errors, errors
+    for i in range(PARTIES):
+        np.testing.assert_array_equal(out[i].centers, out[0].centers)
+    assert out["server"].privacy_spent["epsilon"] <= 2.0 * (1 + 1e-9)
+    nearest = np.min(np.linalg.norm(out[0].centers[:, None] - TRUE_CENTERS[None], axis=2), axis=0)
+    assert np.all(nearest < 0.2)  # a center near each of the three clusters (eps = 2, 6,000 rows)
+
+
+@pytest.mark.parametrize(
+    "algorithm, message",
+    [("sulloyd", "Laplace"), ("maxcover", "exact access"), ("onecluster", "exact access"), ("lloyd", "non-private")],
+)
+def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(algorithm, message):
+    with pytest.raises(ValueError, match=message):
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm=algorithm)

@@ -114,7 +114,17 @@ def _noisy_rows(ctx: FitContext) -> tuple[float, FitContext]:
     return n, dataclasses.replace(ctx, oracle=rest, budget=rest.budget, public_n=int(round(n)))
 
 
-@register("auto")
+def auto_spec(ctx: FitContext) -> Spec | Staged:
+    """``auto``'s plan as a value: with a private n and several rounds, the count then one candidate
+    (:func:`staged_spec`); with a public n, one candidate (any of them); in one round, the greedy's."""
+    if ADAPTIVE not in ctx.oracle.capabilities:
+        return greedy_spec(ctx).plan_spec
+    if ctx.public_n is None:
+        return staged_spec(ctx)
+    return Staged("auto", (Stage(1.0, tuple(candidate_specs(ctx).values())),))
+
+
+@register("auto", spec=auto_spec)
 def auto(ctx: FitContext) -> FitResult:
     """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
     if ctx.non_private:

@@ -11,13 +11,15 @@ from .._parallel import one_thread
 from ..privacy.budget import Budget
 from ..privacy.noise import Randomness
 from ..queries.base import count_query
-from ..queries.plan import Oracle, Part, Plan
+from ..queries.plan import Oracle, Part, Plan, Spec, Staged
 
 __all__ = [
     "FitContext",
     "FitResult",
     "ALGORITHMS",
+    "SPECS",
     "register",
+    "algorithm_spec",
     "estimate_rows",
     "count_part",
     "ROW_COUNT_PART",
@@ -62,15 +64,27 @@ class FitResult:
 
 
 ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
+SPECS: dict[str, Callable[[FitContext], Spec | Staged]] = {}  # each algorithm's plan as a value
 MAX_ROW_ESTIMATE = 2.0**53
 
 
-def register(name: str):
+def register(name: str, spec: Callable[[FitContext], Spec | Staged]):
+    """Register an algorithm: ``run(ctx)`` fits, and ``spec(ctx)`` is its plan, computed from the public
+    parameters in ``ctx`` alone (the oracle's capabilities and budget, k, d, options), reading no row."""
+
     def wrap(fn: Callable[[FitContext], FitResult]):
         ALGORITHMS[name] = fn
+        SPECS[name] = spec
         return fn
 
     return wrap
+
+
+def algorithm_spec(name: str, ctx: FitContext) -> Spec | Staged:
+    """The plan ``name`` would make in ``ctx``, as a value: check it with ``ctx.oracle.check``."""
+    if name not in SPECS:
+        raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(SPECS)}")
+    return SPECS[name](ctx)
 
 
 def algorithm_params(ctx: FitContext, algorithm: str, known: tuple[str, ...]) -> dict:

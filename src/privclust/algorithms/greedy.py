@@ -926,7 +926,7 @@ def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
     return ChunkMemo(BallProjection.draw(d, spec.projection_dim, rng))  # one projection per chunk for all levels
 
 
-@register("greedy")
+@register("greedy", spec=lambda ctx: greedy_spec(ctx).plan_spec)
 def greedy(ctx: FitContext) -> FitResult:
     """The private greedy; see the module docstring for the steps and the privacy argument."""
     spec = greedy_spec(ctx)

@@ -383,7 +383,24 @@ def _check_postprocess(how: str) -> str:
     return how
 
 
-@register("fastlloyd")
+def _fastlloyd_start(ctx: FitContext) -> tuple[str, float | None, GreedyStart | None, Spec]:
+    """FastLloyd's start (``init``, its share, the greedy start if any) and its whole plan, a value."""
+    init, share = _init_option(ctx)
+    if init == "greedy":  # one plan for both: checked as a whole before either releases
+        start = greedy_start(ctx, share)
+        return init, share, start, start.spec
+    if init == "mean":
+        return init, share, None, mean_start_spec(ctx, share)
+    algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
+    return init, share, None, lloyd_spec(ctx, "gaussian", "FastLloyd")
+
+
+def fastlloyd_spec(ctx: FitContext) -> Spec:
+    """FastLloyd's plan: from sphere packing, the noisy mean or the greedy's centers (``init``)."""
+    return _fastlloyd_start(ctx)[3]
+
+
+@register("fastlloyd", spec=fastlloyd_spec)
 def fastlloyd(ctx: FitContext) -> FitResult:
     """FastLloyd: radius-constrained DP Lloyd with relative updates and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
@@ -394,15 +411,9 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if strategy not in RADIUS_STRATEGIES:
         raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {strategy!r}")
     postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
-    init, share = _init_option(ctx)
-    start = None
-    if init == "greedy":  # one plan for both: checked as a whole before either releases
-        start = greedy_start(ctx, share)
-        plan = ctx.oracle.open(start.spec)
-    elif init == "mean":
-        plan = ctx.oracle.open(mean_start_spec(ctx, share))
-    else:
-        plan = lloyd_plan(ctx, "gaussian", "FastLloyd")
+    init, share, start, spec = _fastlloyd_start(ctx)
+    plan = ctx.oracle.open(spec)
+    if init == "sphere":
         centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
     if start is not None:
@@ -432,7 +443,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     return FitResult(centers, done, n, info)
 
 
-@register("glloyd")
+@register("glloyd", spec=lambda ctx: lloyd_spec(ctx, "gaussian", "GLloyd"))
 def glloyd(ctx: FitContext) -> FitResult:
     """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
@@ -462,7 +473,7 @@ def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
     return d * unit, count_weight * unit
 
 
-@register("sulloyd")
+@register("sulloyd", spec=lambda ctx: lloyd_spec(ctx, "laplace", "SuLloyd"))
 def sulloyd(ctx: FitContext) -> FitResult:
     """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
     k, d = ctx.n_clusters, ctx.n_features
@@ -483,13 +494,17 @@ def sulloyd(ctx: FitContext) -> FitResult:
     return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
 
-@register("lloyd")
+def _baseline_spec(ctx: FitContext) -> Spec:
+    return Spec("Lloyd", (Part(LLOYD_PART, share=1.0),), "gaussian", frozenset({ADAPTIVE}))
+
+
+@register("lloyd", spec=_baseline_spec)
 def lloyd(ctx: FitContext) -> FitResult:
     """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
     d = ctx.n_features
     max_iter = int(_option(ctx, "max_iter", 100))
     algorithm_params(ctx, "Lloyd", ())
-    plan = ctx.oracle.plan([Part(LLOYD_PART, share=1.0)], needs={ADAPTIVE}, what="Lloyd")
+    plan = ctx.oracle.open(_baseline_spec(ctx))
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done, sizes = run_lloyd(
         ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True

@@ -104,7 +104,7 @@ from ..geometry.projection import BallProjection, default_projection_dim
 from ..privacy.mechanisms import ExponentialCandidates, NoisyAverage
 from ..privacy.noise import NoiseSource
 from ..queries.base import Block, SumQuery
-from ..queries.plan import ADAPTIVE, EXACT, LAPLACE, Part
+from ..queries.plan import ADAPTIVE, EXACT, LAPLACE, Part, Spec
 from ..queries.voronoi import count_values, projected_cells_query
 from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register, weighted_kmeans
 from .lloyd import LLOYD_PART, fastlloyd_eta, fastlloyd_shares, fastlloyd_step, run_lloyd
@@ -541,13 +541,18 @@ def gaussian_averages(budget, project, projected_centers: np.ndarray, d: int) ->
     return np.clip(centers, -1.0, 1.0)
 
 
-@register("maxcover")
+def maxcover_spec(ctx: FitContext) -> Spec:
+    """Max-cover's plan as a value: its parts (:meth:`MaxCoverPlan.parts`) and what it needs."""
+    return Spec("maxcover", tuple(plan(ctx).parts()), "gaussian", frozenset(NEEDS))
+
+
+@register("maxcover", spec=maxcover_spec)
 def maxcover(ctx: FitContext) -> FitResult:
     """Max-cover k-means (Nguyen, Chaturvedi & Xu 2021, Algorithm 1); see the module docstring for the privacy argument."""
     k, d = ctx.n_clusters, ctx.n_features
-    spec = plan(ctx)
-    budget = ctx.oracle.plan(spec.parts(), needs=NEEDS, what="maxcover")
-    n = estimate_rows(ctx, budget)
+    spec = plan(ctx)  # the public parameters (the spec function reads the same)
+    served = ctx.oracle.open(maxcover_spec(ctx))
+    n = estimate_rows(ctx, served)
     dim = spec.projection_dim
     if dim is None:  # the seed's ln(n)/2, lowered until one level's cover fits in memory
         dim = min(default_projection_dim(n), MAX_PROJECTION_DIM)
@@ -570,14 +575,14 @@ def maxcover(ctx: FitContext) -> FitResult:
     if spec.cover == "histogram":
         levels = [CoverLevel.draw(i, side, dim, rng) for i, side in enumerate(sides)]
         levels = [level for level in levels if level.indexable]  # public: depends on n and d' only
-        candidates = histogram_grid_cover(budget, levels, project, per_level, ctx.callback)
+        candidates = histogram_grid_cover(served, levels, project, per_level, ctx.callback)
         info.update(levels=len(levels), cover_points=int(candidates.shape[0]))
         if candidates.shape[0] < k:  # too little released mass: pad with public uniform points (weight 0)
             pad = rng.normal(size=(k - candidates.shape[0], dim))
             pad *= (rng.uniform(size=(pad.shape[0], 1)) ** (1.0 / dim)) / np.linalg.norm(pad, axis=1, keepdims=True)
             candidates = np.vstack([candidates, pad])
     else:
-        candidates = budget.run_exact(
+        candidates = served.run_exact(
             [COVER],
             lambda rows: greedy_grid_cover(
                 rows.map_rows(project), sides, per_level, spec.eps_draw, rows.noise, rng, ctx.callback
@@ -585,7 +590,7 @@ def maxcover(ctx: FitContext) -> FitResult:
         )
         info.update(levels=len(sides), eps_draw=spec.eps_draw)
     proxy = projected_cells_query(PROXY, project, candidates, [Block("count", 1, 1.0, norm="l1")], count_values)
-    counts = budget.release(proxy, PROXY)["count"][:, 0]
+    counts = served.release(proxy, PROXY)["count"][:, 0]
     # Post-processing: a candidate whose noisy count is within the largest noise expected among
     # |C| empty ones carries no signal, and would only pull centers towards empty space.
     floor = math.log(max(candidates.shape[0], 2)) / spec.eps_proxy
@@ -593,12 +598,12 @@ def maxcover(ctx: FitContext) -> FitResult:
     projected_centers = weighted_kmeans(candidates, weights, k, rng)
 
     if spec.average == "gaussian":
-        centers = gaussian_averages(budget, project, projected_centers, d)
+        centers = gaussian_averages(served, project, projected_centers, d)
     else:
-        centers = noisy_averages(budget, spec, project, projected_centers, d)
+        centers = noisy_averages(served, spec, project, projected_centers, d)
     info["candidates"] = int(candidates.shape[0])
     n_iter = 0
     if spec.final_lloyd:
         steps = [fastlloyd_step(d, fastlloyd_eta(d, k))] * spec.lloyd_iterations
-        centers, n_iter, info["sizes"] = run_lloyd(ctx, budget, centers, steps, "fold")
+        centers, n_iter, info["sizes"] = run_lloyd(ctx, served, centers, steps, "fold")
     return FitResult(centers, n_iter, n, info)

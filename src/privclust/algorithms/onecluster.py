@@ -59,8 +59,8 @@ from .._validation import check_int, check_shares, positive_finite
 from ..geometry.grid import cell_ids
 from ..privacy.mechanisms import NoisyAverage, first_above_threshold, stable_argmax
 from ..privacy.noise import NoiseSource
-from ..queries.plan import EXACT, LAPLACE, Part
-from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from ..queries.plan import EXACT, LAPLACE, Part, Spec
+from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 
 __all__ = ["OneClusterPlan", "CappedCounts", "good_radius", "good_center", "locate", "radius_grid"]
 
@@ -257,7 +257,21 @@ def locate(
 ONECLUSTER_OPTIONS = ("t", "budget_split", "shifts", "cover_factor")
 
 
-@register("onecluster")
+def _onecluster_plan(ctx: FitContext):
+    """(options, the rounds' 1-cluster plan, the whole fit's plan as a value): k rounds at 1/k of the budget
+    each, and the noisy count unless ``public_n``."""
+    ctx.oracle.require({EXACT, LAPLACE}, "1-cluster")
+    options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
+    eps, delta = ctx.budget.epsilon, ctx.budget.delta
+    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
+    rest = eps - (eps_count or 0.0)
+    rounds = make_plan(rest / ctx.n_clusters, delta / ctx.n_clusters, options["budget_split"], options["shifts"] or 30)
+    parts = [part for i in range(ctx.n_clusters) for part in rounds.parts(f"1-cluster round {i + 1}")]
+    parts += count_part(ctx, epsilon=eps_count)
+    return options, rounds, Spec("1-cluster", tuple(parts), "gaussian", frozenset({EXACT, LAPLACE}))
+
+
+@register("onecluster", spec=lambda ctx: _onecluster_plan(ctx)[2])
 def onecluster(ctx: FitContext) -> FitResult:
     """k clusters by k rounds of 1-cluster, removing each found ball's points (Nissim, Stemmer & Vadhan 2016, Observation 3.5).
 
@@ -268,20 +282,13 @@ def onecluster(ctx: FitContext) -> FitResult:
     most of it.  Post-processing: no extra privacy cost.
     """
     k = ctx.n_clusters
-    ctx.oracle.require({EXACT, LAPLACE}, "1-cluster")
-    options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
-    eps, delta = ctx.budget.epsilon, ctx.budget.delta
-    eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
-    rest = eps - (eps_count or 0.0)
-    plan = make_plan(rest / k, delta / k, options["budget_split"], options["shifts"] or 30)
+    options, rounds, spec = _onecluster_plan(ctx)
     t_given = None if options["t"] is None else check_int("t", options["t"])
-    rounds = [part for i in range(k) for part in plan.parts(f"1-cluster round {i + 1}")]
     factor = 2.0 if options["cover_factor"] is None else positive_finite("cover_factor", options["cover_factor"])
-    parts = rounds + count_part(ctx, epsilon=eps_count)
-    budget = ctx.oracle.plan(parts, needs={EXACT, LAPLACE}, what="1-cluster")
-    n = estimate_rows(ctx, budget)
+    plan = ctx.oracle.open(spec)
+    n = estimate_rows(ctx, plan)
     t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))
-    plan = dataclasses.replace(plan, n_hint=n)  # the public or noisy count, never the rows' own
+    rounds = dataclasses.replace(rounds, n_hint=n)  # the public or noisy count, never the rows' own
     rng = ctx.randomness.geometry()
 
     def rounds_of_one_cluster(rows):
@@ -289,7 +296,7 @@ def onecluster(ctx: FitContext) -> FitResult:
         centers, radii, found = [], [], []
         remaining = points
         for i in range(k):
-            center, radius, ok = locate(remaining, t, plan, rows.noise, rng)
+            center, radius, ok = locate(remaining, t, rounds, rows.noise, rng)
             radius *= factor
             centers.append(center)
             radii.append(radius)
@@ -299,5 +306,6 @@ def onecluster(ctx: FitContext) -> FitResult:
                 ctx.callback(i + 1, k)
         return np.array(centers), np.array(radii), found
 
-    centers, radii, found = budget.run_exact([part.name for part in rounds], rounds_of_one_cluster)
+    round_parts = [part.name for part in spec.parts if part.name != ROW_COUNT_PART]
+    centers, radii, found = plan.run_exact(round_parts, rounds_of_one_cluster)
     return FitResult(centers, k, n, {"radii": radii, "found": found, "t": t})

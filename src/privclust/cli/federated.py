@@ -110,7 +110,10 @@ def serve(
     epsilon: float = typer.Option(1.0, help="Privacy budget epsilon of the run."),
     delta: float = typer.Option(1e-6, help="Privacy budget delta of the run."),
     bounds: str = typer.Option(..., help="Public per-feature bounds 'LOWER,UPPER'."),
-    algorithm: str = typer.Option("fastlloyd", help="fastlloyd or glloyd."),
+    algorithm: str = typer.Option(
+        "fastlloyd",
+        help="Any algorithm whose plan is dense Gaussian rounds: fastlloyd (default), glloyd, greedy, auto.",
+    ),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(7790, help="Port to listen on (0: any free port)."),
     port_file: Optional[Path] = typer.Option(None, help="Write the port actually used here."),

@@ -28,12 +28,12 @@ from ..privacy.budget import Budget, PrivacyAccountant
 from ..privacy.noise import Randomness
 from ..queries.base import Released
 from ..queries.central import block_mechanisms
-from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, Oracle, pooled_allotments
+from ..queries.plan import CapabilityError, Oracle, pooled_allotments
 from ..queries.rows import MemoryRows, Rows
 from . import crypto
 from .ring import decode, encode
 from .secagg import SecAggParty
-from .server import MAX_PARTIES, MAX_TIMEOUT, PROTOCOL_VERSION, Job
+from .server import CAPABILITIES, MAX_PARTIES, MAX_TIMEOUT, MODEL, PROTOCOL_VERSION, Job
 from .wire import (
     DEFAULT_MAX_BYTES,
     FederatedAbort,
@@ -93,18 +93,34 @@ class MaskedAggregation:
         return total
 
 
+@dataclass
+class _Rounds:
+    """A party's rounds so far, shared by every view of its oracle (``with_pool``: ``auto``'s stages), so
+    the rounds of a later stage go on numbering where the earlier stage's stopped."""
+
+    count: int = 0
+    seconds: list[float] = field(default_factory=list)
+    last_spec: dict | None = None  # the noise parameters last sent (they travel only when they change)
+
+
 class FederatedClientOracle(Oracle):
     """One party's view of the federated model: dense Gaussian sums, one masked round per release."""
 
-    capabilities = frozenset({DENSE, ADAPTIVE})
-    model = "the federated model (masked aggregation; the server adds Gaussian noise)"
+    capabilities = CAPABILITIES
+    model = MODEL
 
     def __init__(self, rows: Rows, budget: Budget, accountant: PrivacyAccountant, aggregation: MaskedAggregation):
         super().__init__(rows.n_features, budget, accountant)
         self._rows, self._aggregation = rows, aggregation
-        self.rounds = 0
-        self.round_seconds: list[float] = []
-        self._last_spec = None
+        self._rounds = _Rounds()
+
+    @property
+    def rounds(self) -> int:
+        return self._rounds.count
+
+    @property
+    def round_seconds(self) -> list[float]:
+        return self._rounds.seconds
 
     def allot(self, parts, family):
         return pooled_allotments(self.budget, parts, family)
@@ -126,15 +142,15 @@ class FederatedClientOracle(Oracle):
             ],
         }
         header = {"label": query.label}
-        if spec != self._last_spec:  # the noise parameters travel only when they change
-            header["spec"] = self._last_spec = spec
-        total = self._aggregation.aggregate(self.rounds, header, encode(exact).ravel())
+        if spec != self._rounds.last_spec:  # the noise parameters travel only when they change
+            header["spec"] = self._rounds.last_spec = spec
+        total = self._aggregation.aggregate(self._rounds.count, header, encode(exact).ravel())
         values = decode(total).reshape(exact.shape)
         out = {block.name: values[:, cols] for block, cols in query.block_slices()}
         for block, mechanism in zip(query.blocks, mechanisms):
             self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
-        self.rounds += 1
-        self.round_seconds.append(time.perf_counter() - start)
+        self._rounds.count += 1
+        self._rounds.seconds.append(time.perf_counter() - start)
         return Released(out, {b.name: m.std for b, m in zip(query.blocks, mechanisms)})
 
 

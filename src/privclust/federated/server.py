@@ -49,9 +49,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .._validation import positive_finite
+from ..algorithms import ALGORITHMS, FitContext
+from ..algorithms.base import algorithm_spec
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
-from ..privacy.noise import NoiseSource, SecureNoise
+from ..privacy.noise import NoiseSource, Randomness, SecureNoise
+from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, PlanningOracle, Staged
 from . import crypto
 from .ring import SCALE
 from .secagg import check_material, default_threshold, remove_masks
@@ -73,7 +76,11 @@ from .wire import (
 __all__ = ["Job", "FederatedServer", "ServerReport", "PROTOCOL_VERSION", "validate_spec"]
 
 PROTOCOL_VERSION = 2
-GAUSSIAN_ALGORITHMS = frozenset({"fastlloyd", "glloyd"})
+# What a party's oracle offers: dense Gaussian sums, in as many rounds as the algorithm asks for.  Any
+# algorithm whose plan needs no more (and prices nothing itself) runs federated: the server only adds
+# Gaussian noise and charges mu-GDP.
+CAPABILITIES = frozenset({DENSE, ADAPTIVE})
+MODEL = "the federated model (masked aggregation; the server adds Gaussian noise)"
 MAX_PARTIES = 1000
 MAX_ITER = 1000
 MAX_TIMEOUT = 86400.0  # seconds: a day
@@ -99,11 +106,10 @@ class Job:
     max_iter: int | None = None
 
     def __post_init__(self):
-        if self.algorithm not in GAUSSIAN_ALGORITHMS:
-            raise ValueError(
-                f"federated runs support {sorted(GAUSSIAN_ALGORITHMS)} (the server adds Gaussian noise), "
-                f"not {self.algorithm!r}"
-            )
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+        if self.algorithm == "lloyd":
+            raise ValueError("algorithm='lloyd' is the non-private baseline: a federated run is private")
         if not _is_int(self.n_clusters) or self.n_clusters < 1:
             raise ValueError(f"the number of clusters k must be a positive integer, got {self.n_clusters!r}")
         self.budget()
@@ -124,6 +130,22 @@ class Job:
         if isinstance(bounds, str):
             raise ValueError("federated runs need declared bounds (bounds='data' would read every party's data)")
         make_domain(bounds, d)  # raises ValueError on empty, inverted, infinite or malformed bounds
+        self._check_plan(d)
+
+    def _check_plan(self, d: int) -> None:
+        """Refuse an algorithm whose plan a party's oracle cannot serve: it must need no more than dense
+        rounds and spend only pooled Gaussian parts (what the server noises and charges)."""
+        oracle = PlanningOracle(d, self.budget(), CAPABILITIES, MODEL)
+        ctx = FitContext(oracle, self.n_clusters, self.budget(), Randomness(0), public_n=self.public_n)
+        spec = algorithm_spec(self.algorithm, ctx)
+        for option in spec.combinations() if isinstance(spec, Staged) else [(spec,)]:
+            for stage in option:
+                oracle.require(stage.needs, f"{self.algorithm} ({stage.what})")
+                if stage.family != "gaussian" or any(not part.pooled for part in stage.parts):
+                    raise CapabilityError(
+                        f"{self.algorithm} ({stage.what}) prices releases of its own, which {MODEL} does not "
+                        "serve: the server adds Gaussian noise only; choose e.g. fastlloyd, glloyd, greedy or auto"
+                    )
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -73,6 +73,7 @@ __all__ = [
     "Allotment",
     "Plan",
     "Oracle",
+    "PlanningOracle",
     "pooled_allotments",
 ]
 
@@ -417,3 +418,19 @@ def pooled_allotments(budget: Budget | None, parts: list[Part], family: str) -> 
     else:
         out.update({p.name: Allotment(epsilon=eps_left * p.share / total_share, delta=p.delta) for p in pooled})
     return out
+
+
+class PlanningOracle(Oracle):
+    """A privacy model's capabilities and a budget, and no rows: it checks and allots plans (a curator's
+    split) and answers nothing.  For checking an algorithm against a model before any row or party is
+    there -- e.g. a federated job, announced before the parties join."""
+
+    def __init__(self, n_features: int, budget: Budget | None, capabilities: Iterable[str], model: str):
+        super().__init__(n_features, budget, PrivacyAccountant(budget))
+        self.capabilities, self.model = frozenset(capabilities), model
+
+    def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
+        return pooled_allotments(self.budget, parts, family)
+
+    def answer(self, requests):
+        raise CapabilityError(f"{self.model}: a planning oracle answers no query")
