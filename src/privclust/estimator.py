@@ -20,18 +20,22 @@ from ._validation import (
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
+from .algorithms.base import algorithm_spec
 from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
-from .privacy.budget import Budget, PrivacyAccountant
+from .privacy.budget import Budget, PrivacyAccountant, Spend
 from .privacy.leaks import warn_if_seeded, warn_leak
 from .privacy.noise import Randomness
+from .queries.central import CentralOracle
 from .queries.curator import fit_ledger
+from .queries.plan import SAMPLED, PlanningOracle
 from .queries.spark import is_spark_frame
 
 __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
+IN_MEMORY_CAPABILITIES = CentralOracle.capabilities | {SAMPLED}  # the curator over rows in this process
 MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.
@@ -252,8 +256,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 self.outliers_ = self.outlier_mask(rows)
         return self
 
-    def _run(self, oracle, budget, randomness, callback):
-        ctx = FitContext(
+    def _context(self, oracle, budget, randomness, callback=None) -> FitContext:
+        return FitContext(
             oracle=oracle,
             n_clusters=int(self.n_clusters),
             budget=budget,
@@ -269,7 +273,20 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             },
             callback=callback,
         )
-        return ALGORITHMS[self.algorithm](ctx)
+
+    def _run(self, oracle, budget, randomness, callback):
+        return ALGORITHMS[self.algorithm](self._context(oracle, budget, randomness, callback))
+
+    def planned_spends(self, n_features: int) -> list[list[Spend]]:
+        """What a fit with these parameters on ``n_features`` columns (central model, rows in memory) may
+        spend, from its plan as a value -- no data is read and nothing is charged.  One list of spends, or
+        one per plan it may choose (``auto`` chooses after a noisy count).  ``privclust.opendp`` derives
+        its privacy map from it."""
+        budget = self._check_params()
+        if self.privacy_model != "central":
+            raise ValueError("planned_spends is for the central model (privacy_model='central')")
+        oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model")
+        return oracle.spends(algorithm_spec(self.algorithm, self._context(oracle, budget, Randomness(None))))
 
     def outlier_mask(self, X) -> np.ndarray:
         """Rows outside every found ball (``algorithm="onecluster"`` only; post-processing)."""

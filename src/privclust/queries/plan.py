@@ -322,15 +322,23 @@ class Oracle(ABC):
     def check(self, spec: "Spec | Staged") -> None:
         """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
         afford; for a :class:`Staged` plan, every combination of its stages' options."""
+        for spends in self.spends(spec):
+            self.accountant.check(spends)
+
+    def spends(self, spec: "Spec | Staged") -> list[list[Spend]]:
+        """What serving ``spec`` may spend at most, without consulting the ledger: one list of spends, or for
+        a :class:`Staged` plan one list per combination of its stages' options (each stage in its pool).
+        Raises :class:`CapabilityError` or ``ValueError`` for a plan this oracle cannot serve."""
         if isinstance(spec, Spec):
-            self.accountant.check(self.reserved(self._unchecked(spec)))
-            return
+            return [self.reserved(self._unchecked(spec))]
+        out = []
         for chosen in spec.combinations():
             reserved = []
             for stage, option in zip(spec.stages, chosen):
                 view = self.stage(stage)
                 reserved += view.reserved(view._unchecked(option))
-            self.accountant.check(reserved)
+            out.append(reserved)
+        return out
 
     def stage(self, stage: Stage) -> "Oracle":
         """This oracle planning within ``stage``'s fraction of its budget (a pool of its own)."""

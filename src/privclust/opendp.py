@@ -1,0 +1,112 @@
+"""A privclust fit as an OpenDP measurement, so that OpenDP's compositors and odometers can hold it beside
+the other queries of an analysis and one budget covers them all.
+
+>>> import opendp.prelude as dp
+>>> from privclust import KMeans
+>>> from privclust.opendp import make_private_kmeans
+>>> fit = make_private_kmeans(KMeans(8, epsilon=1.0, delta=1e-6, bounds=(-1, 1), public_n=10_000), n_features=2)
+>>> fit.map(1)          # zero-concentrated DP: rho  # doctest: +SKIP
+>>> centers = fit(X)    # a numpy array of the released centers  # doctest: +SKIP
+
+**Input.** A 2-d numpy array of ``n_features`` float columns (OpenDP's ``array2_domain``) under the
+symmetric distance: data sets at distance 1 differ by one added or removed row -- privclust's add/remove
+neighbours.
+
+**Output measure.** The one the fit's ledger composes exactly: a fit whose every release is Gaussian
+(FastLloyd, GLloyd, the greedy's dense levels, ``auto`` on them) is rho-zCDP with rho = sum mu_i^2 / 2
+(a Gaussian release of sensitivity D and standard deviation sigma is (D / sigma)-GDP and (D / sigma)^2 / 2
+-zCDP, and both compose by adding mu^2); any other fit (a partition-selection delta, Laplace releases, the
+exponential mechanism) is (epsilon, delta)-DP, as ``privacy_spent_`` states it.
+
+**Privacy map.** From privclust's own accounting, before anything runs: the fit's plan is a value
+(``KMeans.planned_spends``), and the map composes what it may spend -- for ``auto``, which chooses after a
+noisy count, the largest over the plans it may choose.  Distance 0 costs nothing; distance 1 costs the
+plan; distance k > 1 is bounded by group privacy (k^2 rho for zCDP; (k epsilon, k e^((k - 1) epsilon) delta)
+for approximate DP).  The function fits a fresh clone of the estimator on the rows and returns
+``cluster_centers_``; nothing else of the fit leaves the measurement.
+
+OpenDP's ``make_user_measurement`` requires its ``honest-but-curious`` feature: privclust enables it (and
+``contrib``) when it builds the measurement; the privacy argument above is what the feature asks the
+builder of a measurement to vouch for.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import clone
+
+from .estimator import KMeans
+from .privacy.budget import PrivacyAccountant
+
+__all__ = ["make_private_kmeans", "MEASURES"]
+
+MEASURES = ("auto", "zCDP", "approximate")
+
+
+def _opendp():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib", "honest-but-curious")
+    return dp
+
+
+def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
+    """An OpenDP ``Measurement`` that fits ``model`` (a configured, unfitted :class:`privclust.KMeans`) on a
+    numpy array of ``n_features`` columns and releases its centers (see the module docstring).
+
+    ``measure``: ``"zCDP"`` (every release Gaussian), ``"approximate"`` ((epsilon, delta)-DP), or ``"auto"``
+    (zCDP when the plan allows it).  Refused: a shared ``accountant`` (OpenDP's compositor is the
+    accountant here), seeded noise (``random_state``: not private), and models other than the central one."""
+    if not isinstance(model, KMeans):
+        raise TypeError("make_private_kmeans takes a privclust KMeans")
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
+    if model.accountant is not None:
+        raise ValueError(
+            "give the model no accountant: the OpenDP compositor holding this measurement keeps the budget"
+        )
+    if model.random_state is not None:
+        raise ValueError("seeded noise (random_state) is not private: an OpenDP measurement needs the secure noise")
+    if isinstance(model.bounds, str):
+        raise ValueError("declare public bounds: bounds read off the data are not private")
+    if model.algorithm == "lloyd":
+        raise ValueError("algorithm='lloyd' is the non-private baseline: it is no measurement")
+    if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+    plans = model.planned_spends(n_features)  # checks the parameters too, before anything is built
+    gaussian = all(s.is_gdp for spends in plans for s in spends)
+    if measure == "zCDP" and not gaussian:
+        raise ValueError(
+            f"algorithm={model.algorithm!r} with these parameters makes releases that are not Gaussian (a selection "
+            "delta, Laplace or the exponential mechanism): its guarantee is (epsilon, delta); use measure='approximate'"
+        )
+    zcdp = measure == "zCDP" or (measure == "auto" and gaussian)
+    delta = model.delta
+    if zcdp:
+        rho = max(math.fsum(s.mu**2 for s in spends) / 2.0 for spends in plans)
+    else:
+        epsilon = max(PrivacyAccountant().guarantee(delta, spends)[0] for spends in plans)
+
+    def privacy_map(d_in):
+        k = int(d_in)
+        if k < 0:
+            raise ValueError("a distance is non-negative")
+        if zcdp:
+            return rho * k * k
+        if k == 0:
+            return (0.0, 0.0)
+        return (k * epsilon, min(1.0, k * math.exp((k - 1) * epsilon) * delta))
+
+    def function(X):
+        return np.asarray(clone(model).fit(X).cluster_centers_)
+
+    dp = _opendp()
+    return dp.m.make_user_measurement(
+        input_domain=dp.numpy.array2_domain(num_columns=n_features, T=float),
+        input_metric=dp.symmetric_distance(),
+        output_measure=dp.zero_concentrated_divergence() if zcdp else dp.approximate(dp.max_divergence()),
+        function=function,
+        privacy_map=privacy_map,
+    )

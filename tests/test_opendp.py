@@ -1,0 +1,82 @@
+"""privclust's fit as an OpenDP measurement: its map is privclust's accounting, and OpenDP composes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privclust import KMeans, PrivacyAccountant
+from privclust.opendp import make_private_kmeans
+
+dp = pytest.importorskip("opendp.prelude")
+
+
+@pytest.fixture(scope="module")
+def X():
+    rng = np.random.default_rng(0)
+    centers = np.array([[-0.5, -0.5], [0.5, -0.4], [0.0, 0.6]])
+    return np.clip(centers[rng.integers(0, 3, 3000)] + rng.normal(0, 0.05, (3000, 2)), -1, 1)
+
+
+def _model(**kw):
+    return KMeans(3, **{"epsilon": 1.0, "delta": 1e-6, "bounds": (-1, 1), "public_n": 3000, **kw})
+
+
+def test_a_gaussian_fit_is_zcdp_and_its_map_is_the_fits_own_accounting(X):
+    measurement = make_private_kmeans(_model(algorithm="fastlloyd"), n_features=2)
+    assert str(measurement.output_measure) == "ZeroConcentratedDivergence"
+    fit = _model(algorithm="fastlloyd").fit(X)
+    assert measurement.map(1) == pytest.approx(fit.privacy_spent_.mu**2 / 2, rel=1e-12)
+    assert measurement.map(0) == 0 and measurement.map(2) == pytest.approx(4 * measurement.map(1))
+    centers = measurement(X)
+    assert centers.shape == (3, 2) and np.all(np.abs(centers) <= 1)
+
+
+def test_a_fit_with_other_releases_is_approximate_dp_as_privacy_spent_says(X):
+    measurement = make_private_kmeans(_model(algorithm="maxcover"), n_features=2)
+    assert "Approximate" in str(measurement.output_measure)
+    spent = _model(algorithm="maxcover").fit(X).privacy_spent_
+    epsilon, delta = measurement.map(1)
+    assert epsilon == pytest.approx(spent.epsilon, rel=1e-9) and delta == pytest.approx(1e-6)
+    with pytest.raises(ValueError, match="not Gaussian"):
+        make_private_kmeans(_model(algorithm="maxcover"), n_features=2, measure="zCDP")
+
+
+def test_autos_map_covers_whichever_plan_it_chooses(X):
+    model = _model(public_n=None)  # auto, with a noisy count
+    measurement = make_private_kmeans(model, n_features=2)
+    spent = _model(public_n=None).fit(X).privacy_spent_
+    assert spent.mu**2 / 2 <= measurement.map(1) * (1 + 1e-9)
+
+
+def test_it_composes_with_an_opendp_count_in_one_budget(X):
+    measurement = make_private_kmeans(_model(algorithm="fastlloyd"), n_features=2)
+    domain = dp.numpy.array2_domain(num_columns=2, T=float)
+    count = dp.t.make_user_transformation(
+        domain, dp.symmetric_distance(), dp.atom_domain(T=int), dp.absolute_distance(T=int),
+        function=len, stability_map=lambda d_in: d_in,
+    ) >> dp.m.then_gaussian(scale=20.0)  # fmt: skip
+    composed = dp.c.make_adaptive_composition(
+        domain, dp.symmetric_distance(), dp.zero_concentrated_divergence(), d_in=1,
+        d_mids=[measurement.map(1), count.map(1)],
+    )  # fmt: skip
+    assert composed.map(1) == pytest.approx(measurement.map(1) + count.map(1))
+    session = composed(X)
+    assert session(measurement).shape == (3, 2)
+    assert abs(session(count) - len(X)) < 200  # 10 standard deviations
+    with pytest.raises(dp.OpenDPException):  # the budget is spent: OpenDP refuses a third query
+        session(count)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"accountant": PrivacyAccountant()}, "no accountant"),
+        ({"random_state": 0}, "seeded noise"),
+        ({"bounds": "data"}, "public bounds"),
+        ({"algorithm": "lloyd"}, "non-private"),
+    ],
+)
+def test_what_is_no_measurement_is_refused(change, message):
+    with pytest.raises(ValueError, match=message):
+        make_private_kmeans(_model(**change), n_features=2)
