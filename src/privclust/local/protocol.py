@@ -41,6 +41,7 @@ import numpy as np
 
 from ..algorithms import ALGORITHMS, FitContext
 from ..geometry.domain import make_domain
+from ..privacy.amplification import local_epsilon_for, shuffle_delta, shuffle_epsilon, tail_for
 from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, PrivacyReport, Spend
 from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
@@ -92,8 +93,6 @@ class Protocol:
     def for_shuffle(cls, epsilon: float, delta: float, users: int, **public) -> "Protocol":
         """A protocol whose shuffled reports are (epsilon, delta)-DP: each report gets the largest local
         epsilon_0 that amplification by shuffling allows for ``users`` reports."""
-        from ..shuffle.amplification import local_epsilon_for
-
         return cls(epsilon=local_epsilon_for(epsilon, delta, users), users=users, shuffle=(epsilon, delta), **public)
 
     def to_json(self) -> str:
@@ -115,17 +114,15 @@ class Protocol:
 
         Local: epsilon-LDP per report, whatever their number.  Shuffle: amplification needs the other
         users' reports to hide among, so the central guarantee is computed at the number actually
-        received (``shuffle.amplification``); with fewer than planned it is weaker than the declared one,
+        received (``privacy.amplification``); with fewer than planned it is weaker than the declared one,
         and with fewer than 2 it is only the reports' own epsilon_0."""
         if self.shuffle is None:
             return self.epsilon, 0.0
-        from ..shuffle.amplification import _tail_for, shuffle_delta, shuffle_epsilon
-
         n = self.users if reports is None else int(reports)
         eps, delta = self.shuffle
         if n < 2:
             return self.epsilon, 0.0
-        if shuffle_delta(eps, self.epsilon, n, _tail_for(delta)) <= delta:
+        if shuffle_delta(eps, self.epsilon, n, tail_for(delta)) <= delta:
             return eps, delta  # the declared guarantee holds at n (the very test that chose epsilon_0)
         return min(self.epsilon, shuffle_epsilon(self.epsilon, n, delta)), delta
 
