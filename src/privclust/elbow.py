@@ -18,7 +18,7 @@ import numpy as np
 
 from ._validation import check_delta, check_epsilon, check_n_clusters
 from .algorithms.base import FitContext
-from .algorithms.greedy import find_elbow, greedy_spec, projection_for, select_and_lift, solution_cost
+from .algorithms.greedy import find_elbow, greedy_spec, select_and_lift, solution_cost
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.leaks import warn_if_seeded
@@ -68,7 +68,6 @@ def elbow_curve(
             raise ValueError("the elbow curve uses one greedy run; drop 'restarts'")
         plan = spec.open(oracle)
         rng = randomness.geometry()
-        project = projection_for(spec, d, rng)
-        _, lifted = select_and_lift(ctx, plan, spec, project, rng, 0, fastlloyd_eta(d, int(k_max)))
+        _, lifted = select_and_lift(ctx, plan, spec, rng, 0, fastlloyd_eta(d, int(k_max)))
     costs = np.array([solution_cost(lifted, k, rng)[1] for k in range(1, int(k_max) + 1)])
     return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), ledger.report(budget.delta))

@@ -1,9 +1,10 @@
 """The local model deployed: a device turns its point into one report; the server turns reports into centers.
 
 Both sides build the same round from public parameters alone -- a
-:class:`Protocol` -- by running the unchanged private greedy against an
-oracle with no data that records the algorithm's one release (every query,
-its share of the users) and stops it there.  The public seed fixes everything
+:class:`Protocol` -- as the private greedy's own round (``greedy_round``:
+every query, and from the greedy's plan its share of the users); the server
+turns the released answers into centers with the greedy's own
+post-processing (``greedy_centers``).  The public seed fixes everything
 random that both must agree on: the nets' shifts, the JL projection, and the
 frequency oracles' hash families.
 
@@ -39,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..algorithms import ALGORITHMS, FitContext
+from ..algorithms.base import FitContext
+from ..algorithms.greedy import GreedyRound, GreedySpec, greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
 from ..privacy.amplification import local_epsilon_for, shuffle_delta, shuffle_epsilon, tail_for
 from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, PrivacyReport, Spend
@@ -145,21 +147,26 @@ class Protocol:
         return Spend(label, epsilon=eps, delta=delta, relation=REPLACE_ONE)
 
     def design(self) -> tuple[LocalRound, object]:
-        """(the round, the domain): the greedy's one release, recorded from public parameters."""
-        domain = make_domain(self.bounds, self.n_features)
-        recorder = _Recorder(self)
-        try:
-            _run_greedy(self, recorder)
-        except _Recorded:
-            pass
-        if recorder.requests is None:
-            raise RuntimeError("the algorithm released nothing: no local round to record")
-        round_ = LocalRound.design(recorder.requests, self.epsilon, self.seed, self.users, self.bucket_share)
-        return round_, domain
+        """(the round, the domain): the greedy's one release, from public parameters."""
+        _, round_, _, shares = self._greedy()
+        requests = [(query, share) for (query, _, _), share in zip(round_.requests, shares)]
+        round_ = LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share)
+        return round_, make_domain(self.bounds, self.n_features)
 
-
-class _Recorded(Exception):
-    """Raised by the recording oracle once it holds the round (nothing else is computed)."""
+    def _greedy(self) -> tuple[GreedySpec, GreedyRound, np.random.Generator, list[float]]:
+        """The greedy's plan in the local model, its one round (drawn from the public seed), the generator
+        its post-processing goes on with, and each request's share of the users."""
+        oracle = _LocalPlanning(self)
+        randomness = Randomness(self.seed)  # public: the same geometry on every device and the server
+        options = {"params": self.algorithm_params}
+        ctx = FitContext(oracle, self.n_clusters, oracle.budget, randomness, public_n=self.users, options=options)
+        spec = greedy_spec(ctx)
+        if spec.restarts != 1:
+            raise ValueError("the local protocol is one round: one greedy run; drop 'restarts'")
+        plan = spec.open(oracle)  # refuses what one round of reports cannot serve
+        rng = randomness.geometry()
+        round_ = greedy_round(spec, self.n_features, rng)
+        return spec, round_, rng, [plan.allotment(part).fraction(f).share for _, part, f in round_.requests]
 
 
 class _LocalPlanning(Oracle):
@@ -168,54 +175,14 @@ class _LocalPlanning(Oracle):
     capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports)"
 
-    def __init__(self, protocol: Protocol, spend: Spend | None = None):
+    def __init__(self, protocol: Protocol):
         super().__init__(protocol.n_features, Budget(protocol.epsilon), PrivacyAccountant())
-        self.protocol = protocol
-        self.spend = spend if spend is not None else protocol.round_spend()
 
     def allot(self, parts, family):
         return user_shares(self.model, parts)
 
-    def reserved(self, plan):
-        return [self.spend]
-
-
-class _Recorder(_LocalPlanning):
-    requests = None
-
     def answer(self, requests):
-        self.requests = [(query, allotment.share) for query, allotment in requests]
-        raise _Recorded
-
-
-class _FromTallies(_LocalPlanning):
-    """Answers the greedy's one release from the server's tallies (which must be of the same round)."""
-
-    def __init__(
-        self, protocol: Protocol, round_: LocalRound, tallies: list[Tally], accountant: PrivacyAccountant, spend: Spend
-    ):
-        super().__init__(protocol, spend)
-        self.accountant = accountant
-        self.round, self.tallies = round_, tallies
-
-    def answer(self, requests):
-        asked = [(q.label, q.n_buckets) for q, _ in requests]
-        if asked != [(q.query.label, q.query.n_buckets) for q in self.round.queries]:
-            raise RuntimeError("the algorithm asked another round than the one the devices answered")
-        self.accountant.spend(self.spend)
-        return self.round.release(self.tallies)
-
-
-def _run_greedy(protocol: Protocol, oracle: Oracle):
-    ctx = FitContext(
-        oracle=oracle,
-        n_clusters=protocol.n_clusters,
-        budget=oracle.budget,
-        randomness=Randomness(protocol.seed),  # public: the same geometry on every device and the server
-        public_n=protocol.users,
-        options={"params": protocol.algorithm_params},
-    )
-    return ALGORITHMS["greedy"](ctx)
+        raise RuntimeError("the local protocol's round is answered by the devices' reports, not by a planning oracle")
 
 
 class _Nonces:
@@ -398,9 +365,13 @@ class Aggregator:
             self.add(np.zeros(0, dtype=REPORT))
         spend = self.protocol.round_spend(self.received, accepted_weaker=weaker)
         ledger = PrivacyAccountant(None, parent=accountant)
-        result = _run_greedy(self.protocol, _FromTallies(self.protocol, self.round, self.tallies, ledger, spend))
+        ledger.check([spend])
+        spec, round_, rng, _ = self.protocol._greedy()
+        ledger.spend(spend)
+        _, lifted = greedy_centers(round_, self.round.release(self.tallies), rng)  # post-processing
+        centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
         return LocalResult(
-            self.domain.from_unit(result.centers),
+            self.domain.from_unit(centers),
             ledger.report(),
             self.received,
             declared=self.protocol.shuffle,

@@ -28,17 +28,7 @@ import numpy as np
 
 from .._validation import check_data, check_delta, check_epsilon, check_int, check_n_clusters
 from ..algorithms.base import FitContext
-from ..algorithms.greedy import (
-    LiftGrid,
-    greedy_levels,
-    greedy_spec,
-    histogram_centers,
-    level_requests,
-    level_tables,
-    projection_for,
-    solution_cost,
-    uniform_fallback,
-)
+from ..algorithms.greedy import greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from ..privacy.noise import Randomness
@@ -150,14 +140,8 @@ class ContinualKMeans:
         ctx = FitContext(self.oracle_, self.n_clusters, budget, Randomness(self._seed), options=options)
         self.spec_ = greedy_spec(ctx)
         plan = self.spec_.open(self.oracle_)
-        rng = np.random.default_rng(self._sequence(_GEOMETRY))
-        self._project = projection_for(self.spec_, n_features, rng)
-        self._levels = greedy_levels(self.spec_, n_features, rng)
-        self._grid = LiftGrid.for_dim(self.spec_.projection_dim or n_features)
-        requests, self._owners = level_requests(self._levels, self._project, self.spec_, 0)
-        projected = self.spec_.projection_dim is not None
-        lifting = (self._grid.query(self._project, n_features, projected), self.spec_.lift_part(0), 1.0)
-        plan.release_many(requests + [lifting])
+        self._round = greedy_round(self.spec_, n_features, np.random.default_rng(self._sequence(_GEOMETRY)))
+        plan.release_many(self._round.requests)  # the levels' and the lifting's (no adaptive rounds)
 
     @property
     def privacy_spent_(self) -> PrivacyReport | None:
@@ -200,11 +184,8 @@ class ContinualKMeans:
     def publish(self) -> np.ndarray:
         """The current step's centers (also ``centers_``): the greedy's post-processing of the step's
         published estimates -- free, and the same whenever it is called within the step."""
-        answers = self.oracle_.releases()
-        tables = level_tables(self._levels, self._owners, answers[: len(self._owners)], self.spec_)
         rng = np.random.default_rng(self._sequence(_POST, self.step_))
-        centers = histogram_centers(self.spec_, tables, uniform_fallback(self.spec_, self.n_features_, rng))
-        lifted = self._grid.lifted(answers[len(self._owners)], centers, self.spec_.projection_dim is not None)
+        _, lifted = greedy_centers(self._round, self.oracle_.releases(), rng)
         final, _ = solution_cost(lifted, self.n_clusters, rng)
         self.centers_ = self.domain_.from_unit(final)
         return self.centers_
