@@ -45,9 +45,10 @@ from ..algorithms.greedy import GreedyRound, GreedySpec, greedy_centers, greedy_
 from ..geometry.domain import make_domain
 from ..privacy.amplification import local_epsilon_for, shuffle_delta, shuffle_epsilon, tail_for
 from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, PrivacyReport, Spend
-from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
+from ..queries.curator import Curated
 from ..queries.plan import DENSE, SPARSE, Oracle
+from ..session import open_session
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 from .secure import SecureRandom
 
@@ -148,23 +149,33 @@ class Protocol:
 
     def design(self) -> tuple[LocalRound, object]:
         """(the round, the domain): the greedy's one release, from public parameters."""
-        _, round_, _, shares = self._greedy()
+        with self._session() as session:
+            _, round_, _, shares = self._greedy(session)
         requests = [(query, share) for (query, _, _), share in zip(round_.requests, shares)]
-        round_ = LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share)
-        return round_, make_domain(self.bounds, self.n_features)
+        return LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share), session.domain
 
-    def _greedy(self) -> tuple[GreedySpec, GreedyRound, np.random.Generator, list[float]]:
+    def _session(self, accountant: PrivacyAccountant | None = None):
+        """The protocol's run (``privclust.session``): a ledger under ``accountant`` with no budget of its own
+        (it is charged what the reports received give, :meth:`round_spend`), the public seed's randomness --
+        the same geometry on every device and the server; no noise is drawn from it -- and the planning oracle."""
+
+        def planning(ledger, randomness):
+            return Curated(_LocalPlanning(self), make_domain(self.bounds, self.n_features), self.n_features, None)
+
+        return open_session(
+            None, self.bounds, parent=accountant, random_state=self.seed, oracle=planning, seeded_noise=False
+        )
+
+    def _greedy(self, session) -> tuple[GreedySpec, GreedyRound, np.random.Generator, list[float]]:
         """The greedy's plan in the local model, its one round (drawn from the public seed), the generator
         its post-processing goes on with, and each request's share of the users."""
-        oracle = _LocalPlanning(self)
-        randomness = Randomness(self.seed)  # public: the same geometry on every device and the server
-        options = {"params": self.algorithm_params}
-        ctx = FitContext(oracle, self.n_clusters, oracle.budget, randomness, public_n=self.users, options=options)
+        oracle, options = session.oracle, {"params": self.algorithm_params}
+        ctx = FitContext(oracle, self.n_clusters, oracle.budget, session.randomness, self.users, options=options)
         spec = greedy_spec(ctx)
         if spec.restarts != 1:
             raise ValueError("the local protocol is one round: one greedy run; drop 'restarts'")
         plan = spec.open(oracle)  # refuses what one round of reports cannot serve
-        rng = randomness.geometry()
+        rng = session.randomness.geometry()
         round_ = greedy_round(spec, self.n_features, rng)
         return spec, round_, rng, [plan.allotment(part).fraction(f).share for _, part, f in round_.requests]
 
@@ -364,15 +375,15 @@ class Aggregator:
         if self.tallies is None:
             self.add(np.zeros(0, dtype=REPORT))
         spend = self.protocol.round_spend(self.received, accepted_weaker=weaker)
-        ledger = PrivacyAccountant(None, parent=accountant)
-        ledger.check([spend])
-        spec, round_, rng, _ = self.protocol._greedy()
-        ledger.spend(spend)
-        _, lifted = greedy_centers(round_, self.round.release(self.tallies), rng)  # post-processing
-        centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
+        with self.protocol._session(accountant) as session:
+            session.accountant.check([spend])
+            _, round_, rng, _ = self.protocol._greedy(session)
+            session.accountant.spend(spend)
+            _, lifted = greedy_centers(round_, self.round.release(self.tallies), rng)  # post-processing
+            centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
         return LocalResult(
             self.domain.from_unit(centers),
-            ledger.report(),
+            session.report(),
             self.received,
             declared=self.protocol.shuffle,
             accepted_weaker=weaker,
