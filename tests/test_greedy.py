@@ -296,7 +296,7 @@ def test_empty_balls_of_a_whole_level_release_rarely_clear_the_noise_floor():
     # A whole-level release gives every ball noise, the empty ones too; weighted by r^z the largest of
     # those pure-noise values beat the real balls of finer levels.  The floor lets about one empty ball
     # per level through (``floor`` = 1), where without it half of them are listed.
-    from privclust.algorithms.greedy import projection_for, released_values
+    from privclust.algorithms.greedy import greedy_round, level_tables
 
     rng = np.random.default_rng(0)
     X = np.clip(np.array([0.3, -0.2]) + rng.normal(0, 0.02, (4000, 2)), -1, 1)
@@ -306,9 +306,9 @@ def test_empty_balls_of_a_whole_level_release_rarely_clear_the_noise_floor():
         oracle = in_memory(X, budget, noise=SeededNoise(np.random.SeedSequence(1)))
         spec = greedy_spec(_context(oracle, budget, floor=floor))
         geometry = np.random.default_rng(2)
-        levels = make_levels(math.sqrt(2.0), spec.levels, 2, geometry, spec.stride)
+        round_ = greedy_round(spec, 2, geometry)  # the levels of make_levels(sqrt 2, ...): no projection in 2-d
         far[floor] = 0
-        tables, _ = released_values(spec.open(oracle), levels, projection_for(spec, 2, geometry), spec, 0)
+        tables = level_tables(round_.levels, round_.owners, spec.open(oracle).release_many(round_.requests), spec)
         for table in tables:
             assert spec.dense[table.level.index]  # every ball of every level released
             centers = table.level.centers(table.level.decode(table.ids))

@@ -425,3 +425,15 @@ def test_a_ledger_run_refuses_a_local_round_the_ledger_itself_charges_it_as_repl
     with pytest.raises(BudgetExceededError, match="over the budget"):
         local.set_params(accountant=ledger).fit(X)
     assert [s.label for s in LedgerAccountant.open(tmp_path / "ledger.json").spends] == ["a central release"]
+
+
+def test_a_protocol_with_restarts_is_refused_before_any_report():
+    # One round of reports holds one greedy run: a second run would need a second round (it used to fail
+    # only at release, after every device had reported).
+    protocol = Protocol(
+        n_clusters=2, n_features=2, bounds=[-1, 1], epsilon=4.0, users=100, seed=7, algorithm_params={"restarts": 2}
+    )
+    with pytest.raises(ValueError, match="one round: one greedy run; drop 'restarts'"):
+        Randomizer(protocol)
+    with pytest.raises(ValueError, match="drop 'restarts'"):
+        Aggregator(protocol)

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_delta, check_epsilon, check_n_clusters
-from .algorithms.base import FitContext
-from .algorithms.greedy import find_elbow, greedy_spec, projection_for, select_and_lift, solution_cost
+from .algorithms.greedy import find_elbow, greedy_spec, select_and_lift, solution_cost
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
-from .privacy.leaks import warn_if_seeded
-from .privacy.noise import Randomness
-from .queries.curator import central_oracle, fit_ledger
+from .session import open_session
 
 __all__ = ["ElbowCurve", "elbow_curve"]
 
@@ -57,18 +54,13 @@ def elbow_curve(
     """The noisy k-means cost of the greedy's solution for every k = 1 .. k_max, and the elbow."""
     budget = Budget(check_epsilon(epsilon), check_delta(delta))
     check_n_clusters(k_max, "k_max")
-    ledger = fit_ledger(budget, bounds, accountant)
-    warn_if_seeded(random_state)
-    randomness = Randomness(random_state)
-    with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
-        oracle, d = curated.oracle, curated.n_features
-        ctx = FitContext(oracle, int(k_max), budget, randomness, options={"params": algorithm_params})
+    with open_session(budget, bounds, X, parent=accountant, random_state=random_state) as session:
+        ctx = session.context(k_max, options={"params": algorithm_params})
         spec = greedy_spec(ctx, int(k_max))
         if spec.restarts != 1:
             raise ValueError("the elbow curve uses one greedy run; drop 'restarts'")
-        plan = spec.open(oracle)
-        rng = randomness.geometry()
-        project = projection_for(spec, d, rng)
-        _, lifted = select_and_lift(ctx, plan, spec, project, rng, 0, fastlloyd_eta(d, int(k_max)))
+        plan = spec.open(session.oracle)
+        rng = session.randomness.geometry()
+        _, lifted = select_and_lift(ctx, plan, spec, rng, 0, fastlloyd_eta(session.n_features, int(k_max)))
     costs = np.array([solution_cost(lifted, k, rng)[1] for k in range(1, int(k_max) + 1)])
-    return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), ledger.report(budget.delta))
+    return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), session.report())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -25,12 +26,11 @@ from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
-from .privacy.leaks import warn_if_seeded, warn_leak
 from .privacy.noise import Randomness
 from .queries.central import CentralOracle
-from .queries.curator import fit_ledger
 from .queries.plan import SAMPLED, PlanningOracle
 from .queries.spark import is_spark_frame
+from .session import open_session
 
 __all__ = ["KMeans"]
 
@@ -220,33 +220,32 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget = self._check_params()
-        accountant = fit_ledger(budget, self.bounds, self.accountant)
-        if budget is None:
-            warn_leak(
-                f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private"
-            )
-        else:
-            warn_if_seeded(self.random_state)
-        randomness = Randomness(self.random_state)
-        with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
+        with open_session(
+            budget,
+            self.bounds,
+            parent=self.accountant,
+            random_state=self.random_state,
+            oracle=partial(open_oracle, X, self.bounds, self.privacy_model, budget),
+            not_private=f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private",
+        ) as session:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            result = self._run(curated.oracle, budget, randomness, callback)
-        domain, rows = curated.domain, curated.checked_rows()
+            result = self._run(session, callback)
+        domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter
-        self.n_features_in_ = curated.n_features
+        self.n_features_in_ = session.n_features
         self.domain_ = domain
-        self.privacy_spent_ = accountant.report(budget.delta if budget is not None else None)
+        self.privacy_spent_ = session.report()
         info = dict(result.info)
         sizes = info.pop("sizes", None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **info}
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
             self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
-        if getattr(curated.oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
-            self.fit_info_["local_epsilon"] = curated.oracle.local_epsilon
+        if getattr(oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
+            self.fit_info_["local_epsilon"] = oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
             self.radii_ = np.asarray(result.info["radii"]) * domain.length_scale
         if rows is not None:  # for the data holder, on the training rows in this process (not private)
@@ -274,8 +273,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             callback=callback,
         )
 
-    def _run(self, oracle, budget, randomness, callback):
-        return ALGORITHMS[self.algorithm](self._context(oracle, budget, randomness, callback))
+    def _run(self, session, callback):
+        context = self._context(session.oracle, session.budget, session.randomness, callback)
+        return ALGORITHMS[self.algorithm](context)
 
     def planned_spends(self, n_features: int) -> list[list[Spend]]:
         """What a fit with these parameters on ``n_features`` columns (central model, rows in memory) may

@@ -19,10 +19,10 @@ from ._validation import check_delta, check_epsilon, check_int
 from .algorithms.onecluster import background_rows, locate, make_plan
 from .geometry.domain import make_domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport, Spend
-from .privacy.leaks import warn_if_seeded
 from .privacy.noise import Randomness
-from .queries.curator import central_oracle, fit_ledger
+from .queries.curator import fit_ledger
 from .queries.plan import EXACT
+from .session import open_session
 
 __all__ = ["OneCluster", "one_cluster", "sample_and_aggregate"]
 
@@ -80,14 +80,10 @@ def one_cluster(
     if public_n is not None:
         public_n = check_int("public_n", public_n)
     plan = make_plan(budget.epsilon, budget.delta, budget_split, shifts, n_hint=public_n or background_rows(t))
-    ledger = fit_ledger(budget, bounds, accountant)
-    warn_if_seeded(random_state)
-    randomness = Randomness(random_state)
-    with central_oracle(X, bounds, budget, ledger, randomness.noise) as curated:
-        domain = curated.domain
+    with open_session(budget, bounds, X, parent=accountant, random_state=random_state) as session:
         parts = plan.parts()
-        served = curated.oracle.plan(parts, needs={EXACT}, what="1-cluster")
-        rng = randomness.geometry()
+        served = session.oracle.plan(parts, needs={EXACT}, what="1-cluster")
+        rng = session.randomness.geometry()
         center, radius, found = served.run_exact(
             [part.name for part in parts],
             lambda rows: locate(
@@ -95,10 +91,10 @@ def one_cluster(
             ),
         )
     return OneCluster(
-        center=domain.from_unit(center[None, :])[0],
-        radius=radius * domain.length_scale,
+        center=session.domain.from_unit(center[None, :])[0],
+        radius=radius * session.domain.length_scale,
         found=found,
-        privacy_spent=ledger.report(budget.delta),
+        privacy_spent=session.report(),
     )
 
 

@@ -13,14 +13,13 @@
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn import metrics as skm
 
-from ._parallel import map_chunks
-from .queries.rows import chunk_rows_for
+from .queries.nearest import as_rows, assign, labels_and_cost, map_row_chunks
 from .queries.voronoi import nearest_center
 
 __all__ = [
@@ -34,47 +33,6 @@ __all__ = [
     "labels_and_cost",
 ]
 
-T = TypeVar("T")
-
-
-def _row_chunks(X, centers: np.ndarray, fn: Callable[[slice], T]) -> list[T]:
-    """``fn`` of every chunk of rows (a slice), on every core.  Each chunk is read and converted to
-    float64 on its own, so a memory map of any dtype is never copied whole."""
-    step = min(chunk_rows_for(X.shape[1]), max(256, 2**19 // max(1, len(centers))))
-    return map_chunks(lambda start: fn(slice(start, start + step)), range(0, X.shape[0], step))
-
-
-def _as_rows(X) -> np.ndarray:
-    return X if isinstance(X, np.ndarray) else np.asarray(X, dtype=np.float64)  # np.memmap is an ndarray
-
-
-def assign(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest center and squared distance for every row, in chunks."""
-    X = _as_rows(X)
-    labels = np.empty(X.shape[0], dtype=np.intp)
-    sq = np.empty(X.shape[0])
-
-    def one(rows: slice) -> None:
-        labels[rows], sq[rows] = nearest_center(np.asarray(X[rows], dtype=np.float64), centers)
-
-    _row_chunks(X, centers, one)
-    return labels, sq
-
-
-def labels_and_cost(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
-    """Nearest center of every row and the k-means cost, without an array of n squared distances.
-
-    The labels are int32, as scikit-learn's ``KMeans.labels_`` (k is capped far below 2^31): for 10^7 rows
-    that is 40 MB, where int64 labels and the squared distances of :func:`assign` take 160 MB."""
-    X = _as_rows(X)
-    labels = np.empty(X.shape[0], dtype=np.int32)
-
-    def one(rows: slice) -> float:
-        labels[rows], sq = nearest_center(np.asarray(X[rows], dtype=np.float64), centers)
-        return float(sq.sum())
-
-    return labels, float(sum(_row_chunks(X, centers, one)))
-
 
 def kmeans_cost(
     X: np.ndarray, centers: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None
@@ -83,18 +41,18 @@ def kmeans_cost(
 
     ``transform`` maps each float64 chunk first (e.g. a domain's ``to_unit``; it must not write into
     its argument, which may be a view of read-only memory-mapped rows)."""
-    X, centers = _as_rows(X), np.asarray(centers, dtype=np.float64)
+    X, centers = as_rows(X), np.asarray(centers, dtype=np.float64)
 
     def one(rows: slice) -> float:
         chunk = np.asarray(X[rows], dtype=np.float64)
         return float(nearest_center(chunk if transform is None else transform(chunk), centers)[1].sum())
 
-    return float(sum(_row_chunks(X, centers, one)))
+    return float(sum(map_row_chunks(X, centers, one)))
 
 
 def nicv(X: np.ndarray, centers: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
     """The k-means cost divided by n (NaN for no rows); ``transform`` as in :func:`kmeans_cost`."""
-    X = _as_rows(X)
+    X = as_rows(X)
     return kmeans_cost(X, centers, transform) / len(X) if len(X) else float("nan")
 
 

@@ -20,11 +20,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from .geometry.domain import make_domain
+from .local.oracle import LocalOracle
+from .local.secure import SecureRandom
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
 from .queries.curator import Curated, central_oracle, input_features
 from .queries.rows import MemoryRows
 from .queries.spark import is_spark_frame
+from .shuffle.oracle import ShuffleOracle
 
 __all__ = ["PRIVACY_MODELS", "check_privacy_model", "open_oracle"]
 
@@ -46,11 +50,6 @@ def open_oracle(
         with central_oracle(X, bounds, budget, accountant, randomness.noise) as curated:
             yield curated
         return
-    from .geometry.domain import make_domain
-    from .local.oracle import LocalOracle
-    from .local.secure import SecureRandom
-    from .shuffle.oracle import ShuffleOracle
-
     if budget is None:
         raise ValueError(f"the {model} model runs private algorithms only")
     if is_spark_frame(X):

@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy.stats import norm
@@ -110,6 +111,9 @@ __all__ = [
     "level_requests",
     "level_tables",
     "histogram_centers",
+    "GreedyRound",
+    "greedy_round",
+    "greedy_centers",
     "LiftGrid",
     "projection_for",
     "select_and_lift",
@@ -453,19 +457,6 @@ def level_tables(levels: list[Level], owners: list, answers: list, spec: GreedyS
     return tables
 
 
-def released_values(
-    plan: Plan, levels: list[Level], project, spec: GreedySpec, run: int, extra: list | None = None
-) -> tuple[list[LevelValues], list]:
-    """The histogram selection's releases (:func:`level_requests`) turned into value tables, and the
-    answers of ``extra`` requests asked in the same round (the lifting, when it is fixed in advance)."""
-    # Every query is fixed before any answer (the greedy is post-processing), so all of them go to the
-    # oracle at once: one pass over the rows instead of one per sub-lattice -- and, in the local model,
-    # the one round every user answers.
-    requests, owners = level_requests(levels, project, spec, run)
-    answers = plan.release_many(requests + list(extra or []))
-    return level_tables(levels, owners, answers, spec), answers[len(owners) :]
-
-
 def noise_floor(level: Level, std: float, floor: float) -> float:
     """The released value below which a ball of ``level`` counts as empty (post-processing).
 
@@ -705,39 +696,78 @@ def histogram_centers(spec: GreedySpec, tables: list[LevelValues], fallback) -> 
     return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
 
 
+@dataclass
+class GreedyRound:
+    """One histogram greedy run's public geometry and its queries, fixed before any answer (:func:`greedy_round`).
+
+    ``requests`` -- (query, part, fraction) -- are every level's sub-lattice releases (``owners`` says which
+    level and sub-lattice each reads) and, without adaptive rounds, the lifting over the public ``grid``: all
+    asked at once, one pass over the rows; in the local model the one round every user answers, under
+    continual observation the queries the counters answer at every step."""
+
+    spec: GreedySpec
+    n_features: int
+    project: Callable
+    levels: list[Level]
+    owners: list
+    requests: list
+    grid: LiftGrid | None
+
+
+def greedy_round(spec: GreedySpec, d: int, rng: np.random.Generator, run: int = 0) -> GreedyRound:
+    """The run's public geometry drawn from ``rng`` (its projection, then its levels) and its queries.  The
+    exponential and MPC selections ask their own (``select_and_lift``): their rounds list none."""
+    project = projection_for(spec, d, rng)
+    levels = greedy_levels(spec, d, rng)
+    if spec.selection != "histogram" or spec.mpc:
+        return GreedyRound(spec, d, project, levels, [], [], None)
+    requests, owners = level_requests(levels, project, spec, run)
+    grid = None
+    if not spec.adaptive_lifting:
+        grid = LiftGrid.for_dim(spec.projection_dim or d)
+        requests.append((grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0))
+    return GreedyRound(spec, d, project, levels, owners, requests, grid)
+
+
+def greedy_centers(round_: GreedyRound, answers: list, rng: np.random.Generator) -> tuple[np.ndarray, "Lifted | None"]:
+    """Post-processing of the answers to ``round_.requests`` (in their order): the greedy's ``spec.k`` centers
+    in the working space, and their lifting when the round asked it (else None: lift them, :func:`lift`).
+    ``rng`` draws the uniform fallback center, when no listed ball is left."""
+    spec = round_.spec
+    tables = level_tables(round_.levels, round_.owners, answers[: len(round_.owners)], spec)
+    centers = histogram_centers(spec, tables, uniform_fallback(spec, round_.n_features, rng))
+    if round_.grid is None:
+        return centers, None
+    return centers, round_.grid.lifted(answers[len(round_.owners)], centers, spec.projection_dim is not None)
+
+
 def select_and_lift(
-    ctx: FitContext, plan: Plan, spec: GreedySpec, project, rng: np.random.Generator, run: int, reach: float
+    ctx: FitContext, plan: Plan, spec: GreedySpec, rng: np.random.Generator, run: int, reach: float
 ) -> tuple[np.ndarray, "Lifted"]:
-    """One private greedy run: its centers (in the projected space) and their lifting.
+    """One private greedy run through ``plan``: its centers (in the projected space) and their lifting.
 
     With adaptive rounds the lifting is a second release over the chosen centers' cells; without (the
     local model) it is asked in the selection's round, over the cells of a public grid, and the chosen
     centers' cells are put together from them afterwards (post-processing)."""
     d = ctx.n_features
-    dim = spec.projection_dim or d
-    levels = greedy_levels(spec, d, rng)
-    fallback = uniform_fallback(spec, d, rng)
+    round_ = greedy_round(spec, d, rng, run)
     if spec.selection == "exponential":
+        fallback = uniform_fallback(spec, d, rng)
 
         def mechanism(access):
             head, child = _exponential_rules(spec.eps_draw, access.noise)
-            tables = exact_values(access, levels, project, spec.z)
+            tables = exact_values(access, round_.levels, round_.project, spec.z)
             return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, head, child, fallback)
 
-        centers = plan.run_exact([spec.selection_part(run)], mechanism)
-        return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
-    if spec.mpc:
-        centers = histogram_centers(spec, mpc_tables(plan, levels, project, spec, run), fallback)
-        return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
-    grid = None if spec.adaptive_lifting else LiftGrid.for_dim(dim)
-    extra = (
-        [] if grid is None else [(grid.query(project, d, spec.projection_dim is not None), spec.lift_part(run), 1.0)]
-    )
-    tables, lifted_cells = released_values(plan, levels, project, spec, run, extra)
-    centers = histogram_centers(spec, tables, fallback)
-    if grid is not None:
-        return centers, grid.lifted(lifted_cells[0], centers, spec.projection_dim is not None)
-    return centers, lift(plan, spec.lift_part(run), project, centers, spec, d, reach)
+        centers, lifted = plan.run_exact([spec.selection_part(run)], mechanism), None
+    elif spec.mpc:
+        tables = mpc_tables(plan, round_.levels, round_.project, spec, run)
+        centers, lifted = histogram_centers(spec, tables, uniform_fallback(spec, d, rng)), None
+    else:
+        centers, lifted = greedy_centers(round_, plan.release_many(round_.requests), rng)
+    if lifted is None:
+        lifted = lift(plan, spec.lift_part(run), round_.project, centers, spec, d, reach)
+    return centers, lifted
 
 
 # A lifting fixed in advance (the local model) sums a public grid's cells into the chosen centers' regions.
@@ -942,8 +972,7 @@ def run_greedy(ctx: FitContext, spec: GreedySpec, plan: Plan) -> FitResult:
     rng = ctx.randomness.geometry()
     best, best_cost, sizes, estimates = None, math.inf, None, []
     for run in range(spec.restarts):
-        project = projection_for(spec, d, rng)
-        _, lifted = select_and_lift(ctx, plan, spec, project, rng, run, fastlloyd_eta(d, ctx.n_clusters))
+        _, lifted = select_and_lift(ctx, plan, spec, rng, run, fastlloyd_eta(d, ctx.n_clusters))
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:

@@ -338,7 +338,7 @@ SHUFFLE_USERS, SHUFFLE_DELTA = 200, 1e-3
 
 def _shuffled_count():
     from ..local.frequency import GeneralizedRR
-    from ..shuffle.amplification import local_epsilon_for
+    from ..privacy.amplification import local_epsilon_for
 
     # SHUFFLE_USERS users answer a yes/no question by randomized response at the epsilon_0 that the
     # amplification bound allows for a central (1, SHUFFLE_DELTA); the server sees the shuffled reports,

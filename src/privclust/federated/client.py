@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import check_data
-from ..algorithms import ALGORITHMS, FitContext
+from ..algorithms import ALGORITHMS
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, PrivacyAccountant
-from ..privacy.noise import Randomness
 from ..queries.base import Released
 from ..queries.central import block_mechanisms
+from ..queries.curator import Curated
 from ..queries.plan import CapabilityError, Oracle, pooled_allotments
 from ..queries.rows import MemoryRows, Rows
+from ..session import open_session
 from . import crypto
 from .ring import decode, encode
 from .secagg import SecAggParty
@@ -308,21 +309,19 @@ def join(
         channel.send(Kind.SHARES, secagg.setup_message())
         relayed, _ = channel.receive(Kind.SHARE)
         secagg.absorb_setup(relayed)
-        domain = make_domain(job.bounds, X.shape[1])
-        accountant = PrivacyAccountant(job.budget())
-        rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
         aggregation = MaskedAggregation(channel, secagg)
-        oracle = FederatedClientOracle(rows, job.budget(), accountant, aggregation)
-        ctx = FitContext(
-            oracle=oracle,
-            n_clusters=job.n_clusters,
-            budget=job.budget(),
-            randomness=Randomness(crypto.geometry_seed(secagg.group_secret, session)),
-            public_n=job.public_n,
-            options={"alpha": job.alpha, "max_iter": job.max_iter},
-            callback=callback,
-        )
-        result = ALGORITHMS[job.algorithm](ctx)
+
+        def federated(accountant, randomness):  # this party's rows; the server adds the noise
+            domain = make_domain(job.bounds, X.shape[1])
+            rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
+            return Curated(FederatedClientOracle(rows, job.budget(), accountant, aggregation), domain, X.shape[1], rows)
+
+        # Every party derives the same public seed from the group secret: the geometry only, no noise.
+        seed = crypto.geometry_seed(secagg.group_secret, session)
+        with open_session(job.budget(), job.bounds, random_state=seed, oracle=federated, seeded_noise=False) as run:
+            options = {"alpha": job.alpha, "max_iter": job.max_iter}
+            ctx = run.context(job.n_clusters, public_n=job.public_n, options=options, callback=callback)
+            result = ALGORITHMS[job.algorithm](ctx)
         channel.send(Kind.DONE, {})
     except FederatedAbort:
         raise
@@ -331,9 +330,9 @@ def join(
         raise FederatedAbort(f"party {party}: {exc}") from exc
     finally:
         sock.close()
-    report = accountant.report()
+    report = run.accountant.report()
     return FederatedResult(
-        centers=domain.from_unit(result.centers),
+        centers=run.domain.from_unit(result.centers),
         n_iter=result.n_iter,
         privacy_spent={
             "epsilon": report.epsilon,
@@ -341,9 +340,9 @@ def join(
             "mu": report.mu,
             "steps": [s.as_dict() for s in report.steps],
         },
-        rounds=oracle.rounds,
+        rounds=run.oracle.rounds,
         bytes_sent=channel.sent,
         bytes_received=channel.received,
-        round_seconds=oracle.round_seconds,
+        round_seconds=run.oracle.round_seconds,
         contributors=aggregation.contributors,
     )

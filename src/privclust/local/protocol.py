@@ -1,9 +1,10 @@
 """The local model deployed: a device turns its point into one report; the server turns reports into centers.
 
 Both sides build the same round from public parameters alone -- a
-:class:`Protocol` -- by running the unchanged private greedy against an
-oracle with no data that records the algorithm's one release (every query,
-its share of the users) and stops it there.  The public seed fixes everything
+:class:`Protocol` -- as the private greedy's own round (``greedy_round``:
+every query, and from the greedy's plan its share of the users); the server
+turns the released answers into centers with the greedy's own
+post-processing (``greedy_centers``).  The public seed fixes everything
 random that both must agree on: the nets' shifts, the JL projection, and the
 frequency oracles' hash families.
 
@@ -39,12 +40,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..algorithms import ALGORITHMS, FitContext
+from ..algorithms.base import FitContext
+from ..algorithms.greedy import GreedyRound, GreedySpec, greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
+from ..privacy.amplification import local_epsilon_for, shuffle_delta, shuffle_epsilon, tail_for
 from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, PrivacyReport, Spend
-from ..privacy.noise import Randomness
 from ..queries.base import clip_blocks
+from ..queries.curator import Curated
 from ..queries.plan import DENSE, SPARSE, Oracle
+from ..session import open_session
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 from .secure import SecureRandom
 
@@ -92,8 +96,6 @@ class Protocol:
     def for_shuffle(cls, epsilon: float, delta: float, users: int, **public) -> "Protocol":
         """A protocol whose shuffled reports are (epsilon, delta)-DP: each report gets the largest local
         epsilon_0 that amplification by shuffling allows for ``users`` reports."""
-        from ..shuffle.amplification import local_epsilon_for
-
         return cls(epsilon=local_epsilon_for(epsilon, delta, users), users=users, shuffle=(epsilon, delta), **public)
 
     def to_json(self) -> str:
@@ -115,17 +117,15 @@ class Protocol:
 
         Local: epsilon-LDP per report, whatever their number.  Shuffle: amplification needs the other
         users' reports to hide among, so the central guarantee is computed at the number actually
-        received (``shuffle.amplification``); with fewer than planned it is weaker than the declared one,
+        received (``privacy.amplification``); with fewer than planned it is weaker than the declared one,
         and with fewer than 2 it is only the reports' own epsilon_0."""
         if self.shuffle is None:
             return self.epsilon, 0.0
-        from ..shuffle.amplification import _tail_for, shuffle_delta, shuffle_epsilon
-
         n = self.users if reports is None else int(reports)
         eps, delta = self.shuffle
         if n < 2:
             return self.epsilon, 0.0
-        if shuffle_delta(eps, self.epsilon, n, _tail_for(delta)) <= delta:
+        if shuffle_delta(eps, self.epsilon, n, tail_for(delta)) <= delta:
             return eps, delta  # the declared guarantee holds at n (the very test that chose epsilon_0)
         return min(self.epsilon, shuffle_epsilon(self.epsilon, n, delta)), delta
 
@@ -148,21 +148,36 @@ class Protocol:
         return Spend(label, epsilon=eps, delta=delta, relation=REPLACE_ONE)
 
     def design(self) -> tuple[LocalRound, object]:
-        """(the round, the domain): the greedy's one release, recorded from public parameters."""
-        domain = make_domain(self.bounds, self.n_features)
-        recorder = _Recorder(self)
-        try:
-            _run_greedy(self, recorder)
-        except _Recorded:
-            pass
-        if recorder.requests is None:
-            raise RuntimeError("the algorithm released nothing: no local round to record")
-        round_ = LocalRound.design(recorder.requests, self.epsilon, self.seed, self.users, self.bucket_share)
-        return round_, domain
+        """(the round, the domain): the greedy's one release, from public parameters."""
+        with self._session() as session:
+            _, round_, _, shares = self._greedy(session)
+        requests = [(query, share) for (query, _, _), share in zip(round_.requests, shares)]
+        return LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share), session.domain
 
+    def _session(self, accountant: PrivacyAccountant | None = None):
+        """The protocol's run (``privclust.session``): a ledger under ``accountant`` with no budget of its own
+        (it is charged what the reports received give, :meth:`round_spend`), the public seed's randomness --
+        the same geometry on every device and the server; no noise is drawn from it -- and the planning oracle."""
 
-class _Recorded(Exception):
-    """Raised by the recording oracle once it holds the round (nothing else is computed)."""
+        def planning(ledger, randomness):
+            return Curated(_LocalPlanning(self), make_domain(self.bounds, self.n_features), self.n_features, None)
+
+        return open_session(
+            None, self.bounds, parent=accountant, random_state=self.seed, oracle=planning, seeded_noise=False
+        )
+
+    def _greedy(self, session) -> tuple[GreedySpec, GreedyRound, np.random.Generator, list[float]]:
+        """The greedy's plan in the local model, its one round (drawn from the public seed), the generator
+        its post-processing goes on with, and each request's share of the users."""
+        oracle, options = session.oracle, {"params": self.algorithm_params}
+        ctx = FitContext(oracle, self.n_clusters, oracle.budget, session.randomness, self.users, options=options)
+        spec = greedy_spec(ctx)
+        if spec.restarts != 1:
+            raise ValueError("the local protocol is one round: one greedy run; drop 'restarts'")
+        plan = spec.open(oracle)  # refuses what one round of reports cannot serve
+        rng = session.randomness.geometry()
+        round_ = greedy_round(spec, self.n_features, rng)
+        return spec, round_, rng, [plan.allotment(part).fraction(f).share for _, part, f in round_.requests]
 
 
 class _LocalPlanning(Oracle):
@@ -171,54 +186,14 @@ class _LocalPlanning(Oracle):
     capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports)"
 
-    def __init__(self, protocol: Protocol, spend: Spend | None = None):
+    def __init__(self, protocol: Protocol):
         super().__init__(protocol.n_features, Budget(protocol.epsilon), PrivacyAccountant())
-        self.protocol = protocol
-        self.spend = spend if spend is not None else protocol.round_spend()
 
     def allot(self, parts, family):
         return user_shares(self.model, parts)
 
-    def reserved(self, plan):
-        return [self.spend]
-
-
-class _Recorder(_LocalPlanning):
-    requests = None
-
     def answer(self, requests):
-        self.requests = [(query, allotment.share) for query, allotment in requests]
-        raise _Recorded
-
-
-class _FromTallies(_LocalPlanning):
-    """Answers the greedy's one release from the server's tallies (which must be of the same round)."""
-
-    def __init__(
-        self, protocol: Protocol, round_: LocalRound, tallies: list[Tally], accountant: PrivacyAccountant, spend: Spend
-    ):
-        super().__init__(protocol, spend)
-        self.accountant = accountant
-        self.round, self.tallies = round_, tallies
-
-    def answer(self, requests):
-        asked = [(q.label, q.n_buckets) for q, _ in requests]
-        if asked != [(q.query.label, q.query.n_buckets) for q in self.round.queries]:
-            raise RuntimeError("the algorithm asked another round than the one the devices answered")
-        self.accountant.spend(self.spend)
-        return self.round.release(self.tallies)
-
-
-def _run_greedy(protocol: Protocol, oracle: Oracle):
-    ctx = FitContext(
-        oracle=oracle,
-        n_clusters=protocol.n_clusters,
-        budget=oracle.budget,
-        randomness=Randomness(protocol.seed),  # public: the same geometry on every device and the server
-        public_n=protocol.users,
-        options={"params": protocol.algorithm_params},
-    )
-    return ALGORITHMS["greedy"](ctx)
+        raise RuntimeError("the local protocol's round is answered by the devices' reports, not by a planning oracle")
 
 
 class _Nonces:
@@ -400,11 +375,15 @@ class Aggregator:
         if self.tallies is None:
             self.add(np.zeros(0, dtype=REPORT))
         spend = self.protocol.round_spend(self.received, accepted_weaker=weaker)
-        ledger = PrivacyAccountant(None, parent=accountant)
-        result = _run_greedy(self.protocol, _FromTallies(self.protocol, self.round, self.tallies, ledger, spend))
+        with self.protocol._session(accountant) as session:
+            session.accountant.check([spend])
+            _, round_, rng, _ = self.protocol._greedy(session)
+            session.accountant.spend(spend)
+            _, lifted = greedy_centers(round_, self.round.release(self.tallies), rng)  # post-processing
+            centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
         return LocalResult(
-            self.domain.from_unit(result.centers),
-            ledger.report(),
+            self.domain.from_unit(centers),
+            session.report(),
             self.received,
             declared=self.protocol.shuffle,
             accepted_weaker=weaker,

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .base import ROW_COUNT
+from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
@@ -276,8 +277,6 @@ def predict_frame(frame, centers: np.ndarray, column: str = "cluster"):
 
 def _label_batches(batches, centers: np.ndarray, column: str):
     import pyarrow as pa
-
-    from ..metrics import assign
 
     for batch in batches:
         labels = np.zeros(0, dtype=np.int32)

@@ -6,9 +6,9 @@ import numpy as np
 
 from ..local.oracle import DEFAULT_BUCKET_SHARE, LocalOracle, LocalRound
 from ..local.secure import SecureRandom
+from ..privacy.amplification import local_epsilon_for
 from ..privacy.budget import REPLACE_ONE, Budget, PrivacyAccountant, Spend
 from ..queries.rows import Rows
-from .amplification import local_epsilon_for
 
 __all__ = ["Shuffler", "ShuffleOracle"]
 

@@ -27,21 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import check_data, check_delta, check_epsilon, check_int, check_n_clusters
-from ..algorithms.base import FitContext
-from ..algorithms.greedy import (
-    LiftGrid,
-    greedy_levels,
-    greedy_spec,
-    histogram_centers,
-    level_requests,
-    level_tables,
-    projection_for,
-    solution_cost,
-    uniform_fallback,
-)
+from ..algorithms.greedy import greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
-from ..privacy.noise import Randomness
+from ..queries.curator import Curated
+from ..session import open_session
 from .counters import MECHANISMS
 from .oracle import ContinualOracle, HorizonError, StepNoise
 
@@ -141,23 +131,23 @@ class ContinualKMeans:
     def _start(self, n_features: int) -> None:
         """Fix the public geometry, declare the greedy's queries and charge the whole horizon's spends."""
         self.n_features_ = n_features
-        self.domain_ = make_domain(self.bounds, n_features)
+
+        def continual(accountant, randomness):  # secure noise unless seeded, from the stream's own sequence
+            noise = StepNoise(None if self.random_state is None else self._sequence(_NOISE))
+            oracle = ContinualOracle(n_features, budget, accountant, self.horizon, noise, self.mechanism)
+            return Curated(oracle, make_domain(self.bounds, n_features), n_features, None)
+
         budget = Budget(self.epsilon, self.delta)
-        self.accountant_ = PrivacyAccountant(budget, parent=self._parent)
-        noise = StepNoise(None if self.random_state is None else self._sequence(_NOISE))
-        self.oracle_ = ContinualOracle(n_features, budget, self.accountant_, self.horizon, noise, self.mechanism)
-        options = {"params": self.algorithm_params}
-        ctx = FitContext(self.oracle_, self.n_clusters, budget, Randomness(self._seed), options=options)
-        self.spec_ = greedy_spec(ctx)
-        plan = self.spec_.open(self.oracle_)
-        rng = np.random.default_rng(self._sequence(_GEOMETRY))
-        self._project = projection_for(self.spec_, n_features, rng)
-        self._levels = greedy_levels(self.spec_, n_features, rng)
-        self._grid = LiftGrid.for_dim(self.spec_.projection_dim or n_features)
-        requests, self._owners = level_requests(self._levels, self._project, self.spec_, 0)
-        projected = self.spec_.projection_dim is not None
-        lifting = (self._grid.query(self._project, n_features, projected), self.spec_.lift_part(0), 1.0)
-        plan.release_many(requests + [lifting])
+        # The seed fixes the public geometry; the node noise is seeded by its own sequence (``_NOISE``).
+        setup = open_session(
+            budget, self.bounds, parent=self._parent, random_state=self._seed, oracle=continual, seeded_noise=False
+        )
+        with setup as session:
+            self.domain_, self.accountant_, self.oracle_ = session.domain, session.accountant, session.oracle
+            self.spec_ = greedy_spec(session.context(self.n_clusters, options={"params": self.algorithm_params}))
+            plan = self.spec_.open(self.oracle_)
+            self._round = greedy_round(self.spec_, n_features, np.random.default_rng(self._sequence(_GEOMETRY)))
+            plan.release_many(self._round.requests)  # the levels' and the lifting's (no adaptive rounds)
 
     @property
     def privacy_spent_(self) -> PrivacyReport | None:
@@ -200,11 +190,8 @@ class ContinualKMeans:
     def publish(self) -> np.ndarray:
         """The current step's centers (also ``centers_``): the greedy's post-processing of the step's
         published estimates -- free, and the same whenever it is called within the step."""
-        answers = self.oracle_.releases()
-        tables = level_tables(self._levels, self._owners, answers[: len(self._owners)], self.spec_)
         rng = np.random.default_rng(self._sequence(_POST, self.step_))
-        centers = histogram_centers(self.spec_, tables, uniform_fallback(self.spec_, self.n_features_, rng))
-        lifted = self._grid.lifted(answers[len(self._owners)], centers, self.spec_.projection_dim is not None)
+        _, lifted = greedy_centers(self._round, self.oracle_.releases(), rng)
         final, _ = solution_cost(lifted, self.n_clusters, rng)
         self.centers_ = self.domain_.from_unit(final)
         return self.centers_

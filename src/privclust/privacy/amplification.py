@@ -38,7 +38,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["shuffle_delta", "shuffle_epsilon", "local_epsilon_for", "closed_form_epsilon"]
+__all__ = ["shuffle_delta", "shuffle_epsilon", "local_epsilon_for", "closed_form_epsilon", "tail_for"]
 
 _TAIL = 1e-16  # binomial mass left out at each end (added to delta in full); scipy's isf fails below this
 _BISECTIONS = 48
@@ -97,7 +97,8 @@ def _binomial_cdf(k: np.ndarray, c: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tail_for(delta: float) -> float:
+def tail_for(delta: float) -> float:
+    """The binomial mass left out at each end when bounding delta near the target ``delta``."""
     return min(1e-12, max(_TAIL, delta * 1e-6))  # what is left out stays about a millionth of the target
 
 
@@ -118,7 +119,7 @@ def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     _check(eps0, n)
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    tail = _tail_for(delta)
+    tail = tail_for(delta)
     if shuffle_delta(0.0, eps0, n, tail) <= delta:
         return 0.0
     return _bisect(lambda eps: shuffle_delta(eps, eps0, n, tail) <= delta, good=float(eps0), bad=0.0)
@@ -132,7 +133,7 @@ def local_epsilon_for(eps: float, delta: float, n: int, ceiling: float = 30.0) -
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     _check(1.0, n)
-    tail = _tail_for(delta)
+    tail = tail_for(delta)
     if shuffle_delta(eps, ceiling, n, tail) <= delta:
         return ceiling
     return _bisect(lambda eps0: shuffle_delta(eps, eps0, n, tail) <= delta, good=eps, bad=ceiling)
