@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Callable
 
@@ -14,13 +13,12 @@ from ._validation import (
     check_data,
     check_delta,
     check_epsilon,
-    check_int,
     check_n_clusters,
     refuse_non_numeric_columns,
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
-from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
+from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
@@ -32,7 +30,6 @@ from .queries.spark import is_spark_frame
 __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
-MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.
 ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
@@ -153,8 +150,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         public_n: int | None = None,
         count_fraction: float = 0.05,
         max_iter: int | None = None,
-        alpha: float = 0.8,
-        radius_strategy: str = "step",
+        alpha: float = DEFAULT_ALPHA,
+        radius_strategy: str = ESTIMATOR_DEFAULTS["radius_strategy"],
         postprocess: str | None = None,
         algorithm_params: dict | None = None,
         accountant: PrivacyAccountant | None = None,
@@ -176,7 +173,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         self.accountant = accountant
         self.privacy_model = privacy_model
 
-    def _check_params(self) -> Budget | None:
+    def _check_params(self) -> tuple[Budget | None, dict]:
+        """The budget and the chosen algorithm's checked options (``algorithms.params``), before anything is
+        planned or read."""
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
         check_n_clusters(self.n_clusters)
@@ -186,26 +185,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError(f"public_n must be a positive integer or None, got {self.public_n!r}")
         if not (isinstance(self.count_fraction, numbers.Real) and 0 < self.count_fraction < 1):
             raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
-        if self.max_iter is not None:
-            check_int("max_iter", self.max_iter, 1, MAX_ITER, hint=" or None (each iteration is one noisy release)")
-        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd only
-        # after releasing its noisy count: a bad option found then would refuse a half-spent fit).
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) or not 0 < self.alpha < math.inf:
-            raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
-        if self.postprocess is not None and self.postprocess not in POSTPROCESS:
-            raise ValueError(f"postprocess must be one of {POSTPROCESS} or None, got {self.postprocess!r}")
-        if self.radius_strategy not in RADIUS_STRATEGIES:
-            raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {self.radius_strategy!r}")
-        if self.algorithm_params is not None and not isinstance(self.algorithm_params, dict):
-            raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
+        # The options and algorithm_params against the chosen algorithm's table; for auto, against every
+        # algorithm it may choose (it chooses after releasing a noisy count: nothing may be refused then).
+        given = {key: getattr(self, key) for key in ESTIMATOR_DEFAULTS}
+        options = check_params(self.algorithm, {**given, "params": self.algorithm_params})
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
         if self.algorithm in NON_PRIVATE:
-            return None
+            return None, options
         if self.privacy_model == "local":  # each user's report is pure epsilon-LDP: no delta
-            return Budget(check_epsilon(self.epsilon))
-        return Budget(check_epsilon(self.epsilon), check_delta(self.delta))
+            return Budget(check_epsilon(self.epsilon)), options
+        return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
     def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
         """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
@@ -215,7 +206,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         adds the noise (``queries.spark``), and ``labels_`` / ``inertia_`` are
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
-        budget = self._check_params()
+        budget, options = self._check_params()
         accountant = fit_ledger(budget, self.bounds, self.accountant)
         if budget is None:
             warn_leak(
@@ -227,7 +218,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            result = self._run(curated.oracle, budget, randomness, callback)
+            result = self._run(curated.oracle, budget, randomness, options, callback)
         domain, rows = curated.domain, curated.checked_rows()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
@@ -252,7 +243,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 self.outliers_ = self.outlier_mask(rows)
         return self
 
-    def _run(self, oracle, budget, randomness, callback):
+    def _run(self, oracle, budget, randomness, options, callback):
         ctx = FitContext(
             oracle=oracle,
             n_clusters=int(self.n_clusters),
@@ -260,13 +251,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             randomness=randomness,
             public_n=self.public_n,
             count_fraction=float(self.count_fraction),
-            options={
-                "alpha": self.alpha,
-                "radius_strategy": self.radius_strategy,
-                "postprocess": self.postprocess,
-                "max_iter": self.max_iter,
-                "params": self.algorithm_params,
-            },
+            options=options,
             callback=callback,
         )
         return ALGORITHMS[self.algorithm](ctx)
