@@ -26,6 +26,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
+import numpy as np
+
 __all__ = [
     "Constraint",
     "Interval",
@@ -126,7 +128,7 @@ class Boolean(Constraint):
     """True or False (numpy's booleans too)."""
 
     def check(self, name: str, value) -> bool:
-        if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {value!r}")
         return bool(value)
 
