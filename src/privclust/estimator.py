@@ -72,15 +72,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         Share of the budget spent on the noisy row count (of mu^2 for Gaussian
         algorithms, of epsilon for ``sulloyd``).
     max_iter : int or None
-        Fixed number of iterations; ``None`` uses the seed's heuristic (clamped
-        to [2, 7]) for private algorithms and 100 for ``lloyd``.  The privacy
-        cost does not depend on it.
+        The Lloyd family's fixed number of iterations, 1 to 1,000; ``None`` uses
+        the seed's heuristic (clamped to [2, 7]) for private algorithms and 100
+        for ``lloyd``.  The privacy cost does not depend on it.
     alpha, radius_strategy :
         FastLloyd's radius scale (eta = alpha * 2 sqrt(d) / (2 k^(1/d))) and
         ``"step"`` (first iteration at half the diagonal) or ``"constant"``.
     postprocess : {"fold", "clip", "none"} or None
         Bring centers back into the domain; default ``fold`` for FastLloyd,
-        ``clip`` for the baselines.
+        ``clip`` for ``glloyd`` and ``sulloyd``.
+
+        These four are checked against the chosen algorithm's parameter table
+        (``privclust.algorithms.params``, docs/algorithms.md) before anything is
+        planned: one it does not take, set to anything but its default, is
+        refused naming the algorithm.  ``auto`` takes only the options every
+        algorithm it may choose takes -- none of these, as the greedy takes none.
     algorithm_params : dict or None
         Parameters of the chosen algorithm beyond the common ones, e.g. for
         ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
