@@ -188,7 +188,9 @@ def test_transform_survives_coordinates_near_the_float_limit():
 def test_cluster_sizes_are_the_noisy_sizes_of_the_last_release(algorithm):
     rng = np.random.default_rng(4)
     X = np.r_[rng.normal(-0.5, 0.05, (3000, 2)), rng.normal(0.5, 0.05, (1000, 2))]
-    model = KMeans(2, bounds=(-1, 1), algorithm=algorithm, epsilon=2.0).fit(X)
+    # seeded: with secure noise about one FastLloyd fit in 40 lands more than 15% off [3000, 1000] (measured on
+    # the code before and after issue 26), which made this test flaky; what it checks is where the sizes come from
+    model = KMeans(2, bounds=(-1, 1), algorithm=algorithm, epsilon=2.0, random_state=1).fit(X)
     sizes = model.cluster_sizes_[np.argsort(model.cluster_centers_[:, 0])]
     np.testing.assert_allclose(sizes, [3000, 1000], rtol=0.15)
     assert model.fit_info_["nearly_empty_centers"] == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 from functools import partial
 from typing import Callable
@@ -15,14 +14,13 @@ from ._validation import (
     check_data,
     check_delta,
     check_epsilon,
-    check_int,
     check_n_clusters,
     refuse_non_numeric_columns,
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import algorithm_spec
-from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
+from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
@@ -36,7 +34,6 @@ __all__ = ["KMeans"]
 
 NON_PRIVATE = frozenset({"lloyd"})
 IN_MEMORY_CAPABILITIES = CentralOracle.capabilities | {SAMPLED}  # the curator over rows in this process
-MAX_ITER = 10_000  # a public cap: every iteration is planned (one release each) before the first runs
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.
 ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
@@ -79,15 +76,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         Share of the budget spent on the noisy row count (of mu^2 for Gaussian
         algorithms, of epsilon for ``sulloyd``).
     max_iter : int or None
-        Fixed number of iterations; ``None`` uses the seed's heuristic (clamped
-        to [2, 7]) for private algorithms and 100 for ``lloyd``.  The privacy
-        cost does not depend on it.
+        The Lloyd family's fixed number of iterations, 1 to 1,000; ``None`` uses
+        the seed's heuristic (clamped to [2, 7]) for private algorithms and 100
+        for ``lloyd``.  The privacy cost does not depend on it.
     alpha, radius_strategy :
         FastLloyd's radius scale (eta = alpha * 2 sqrt(d) / (2 k^(1/d))) and
         ``"step"`` (first iteration at half the diagonal) or ``"constant"``.
     postprocess : {"fold", "clip", "none"} or None
         Bring centers back into the domain; default ``fold`` for FastLloyd,
-        ``clip`` for the baselines.
+        ``clip`` for ``glloyd`` and ``sulloyd``.
+
+        These four are checked against the chosen algorithm's parameter table
+        (``privclust.algorithms.params``, docs/algorithms.md) before anything is
+        planned: one it does not take, set to anything but its default, is
+        refused naming the algorithm.  ``auto`` takes only the options every
+        algorithm it may choose takes -- none of these, as the greedy takes none.
     algorithm_params : dict or None
         Parameters of the chosen algorithm beyond the common ones, e.g. for
         ``maxcover``: ``projection_dim``, ``budget_split``, ``growth``,
@@ -157,8 +160,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         public_n: int | None = None,
         count_fraction: float = 0.05,
         max_iter: int | None = None,
-        alpha: float = 0.8,
-        radius_strategy: str = "step",
+        alpha: float = DEFAULT_ALPHA,
+        radius_strategy: str = ESTIMATOR_DEFAULTS["radius_strategy"],
         postprocess: str | None = None,
         algorithm_params: dict | None = None,
         accountant: PrivacyAccountant | None = None,
@@ -180,7 +183,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         self.accountant = accountant
         self.privacy_model = privacy_model
 
-    def _check_params(self) -> Budget | None:
+    def _check_params(self) -> tuple[Budget | None, dict]:
+        """The budget and the chosen algorithm's checked options (``algorithms.params``), before anything is
+        planned or read."""
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
         check_n_clusters(self.n_clusters)
@@ -190,26 +195,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError(f"public_n must be a positive integer or None, got {self.public_n!r}")
         if not (isinstance(self.count_fraction, numbers.Real) and 0 < self.count_fraction < 1):
             raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}")
-        if self.max_iter is not None:
-            check_int("max_iter", self.max_iter, 1, MAX_ITER, hint=" or None (each iteration is one noisy release)")
-        # The Lloyd family's options, checked whatever the algorithm (auto may choose FastLloyd only
-        # after releasing its noisy count: a bad option found then would refuse a half-spent fit).
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) or not 0 < self.alpha < math.inf:
-            raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
-        if self.postprocess is not None and self.postprocess not in POSTPROCESS:
-            raise ValueError(f"postprocess must be one of {POSTPROCESS} or None, got {self.postprocess!r}")
-        if self.radius_strategy not in RADIUS_STRATEGIES:
-            raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {self.radius_strategy!r}")
-        if self.algorithm_params is not None and not isinstance(self.algorithm_params, dict):
-            raise TypeError(f"algorithm_params must be a dict or None, got {type(self.algorithm_params).__name__}")
+        # The options and algorithm_params against the chosen algorithm's table; for auto, against every
+        # algorithm it may choose (it chooses after releasing a noisy count: nothing may be refused then).
+        given = {key: getattr(self, key) for key in ESTIMATOR_DEFAULTS}
+        options = check_params(self.algorithm, {**given, "params": self.algorithm_params})
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
         if self.algorithm in NON_PRIVATE:
-            return None
+            return None, options
         if self.privacy_model == "local":  # each user's report is pure epsilon-LDP: no delta
-            return Budget(check_epsilon(self.epsilon))
-        return Budget(check_epsilon(self.epsilon), check_delta(self.delta))
+            return Budget(check_epsilon(self.epsilon)), options
+        return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
     def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
         """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
@@ -219,7 +216,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         adds the noise (``queries.spark``), and ``labels_`` / ``inertia_`` are
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
-        budget = self._check_params()
+        budget, options = self._check_params()
         with open_session(
             budget,
             self.bounds,
@@ -230,7 +227,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         ) as session:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            result = self._run(session, callback)
+            result = self._run(session, options, callback)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
 
         self.cluster_centers_ = domain.from_unit(result.centers)
@@ -255,7 +252,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 self.outliers_ = self.outlier_mask(rows)
         return self
 
-    def _context(self, oracle, budget, randomness, callback=None) -> FitContext:
+    def _context(self, oracle, budget, randomness, options: dict, callback=None) -> FitContext:
         return FitContext(
             oracle=oracle,
             n_clusters=int(self.n_clusters),
@@ -263,18 +260,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             randomness=randomness,
             public_n=self.public_n,
             count_fraction=float(self.count_fraction),
-            options={
-                "alpha": self.alpha,
-                "radius_strategy": self.radius_strategy,
-                "postprocess": self.postprocess,
-                "max_iter": self.max_iter,
-                "params": self.algorithm_params,
-            },
+            options=options,
             callback=callback,
         )
 
-    def _run(self, session, callback):
-        context = self._context(session.oracle, session.budget, session.randomness, callback)
+    def _run(self, session, options: dict, callback):
+        context = self._context(session.oracle, session.budget, session.randomness, options, callback)
         return ALGORITHMS[self.algorithm](context)
 
     def planned_spends(self, n_features: int) -> list[list[Spend]]:
@@ -282,11 +273,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         spend, from its plan as a value -- no data is read and nothing is charged.  One list of spends, or
         one per plan it may choose (``auto`` chooses after a noisy count).  ``privclust.opendp`` derives
         its privacy map from it."""
-        budget = self._check_params()
+        budget, options = self._check_params()
         if self.privacy_model != "central":
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
         oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model")
-        return oracle.spends(algorithm_spec(self.algorithm, self._context(oracle, budget, Randomness(None))))
+        context = self._context(oracle, budget, Randomness(None), options)
+        return oracle.spends(algorithm_spec(self.algorithm, context))
 
     def outlier_mask(self, X) -> np.ndarray:
         """Rows outside every found ball (``algorithm="onecluster"`` only; post-processing)."""

@@ -44,6 +44,7 @@ from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
 from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
+from .params import Params, declare
 
 __all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
 
@@ -56,6 +57,9 @@ CHOICES = {
     "fastlloyd": ("fastlloyd", None),
     GREEDY_START: ("fastlloyd", {"init": "greedy"}),
 }
+
+# auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes.
+declare(Params("auto", "auto", candidates=tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))))
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
@@ -129,7 +133,7 @@ def auto(ctx: FitContext) -> FitResult:
     """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
     if ctx.non_private:
         raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
-    algorithm_params(ctx, "auto", ())  # it takes none: the chosen algorithm runs with its defaults
+    algorithm_params(ctx, "auto")  # only what every candidate takes: the chosen one runs with its defaults
     adaptive = ADAPTIVE in ctx.oracle.capabilities
     if ctx.public_n is not None:
         n, run_ctx = float(ctx.public_n), ctx

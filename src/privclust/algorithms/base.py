@@ -12,6 +12,7 @@ from ..privacy.budget import Budget
 from ..privacy.noise import Randomness
 from ..queries.base import count_query
 from ..queries.plan import Oracle, Part, Plan, Spec, Staged
+from .params import check_params
 
 __all__ = [
     "FitContext",
@@ -43,6 +44,7 @@ class FitContext:
     randomness: Randomness  # public geometry streams (the noise belongs to the oracle)
     public_n: int | None = None
     count_fraction: float = 0.05
+    # The estimator-level options and 'params' (the algorithm_params), as algorithms.params.check_params takes them
     options: dict = field(default_factory=dict)
     callback: Callable[[int, int], None] | None = None  # (iterations done, iterations planned)
 
@@ -87,13 +89,13 @@ def algorithm_spec(name: str, ctx: FitContext) -> Spec | Staged:
     return SPECS[name](ctx)
 
 
-def algorithm_params(ctx: FitContext, algorithm: str, known: tuple[str, ...]) -> dict:
-    """The algorithm-specific parameters (``KMeans(algorithm_params=...)``), every known key present."""
-    given = dict(ctx.options.get("params") or {})
-    unknown = set(given) - set(known)
-    if unknown:
-        raise ValueError(f"unknown {algorithm} parameters {sorted(unknown)}; it accepts {list(known)}")
-    return {key: given.get(key) for key in known}
+def algorithm_params(ctx: FitContext, algorithm: str) -> dict:
+    """``algorithm``'s parameters from ``ctx.options``, checked against its table (``algorithms.params``):
+    the options it takes and every key of its ``algorithm_params``, defaults filled in, in one flat dict.
+
+    ``algorithm`` is its registry name or its label ("FastLloyd")."""
+    checked = check_params(algorithm, ctx.options)
+    return {**{key: value for key, value in checked.items() if key != "params"}, **checked["params"]}
 
 
 def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -90,7 +90,6 @@ from typing import Callable
 import numpy as np
 from scipy.stats import norm
 
-from .._validation import check_int, check_number
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection, ChunkMemo
 from ..privacy.mechanisms import sample_exponential
@@ -100,6 +99,7 @@ from ..queries.plan import ADAPTIVE, DENSE, DISTRIBUTED, EXACT, SPARSE, Capabili
 from ..queries.reduce import Reduction
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
+from .params import Boolean, Integer, Interval, OneOf, Param, Params, declare
 from .radius import fastlloyd_eta
 
 __all__ = [
@@ -124,21 +124,6 @@ __all__ = [
     "run_greedy",
 ]
 
-OPTIONS = (
-    "z",
-    "levels",
-    "forbid",
-    "selection",
-    "projection_dim",
-    "boost",
-    "restarts",
-    "selection_share",
-    "level_growth",
-    "values",
-    "floor",
-    "min_forbid",
-    "mpc",
-)
 SELECTIONS = ("histogram", "exponential")
 VALUES = {"nearest": 1, "all": 2}  # how a point's value reaches a level's balls -> the sub-lattice stride
 PROJECTION_DIM = 4  # d' of the JL map when d > d' (with 3, the map merged clusters that are apart in R^d)
@@ -157,6 +142,29 @@ CENTRAL_NARROW_MARGIN = 1
 # (0.032; S1, Birch2, Adult within a few percent; docs/algorithms.md).
 MPC_APART = 1.0
 FALSE_ALARMS = 0.05  # chance that noise alone passes a significance floor anywhere among the values tested
+DEFAULT_LEVELS = 8  # fewer where a level could not be released whole and the oracle has no sparse release
+# The greedy's algorithm_params (algorithms.params); None: worked out in greedy_spec from the other values.
+declare(
+    Params(
+        "greedy",
+        "greedy",
+        params={
+            "z": Param(Integer(1, 2), 2),
+            "levels": Param(Integer(2, 30)),  # None: DEFAULT_LEVELS, or fewer (see greedy_spec)
+            "forbid": Param(Interval(1.0, 64.0), 4.0),
+            "selection": Param(OneOf(SELECTIONS), "histogram"),
+            "projection_dim": Param(Integer(1, 8)),  # None: PROJECTION_DIM when d > PROJECTION_DIM
+            "boost": Param(Integer(1, 10), 4),
+            "restarts": Param(Integer(1, 20), 1),
+            "selection_share": Param(Interval(0.0, 1.0, closed="neither"), 0.6),
+            "level_growth": Param(Interval(1.0, 16.0), 1.0),
+            "values": Param(OneOf(tuple(VALUES))),  # None: "nearest" for the histogram, "all" for the exponential
+            "floor": Param(Interval(0.0, 1e6), 1.0),
+            "min_forbid": Param(Interval(0.125, 64.0), 1.0),
+            "mpc": Param(Boolean()),  # None: where the rows are distributed (see _mpc_option)
+        },
+    )
+)
 
 
 def _sublattice_bound(radius: float, dim: int, stride: int) -> float:
@@ -217,10 +225,6 @@ def _part_name(restarts: int, run: int, what: str) -> str:
     return f"greedy{f' run {run + 1}' if restarts > 1 else ''}: {what}"
 
 
-def _int_option(value, name: str, default: int, low: int, high: int) -> int:
-    return default if value is None else check_int(name, value, low, high)
-
-
 def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
     """Validate the options and lay out the budget's parts; raises before any data is read.
 
@@ -234,37 +238,23 @@ def greedy_spec(ctx: FitContext, n_clusters: int | None = None) -> GreedySpec:
     selection: per run an explicit (epsilon, delta) for all its draws (zCDP, see the module doc), the
     rest of the budget for the lifting.
     """
-    o = algorithm_params(ctx, "greedy", OPTIONS)
+    o = algorithm_params(ctx, "greedy")  # checked against the greedy's table, defaults filled in
     k = n_clusters or ctx.n_clusters
-    z = _int_option(o["z"], "z", 2, 1, 2)
-    levels = _int_option(o["levels"], "levels", 8, 2, 30)
-    boost = _int_option(o["boost"], "boost", 4, 1, 10) if n_clusters is None else 1
-    restarts = _int_option(o["restarts"], "restarts", 1, 1, 20)
-    forbid = 4.0 if o["forbid"] is None else check_number("forbid", o["forbid"], 1.0, 64.0)
-    min_forbid = 1.0 if o["min_forbid"] is None else check_number("min_forbid", o["min_forbid"], 0.125, 64.0)
-    selection = o["selection"] or "histogram"
-    if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    z, forbid, min_forbid, selection, floor = o["z"], o["forbid"], o["min_forbid"], o["selection"], o["floor"]
+    levels = DEFAULT_LEVELS if o["levels"] is None else o["levels"]
+    boost = o["boost"] if n_clusters is None else 1
+    restarts, share, growth = o["restarts"], o["selection_share"], o["level_growth"]
     # The histogram pays for every sub-lattice (stride^d' releases per level), so by default each point adds
     # its value to its nearest ball only (one release per level); the exponential variant reads exact
     # values, where full values cost nothing more.
     values = o["values"] or ("nearest" if selection == "histogram" else "all")
-    if values not in VALUES:
-        raise ValueError(f"values must be one of {tuple(VALUES)}, got {values!r}")
     stride = VALUES[values]
-    floor = 1.0 if o["floor"] is None else check_number("floor", o["floor"], 0.0, 1e6)
     d = ctx.n_features
     dim = o["projection_dim"]
-    if dim is not None:
-        dim = _int_option(dim, "projection_dim", 2, 1, 8)
-    elif d > PROJECTION_DIM:
+    if dim is None and d > PROJECTION_DIM:
         dim = PROJECTION_DIM
     if dim is not None and dim >= d:
         dim = None
-    share = 0.6
-    if o["selection_share"] is not None:
-        share = check_number("selection_share", o["selection_share"], 0.0, 1.0, open_low=True, open_high=True)
-    growth = 1.0 if o["level_growth"] is None else check_number("level_growth", o["level_growth"], 1.0, 16.0)
 
     work_dim = dim or d
     top = 1.0 if dim else math.sqrt(d)

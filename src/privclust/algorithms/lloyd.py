@@ -101,6 +101,17 @@ from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
 from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register
 from .greedy import GreedySpec, greedy_spec, run_greedy
+from .params import (
+    ALPHA,
+    RADIUS_STRATEGY,
+    Boolean,
+    Interval,
+    OneOf,
+    Param,
+    Params,
+    declare,
+    max_iter_param,
+)
 from .radius import fastlloyd_eta, fastlloyd_shares
 
 __all__ = [
@@ -126,7 +137,6 @@ RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its 
 MIN_ITERATIONS, MAX_ITERATIONS = 2, 7  # Su et al.: fewer is useless, more is never needed
 ERROR_PER_ITERATION = 0.004  # Su et al.'s tolerated per-iteration MSE (times B, with B = 1)
 POSTPROCESS = ("fold", "clip", "none")
-RADIUS_STRATEGIES = ("step", "constant")
 LLOYD_PART = "Lloyd iterations"
 
 
@@ -230,10 +240,6 @@ def _clamp_iterations(estimate: float) -> int:
     return int(max(min(estimate, MAX_ITERATIONS), MIN_ITERATIONS))
 
 
-def _option(ctx: FitContext, name: str, default):
-    return ctx.options.get(name) if ctx.options.get(name) is not None else default
-
-
 def _initial_centers(ctx: FitContext) -> np.ndarray:
     return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
 
@@ -250,12 +256,9 @@ def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = N
 
 def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     """The Lloyd family's plan (:func:`lloyd_spec`), checked and opened: refused before any row is read."""
-    algorithm_params(ctx, what, _known_options(what))
     return ctx.oracle.open(lloyd_spec(ctx, family, what))
 
 
-LLOYD_OPTIONS = ("reseed",)  # algorithm_params of the private Lloyd family
-FASTLLOYD_OPTIONS = LLOYD_OPTIONS + ("init", "init_share")  # FastLloyd's own: its start
 INITS = ("sphere", "greedy", "mean")  # sphere packing (public); the private greedy or the noisy mean in init_share
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
@@ -265,27 +268,44 @@ DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measur
 INIT_SHARE_RANGE = (0.05, 0.95)
 
 
-def _known_options(what: str) -> tuple[str, ...]:
-    return FASTLLOYD_OPTIONS if what == "FastLloyd" else LLOYD_OPTIONS
+# The family's tables (algorithms.params): the baselines take max_iter and postprocess, FastLloyd its radius too.
+_RESEED = {"reseed": Param(Boolean(), False)}  # move centers whose noisy cell is empty next to the largest cells
+_POSTPROCESS = OneOf(POSTPROCESS)
+declare(
+    Params(
+        "fastlloyd",
+        "FastLloyd",
+        options={
+            "max_iter": max_iter_param(),
+            "alpha": ALPHA,
+            "radius_strategy": RADIUS_STRATEGY,
+            "postprocess": Param(_POSTPROCESS, "fold"),
+        },
+        params={**_RESEED, "init": Param(OneOf(INITS), "sphere"), "init_share": Param(Interval(*INIT_SHARE_RANGE))},
+    )
+)
+for _name, _label in (("glloyd", "GLloyd"), ("sulloyd", "SuLloyd")):
+    declare(
+        Params(
+            _name,
+            _label,
+            options={"max_iter": max_iter_param(), "postprocess": Param(_POSTPROCESS, "clip")},
+            params=_RESEED,
+        )
+    )
+declare(Params("lloyd", "Lloyd", options={"max_iter": max_iter_param(100)}))
 
 
-def _init_option(ctx: FitContext) -> tuple[str, float | None]:
-    """FastLloyd's ``init`` (default ``"sphere"``) and, for the greedy start, its ``init_share``."""
-    params = algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
-    init = "sphere" if params["init"] is None else params["init"]
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    share = params["init_share"]
+def _init_option(params: dict) -> tuple[str, float | None]:
+    """FastLloyd's ``init`` and, for a private start, its ``init_share`` (default per start)."""
+    init, share = params["init"], params["init_share"]
     if init == "sphere":
         if share is not None:
             raise ValueError("init_share is a private start's share of the budget: it needs init='greedy' or 'mean'")
         return init, None
     if share is None:
         return init, DEFAULT_INIT_SHARE if init == "greedy" else DEFAULT_MEAN_SHARE
-    low, high = INIT_SHARE_RANGE
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not low <= share <= high:
-        raise ValueError(f"init_share must be a number in [{low}, {high}], got {share!r}")
-    return init, float(share)
+    return init, share
 
 
 @dataclass(frozen=True)
@@ -369,49 +389,29 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
     return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
 
 
-def _reseeds(ctx: FitContext, what: str) -> bool:
-    """``reseed``: move centers whose noisy cell is empty next to the largest cells (default off)."""
-    value = algorithm_params(ctx, what, _known_options(what))["reseed"]
-    if value is not None and not isinstance(value, bool):
-        raise ValueError(f"reseed must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _check_postprocess(how: str) -> str:
-    if how not in POSTPROCESS:
-        raise ValueError(f"postprocess must be one of {POSTPROCESS}, got {how!r}")
-    return how
-
-
-def _fastlloyd_start(ctx: FitContext) -> tuple[str, float | None, GreedyStart | None, Spec]:
+def _fastlloyd_start(ctx: FitContext, params: dict) -> tuple[str, float | None, GreedyStart | None, Spec]:
     """FastLloyd's start (``init``, its share, the greedy start if any) and its whole plan, a value."""
-    init, share = _init_option(ctx)
+    init, share = _init_option(params)
     if init == "greedy":  # one plan for both: checked as a whole before either releases
         start = greedy_start(ctx, share)
         return init, share, start, start.spec
     if init == "mean":
         return init, share, None, mean_start_spec(ctx, share)
-    algorithm_params(ctx, "FastLloyd", FASTLLOYD_OPTIONS)
     return init, share, None, lloyd_spec(ctx, "gaussian", "FastLloyd")
 
 
 def fastlloyd_spec(ctx: FitContext) -> Spec:
     """FastLloyd's plan: from sphere packing, the noisy mean or the greedy's centers (``init``)."""
-    return _fastlloyd_start(ctx)[3]
+    return _fastlloyd_start(ctx, algorithm_params(ctx, "fastlloyd"))[3]
 
 
 @register("fastlloyd", spec=fastlloyd_spec)
 def fastlloyd(ctx: FitContext) -> FitResult:
     """FastLloyd: radius-constrained DP Lloyd with relative updates and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
-    alpha = float(_option(ctx, "alpha", 0.8))
-    if not 0 < alpha:
-        raise ValueError(f"alpha must be positive, got {alpha}")
-    strategy = _option(ctx, "radius_strategy", "step")
-    if strategy not in RADIUS_STRATEGIES:
-        raise ValueError(f"radius_strategy must be one of {RADIUS_STRATEGIES}, got {strategy!r}")
-    postprocess = _check_postprocess(_option(ctx, "postprocess", "fold"))
-    init, share, start, spec = _fastlloyd_start(ctx)
+    params = algorithm_params(ctx, "fastlloyd")
+    alpha, strategy, postprocess = params["alpha"], params["radius_strategy"], params["postprocess"]
+    init, share, start, spec = _fastlloyd_start(ctx, params)
     plan = ctx.oracle.open(spec)
     if init == "sphere":
         centers = _initial_centers(ctx)
@@ -426,11 +426,11 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     beta = 2.0 * math.sqrt(d)
     eta = fastlloyd_eta(d, k, alpha)
     spread = 1.0 + math.sqrt(4.0 * d)
-    T = _option(ctx, "max_iter", None) or _clamp_iterations(
+    T = params["max_iter"] or _clamp_iterations(
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
-    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess, reseed=_reseeds(ctx, "FastLloyd"))
+    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess, reseed=params["reseed"])
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
     info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
@@ -447,20 +447,20 @@ def fastlloyd(ctx: FitContext) -> FitResult:
 def glloyd(ctx: FitContext) -> FitResult:
     """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
-    postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
+    params = algorithm_params(ctx, "glloyd")
     plan = lloyd_plan(ctx, "gaussian", "GLloyd")
     centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
-    T = _option(ctx, "max_iter", None) or _clamp_iterations(
+    T = params["max_iter"] or _clamp_iterations(
         ERROR_PER_ITERATION * n**2 / (k**3 * d * (2.0 * RHO + math.sqrt(d)) ** 2 * sigma**2)
     )
     # sigma_S = sigma sqrt(1 + 2 rho / sqrt(d)), sigma_C = sigma_S sqrt(sqrt(d) / (2 rho)): shares of mu^2
     # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
     a = 2.0 * RHO / math.sqrt(d)
     step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "GLloyd"))
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"])
     sigma_s = sigma * math.sqrt(1.0 + a)
     info = {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a), "sizes": sizes}
     return FitResult(centers, done, n, info)
@@ -477,7 +477,7 @@ def sulloyd_split(epsilon_per_iteration: float, d: int) -> tuple[float, float]:
 def sulloyd(ctx: FitContext) -> FitResult:
     """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
     k, d = ctx.n_clusters, ctx.n_features
-    postprocess = _check_postprocess(_option(ctx, "postprocess", "clip"))
+    params = algorithm_params(ctx, "sulloyd")
     plan = lloyd_plan(ctx, "laplace", "SuLloyd")
     centers = _initial_centers(ctx)
     n = estimate_rows(ctx, plan)
@@ -485,11 +485,11 @@ def sulloyd(ctx: FitContext) -> FitResult:
     eps_lloyd = plan.allotment(LLOYD_PART).epsilon
     count_weight = (4.0 * d * RHO**2) ** (1.0 / 3.0)
     eps_min = math.sqrt(500.0 * k**3 / n**2 * (d + count_weight) ** 3)
-    T = _option(ctx, "max_iter", None) or _clamp_iterations(eps_lloyd / eps_min)
+    T = params["max_iter"] or _clamp_iterations(eps_lloyd / eps_min)
     # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
     # box: Laplace scale d / eps_S per coordinate) and the count.
     step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, postprocess, reseed=_reseeds(ctx, "SuLloyd"))
+    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"])
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
     return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
@@ -502,8 +502,7 @@ def _baseline_spec(ctx: FitContext) -> Spec:
 def lloyd(ctx: FitContext) -> FitResult:
     """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
     d = ctx.n_features
-    max_iter = int(_option(ctx, "max_iter", 100))
-    algorithm_params(ctx, "Lloyd", ())
+    max_iter = algorithm_params(ctx, "lloyd")["max_iter"]
     plan = ctx.oracle.open(_baseline_spec(ctx))
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done, sizes = run_lloyd(

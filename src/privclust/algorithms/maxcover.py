@@ -97,7 +97,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_int, check_number, check_shares
 from ..geometry.grid import dense_ids
 from ..geometry.nets import Level
 from ..geometry.projection import BallProjection, default_projection_dim
@@ -108,6 +107,7 @@ from ..queries.plan import ADAPTIVE, EXACT, LAPLACE, Part, Spec
 from ..queries.voronoi import count_values, projected_cells_query
 from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register, weighted_kmeans
 from .lloyd import LLOYD_PART, fastlloyd_eta, fastlloyd_shares, fastlloyd_step, run_lloyd
+from .params import Boolean, Integer, Interval, OneOf, Param, Params, Shares, declare
 
 __all__ = [
     "MaxCoverPlan",
@@ -134,16 +134,6 @@ MAX_PROJECTION_DIM = 12  # 2^{d'} corners per point: 4096 at d' = 12
 MAX_CANDIDATES = 200_000
 MAX_LLOYD_ITERATIONS = 20
 MAX_COVER_BYTES = 4 * 2**30  # refuse covers whose per-level keys would not fit in a few GiB
-OPTIONS = (
-    "projection_dim",
-    "budget_split",
-    "growth",
-    "candidates_per_level",
-    "final_lloyd",
-    "cover",
-    "average",
-    "lloyd_iterations",
-)
 COVERS = ("histogram", "exponential")
 AVERAGES = ("noisyavg", "gaussian")  # the seed's NoisyAVG, or one Gaussian release of sums and counts from the pool
 # Per cover: the seed's NoisyAVG with the seed's cover; the Gaussian average, measured better, with the histogram's.
@@ -157,6 +147,25 @@ COVER, PROXY, AVERAGE = (
 )
 COVER_LEVEL = "max cover: histogram of level {}"
 GAUSSIAN_AVERAGE = "max cover: Gaussian average per cluster"
+# maxcover's algorithm_params (algorithms.params); None: worked out in ``plan`` from the other values.
+declare(
+    Params(
+        "maxcover",
+        "maxcover",
+        params={
+            "projection_dim": Param(Integer(1, hint=" (the projected dimension d' >= 1)")),  # None: from n
+            "budget_split": Param(Shares(SPLIT_PARTS[:3], ("lloyd",))),  # None: DEFAULT_SPLITS[cover]
+            "growth": Param(
+                Interval(1.0, 16.0, closed="right", hint=" (the ratio between consecutive grid sides)"), 2.0
+            ),
+            "candidates_per_level": Param(Integer()),  # None: k
+            "final_lloyd": Param(Boolean(), True),
+            "cover": Param(OneOf(COVERS), DEFAULT_COVER),
+            "average": Param(OneOf(AVERAGES)),  # None: DEFAULT_AVERAGE[cover]
+            "lloyd_iterations": Param(Integer(1, MAX_LLOYD_ITERATIONS)),  # None: 1 (given: needs a final round)
+        },
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -211,36 +220,17 @@ NEEDS = {EXACT, LAPLACE, ADAPTIVE}
 def plan(ctx: FitContext) -> MaxCoverPlan:
     """Validate the options and split the budget (raises before any data is read)."""
     ctx.oracle.require(NEEDS, "maxcover")
-    options = algorithm_params(ctx, "maxcover", OPTIONS)
-    cover = DEFAULT_COVER if options["cover"] is None else options["cover"]
-    if cover not in COVERS:
-        raise ValueError(f"cover must be one of {COVERS}, got {cover!r}")
-    given = options["budget_split"]
-    if given is None:
-        split = dict(DEFAULT_SPLITS[cover])
-    else:
-        split = check_shares("budget_split", given, SPLIT_PARTS[:3], ("lloyd",))
-    growth = 2.0 if options["growth"] is None else options["growth"]
-    growth = check_number(
-        "growth", growth, 1.0, 16.0, open_low=True, hint=" (the ratio between consecutive grid sides)"
-    )
-    dim = options["projection_dim"]
-    if dim is not None:
-        dim = check_int("projection_dim", dim, 1, hint=" (the projected dimension d' >= 1)")
+    options = algorithm_params(ctx, "maxcover")  # checked against maxcover's table, defaults filled in
+    cover, growth, dim, final = options["cover"], options["growth"], options["projection_dim"], options["final_lloyd"]
+    split = dict(DEFAULT_SPLITS[cover]) if options["budget_split"] is None else options["budget_split"]
     if dim is not None and dim > MAX_PROJECTION_DIM:
         raise ValueError(
             f"projection_dim={dim} would give each point 2^{dim} grid corners to cover; "
             f"use at most {MAX_PROJECTION_DIM} (the seed uses log(n)/2)"
         )
     per_level = options["candidates_per_level"]
-    if per_level is not None:
-        per_level = check_int("candidates_per_level", per_level)
-    final = options["final_lloyd"] if options["final_lloyd"] is not None else True
     average = DEFAULT_AVERAGE[cover] if options["average"] is None else options["average"]
-    if average not in AVERAGES:
-        raise ValueError(f"average must be one of {AVERAGES}, got {average!r}")
-    iterations = options["lloyd_iterations"]
-    iterations = 1 if iterations is None else check_int("lloyd_iterations", iterations, 1, MAX_LLOYD_ITERATIONS)
+    iterations = 1 if options["lloyd_iterations"] is None else options["lloyd_iterations"]
     if split["lloyd"] > 0 and not final:
         raise ValueError("budget_split gives the final Lloyd round a share but final_lloyd is False")
     if final and split["lloyd"] == 0:

@@ -55,15 +55,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .._validation import check_int, check_shares, positive_finite
+from .._validation import check_int, check_shares
 from ..geometry.grid import cell_ids
 from ..privacy.mechanisms import NoisyAverage, first_above_threshold, stable_argmax
 from ..privacy.noise import NoiseSource
 from ..queries.plan import EXACT, LAPLACE, Part, Spec
 from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .params import Integer, Interval, Param, Params, Shares, declare
 
 __all__ = ["OneClusterPlan", "CappedCounts", "good_radius", "good_center", "locate", "radius_grid"]
 
+DEFAULT_SHIFTS = 30  # GoodCenter's random box shifts
 DEFAULT_SPLIT = {"radius": 0.15, "shift": 0.05, "box": 0.05, "axes": 0.2, "average": 0.3, "refine": 0.25}
 RADIUS_RATIO = math.sqrt(2.0)
 RADIUS_RANGE = 2.0**-12  # the smallest radius, relative to the unit box's diameter
@@ -81,7 +83,7 @@ class OneClusterPlan:
     epsilon: float
     delta: float
     split: dict
-    shifts: int = 30
+    shifts: int = DEFAULT_SHIFTS
     n_hint: float = 2.0  # a public or noisy row count: GoodCenter projects to ceil(ln n_hint) dimensions
 
     def part(self, name: str) -> float:
@@ -119,7 +121,7 @@ def jl_dimension(n_hint: float, d: int) -> int:
 
 
 def make_plan(
-    epsilon: float, delta: float, split: dict | None = None, shifts: int = 30, n_hint: float = 2.0
+    epsilon: float, delta: float, split: dict | None = None, shifts: int = DEFAULT_SHIFTS, n_hint: float = 2.0
 ) -> OneClusterPlan:
     if delta <= 0:
         raise ValueError("1-cluster needs delta > 0 (its stability histograms and NoisyAVG are (epsilon, delta)-DP)")
@@ -254,18 +256,32 @@ def locate(
     return noise.uniform(-np.ones(d), np.ones(d)), float(radii[-1]), False
 
 
-ONECLUSTER_OPTIONS = ("t", "budget_split", "shifts", "cover_factor")
+# onecluster's algorithm_params (algorithms.params); None: worked out from the row count.
+declare(
+    Params(
+        "onecluster",
+        "onecluster",
+        params={
+            "t": Param(Integer()),  # None: n / (2k) from the public or noisy row count
+            "budget_split": Param(
+                Shares(tuple(DEFAULT_SPLIT), what="the 1-cluster budget split")
+            ),  # None: DEFAULT_SPLIT
+            "shifts": Param(Integer(1, MAX_SHIFTS), DEFAULT_SHIFTS),
+            "cover_factor": Param(Interval(0.0, math.inf, closed="neither"), 2.0),
+        },
+    )
+)
 
 
 def _onecluster_plan(ctx: FitContext):
     """(options, the rounds' 1-cluster plan, the whole fit's plan as a value): k rounds at 1/k of the budget
     each, and the noisy count unless ``public_n``."""
     ctx.oracle.require({EXACT, LAPLACE}, "1-cluster")
-    options = algorithm_params(ctx, "onecluster", ONECLUSTER_OPTIONS)
+    options = algorithm_params(ctx, "onecluster")  # checked against onecluster's table, defaults filled in
     eps, delta = ctx.budget.epsilon, ctx.budget.delta
     eps_count = None if ctx.public_n is not None else ctx.count_fraction * eps
     rest = eps - (eps_count or 0.0)
-    rounds = make_plan(rest / ctx.n_clusters, delta / ctx.n_clusters, options["budget_split"], options["shifts"] or 30)
+    rounds = make_plan(rest / ctx.n_clusters, delta / ctx.n_clusters, options["budget_split"], options["shifts"])
     parts = [part for i in range(ctx.n_clusters) for part in rounds.parts(f"1-cluster round {i + 1}")]
     parts += count_part(ctx, epsilon=eps_count)
     return options, rounds, Spec("1-cluster", tuple(parts), "gaussian", frozenset({EXACT, LAPLACE}))
@@ -283,8 +299,7 @@ def onecluster(ctx: FitContext) -> FitResult:
     """
     k = ctx.n_clusters
     options, rounds, spec = _onecluster_plan(ctx)
-    t_given = None if options["t"] is None else check_int("t", options["t"])
-    factor = 2.0 if options["cover_factor"] is None else positive_finite("cover_factor", options["cover_factor"])
+    t_given, factor = options["t"], options["cover_factor"]
     plan = ctx.oracle.open(spec)
     n = estimate_rows(ctx, plan)
     t = int(t_given) if t_given is not None else max(1, int(n / (2 * k)))

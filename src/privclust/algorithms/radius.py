@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
+from .params import DEFAULT_ALPHA
+
 __all__ = ["fastlloyd_eta", "fastlloyd_shares"]
 
 
-def fastlloyd_eta(d: int, k: int, alpha: float = 0.8) -> float:
+def fastlloyd_eta(d: int, k: int, alpha: float = DEFAULT_ALPHA) -> float:
     """FastLloyd's radius: alpha times half the unit box's diagonal over k^(1/d), at most the diagonal."""
     beta = 2.0 * math.sqrt(d)
     return min(alpha * beta / (2.0 * k ** (1.0 / d)), beta)

@@ -198,6 +198,9 @@ def _fits(make, D: np.ndarray, D2: np.ndarray, read=lambda model: model.cluster_
     return sample, claim
 
 
+ONE_ITERATION = ("fastlloyd", "glloyd", "sulloyd")  # the audited Lloyd runs: one iteration each
+
+
 def _kmeans(
     algorithm: str, n_rows: int, seeded: bool = False, delta: float = ALG_DELTA, epsilon=ALG_EPSILON, **options
 ):
@@ -211,8 +214,8 @@ def _kmeans(
             bounds=(-1, 1),
             algorithm=algorithm,
             public_n=n_rows,
-            max_iter=1,
             random_state=next(_seeds) if seeded else None,
+            **({"max_iter": 1} if algorithm in ONE_ITERATION else {}),  # the others take no max_iter
             **options,
         )
 

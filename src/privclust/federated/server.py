@@ -51,6 +51,7 @@ import numpy as np
 from .._validation import positive_finite
 from ..algorithms import ALGORITHMS, FitContext
 from ..algorithms.base import algorithm_spec
+from ..algorithms.params import DEFAULT_ALPHA, check_params
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource, Randomness, SecureNoise
@@ -82,7 +83,6 @@ PROTOCOL_VERSION = 2
 CAPABILITIES = frozenset({DENSE, ADAPTIVE})
 MODEL = "the federated model (masked aggregation; the server adds Gaussian noise)"
 MAX_PARTIES = 1000
-MAX_ITER = 1000
 MAX_TIMEOUT = 86400.0  # seconds: a day
 MAX_SIGMA_INT = 2.0**56  # ring noise must leave the sums' headroom (ring.py) intact
 
@@ -101,7 +101,7 @@ class Job:
     bounds: object
     n_features: int | None = None
     algorithm: str = "fastlloyd"
-    alpha: float = 0.8
+    alpha: float = DEFAULT_ALPHA
     public_n: int | None = None
     max_iter: int | None = None
 
@@ -117,11 +117,10 @@ class Job:
             raise ValueError("delta must be positive: the federated algorithms are Gaussian mechanisms")
         if self.n_features is not None and (not _is_int(self.n_features) or self.n_features < 1):
             raise ValueError(f"n_features must be a positive integer, got {self.n_features!r}")
-        positive_finite("alpha", self.alpha)
+        # alpha and max_iter as the estimator checks them (algorithms.params): glloyd takes no alpha
+        check_params(self.algorithm, {"alpha": self.alpha, "max_iter": self.max_iter})
         if self.public_n is not None and (not _is_int(self.public_n) or self.public_n < 1):
             raise ValueError(f"public_n must be a positive integer, got {self.public_n!r}")
-        if self.max_iter is not None and (not _is_int(self.max_iter) or not 1 <= self.max_iter <= MAX_ITER):
-            raise ValueError(f"max_iter must be an integer in 1 .. {MAX_ITER}, got {self.max_iter!r}")
         bounds = self.bounds.tolist() if isinstance(self.bounds, np.ndarray) else self.bounds
         if isinstance(bounds, tuple):
             bounds = list(bounds)
@@ -136,7 +135,8 @@ class Job:
         """Refuse an algorithm whose plan a party's oracle cannot serve: it must need no more than dense
         rounds and spend only pooled Gaussian parts (what the server noises and charges)."""
         oracle = PlanningOracle(d, self.budget(), CAPABILITIES, MODEL)
-        ctx = FitContext(oracle, self.n_clusters, self.budget(), Randomness(0), public_n=self.public_n)
+        options = {"alpha": self.alpha, "max_iter": self.max_iter}  # as a party passes them
+        ctx = FitContext(oracle, self.n_clusters, self.budget(), Randomness(0), public_n=self.public_n, options=options)
         spec = algorithm_spec(self.algorithm, ctx)
         for option in spec.combinations() if isinstance(spec, Staged) else [(spec,)]:
             for stage in option:
