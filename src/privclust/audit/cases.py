@@ -346,8 +346,8 @@ def _shuffled_count():
     # SHUFFLE_USERS users answer a yes/no question by randomized response at the epsilon_0 that the
     # amplification bound allows for a central (1, SHUFFLE_DELTA); the server sees the shuffled reports,
     # i.e. how many said yes.  D: everyone holds 0; D': one user holds 1.
-    eps0 = local_epsilon_for(1.0, SHUFFLE_DELTA, SHUFFLE_USERS)
-    randomizer, rng = GeneralizedRR(2, eps0), _devices()
+    local_epsilon = local_epsilon_for(1.0, SHUFFLE_DELTA, SHUFFLE_USERS)
+    randomizer, rng = GeneralizedRR(2, local_epsilon), _devices()
     held = (np.zeros(SHUFFLE_USERS, dtype=np.int64), np.r_[1, np.zeros(SHUFFLE_USERS - 1, dtype=np.int64)])
 
     def sample(side: int, n: int) -> np.ndarray:

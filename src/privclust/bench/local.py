@@ -243,7 +243,7 @@ def summarise(rows: list[dict]) -> list[dict]:
 
     out = []
     for (name, users, method, epsilon, delta), runs in groups.items():
-        eps0 = [r["local_epsilon"] for r in runs if r.get("local_epsilon") is not None]
+        local_epsilons = [r["local_epsilon"] for r in runs if r.get("local_epsilon") is not None]
         out.append(
             {
                 "dataset": name,
@@ -256,7 +256,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "nicv": median_range([r["nicv"] for r in runs]),
                 "vs_kmeans++": ratios(runs, KPP),
                 "vs_one_center": ratios(runs, ONE_CENTER),
-                "local_epsilon": float(np.median(eps0)) if eps0 else None,
+                "local_epsilon": float(np.median(local_epsilons)) if local_epsilons else None,
             }
         )
     return out
@@ -367,9 +367,12 @@ def write_report(rows: list[dict], protocol: list[dict], setup: dict, out_dir: P
             for lab in labels:
                 cells = [_cell(by[(lab, n)][key]) if (lab, n) in by else "-" for n in sizes]
                 lines.append(f"| {lab} | " + " | ".join(cells) + " |")
-        eps0 = {s["users"]: s["local_epsilon"] for s in part if s["method"] == SHUFFLE}
-        if eps0:
-            lines += ["", "Shuffle epsilon_0 used: " + ", ".join(f"{e:.2f} at {n:,} users" for n, e in eps0.items())]
+        local_epsilons = {s["users"]: s["local_epsilon"] for s in part if s["method"] == SHUFFLE}
+        if local_epsilons:
+            lines += [
+                "",
+                "Shuffle epsilon_0 used: " + ", ".join(f"{e:.2f} at {n:,} users" for n, e in local_epsilons.items()),
+            ]
         curves = {}
         for lab in labels:
             measured = [n for n in sizes if (lab, n) in by]

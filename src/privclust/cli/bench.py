@@ -330,10 +330,14 @@ def local(
     for name in names:
         if name != bench.BLOBS and name not in ds_module.DATASETS:
             raise typer.BadParameter(f"unknown data set {name!r}; blobs or bundled: {', '.join(ds_module.DATASETS)}")
-    sizes, local_eps, central_eps = _split(users, int), _split(local_epsilons, float), _split(central_epsilons, float)
+    sizes, local_epsilon_list, central_eps = (
+        _split(users, int),
+        _split(local_epsilons, float),
+        _split(central_epsilons, float),
+    )
     if min(sizes, default=0) < 2 or runs < 1:
         raise typer.BadParameter("need at least 2 users per size and at least one run")
-    jobs = bench.plan(names, sizes, range(runs), local_eps, central_eps, delta)
+    jobs = bench.plan(names, sizes, range(runs), local_epsilon_list, central_eps, delta)
     rows = _with_progress(
         "local and shuffle runs", len(jobs), lambda on_done: bench.run(jobs, workers=workers, on_done=on_done)
     )
@@ -344,7 +348,7 @@ def local(
     setup = {
         "datasets": names,
         "users": sizes,
-        "local_epsilons": local_eps,
+        "local_epsilons": local_epsilon_list,
         "central_epsilons": central_eps,
         "delta": delta,
         "seeds": runs,

@@ -44,20 +44,20 @@ _TAIL = 1e-16  # binomial mass left out at each end (added to delta in full); sc
 _BISECTIONS = 48
 
 
-def _check(eps0: float, n: int) -> None:
-    if not (math.isfinite(eps0) and eps0 > 0):
-        raise ValueError(f"the local epsilon must be positive and finite, got {eps0!r}")
+def _check(local_epsilon: float, n: int) -> None:
+    if not (math.isfinite(local_epsilon) and local_epsilon > 0):
+        raise ValueError(f"the local epsilon must be positive and finite, got {local_epsilon!r}")
     if not (isinstance(n, (int, np.integer)) and n >= 2):
         raise ValueError(f"shuffling needs at least 2 reports, got {n!r}")
 
 
-def shuffle_delta(eps: float, eps0: float, n: int, tail: float = _TAIL) -> float:
+def shuffle_delta(eps: float, local_epsilon: float, n: int, tail: float = _TAIL) -> float:
     """An upper bound on delta at ``eps`` for n shuffled eps0-LDP reports (see the module docstring)."""
-    _check(eps0, n)
-    if eps >= eps0:
+    _check(local_epsilon, n)
+    if eps >= local_epsilon:
         return 0.0  # shuffling never hurts: the reports alone are eps0-DP
-    alpha = math.exp(eps0) / (math.exp(eps0) + 1.0)
-    p = math.exp(-eps0)
+    alpha = math.exp(local_epsilon) / (math.exp(local_epsilon) + 1.0)
+    p = math.exp(-local_epsilon)
     # isf, not ppf(1 - tail): 1 - 1e-17 rounds to 1, which would sweep every c up to n.
     low, high = int(stats.binom.ppf(tail, n - 1, p)), int(stats.binom.isf(tail, n - 1, p))
     c = np.arange(max(low - 1, 0), high + 1)
@@ -114,15 +114,15 @@ def _bisect(holds, good: float, bad: float) -> float:
     return good
 
 
-def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
+def shuffle_epsilon(local_epsilon: float, n: int, delta: float) -> float:
     """The smallest eps (to bisection accuracy, rounded up) with ``shuffle_delta(eps) <= delta``."""
-    _check(eps0, n)
+    _check(local_epsilon, n)
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     tail = tail_for(delta)
-    if shuffle_delta(0.0, eps0, n, tail) <= delta:
+    if shuffle_delta(0.0, local_epsilon, n, tail) <= delta:
         return 0.0
-    return _bisect(lambda eps: shuffle_delta(eps, eps0, n, tail) <= delta, good=float(eps0), bad=0.0)
+    return _bisect(lambda eps: shuffle_delta(eps, local_epsilon, n, tail) <= delta, good=float(local_epsilon), bad=0.0)
 
 
 def local_epsilon_for(eps: float, delta: float, n: int, ceiling: float = 30.0) -> float:
@@ -136,15 +136,15 @@ def local_epsilon_for(eps: float, delta: float, n: int, ceiling: float = 30.0) -
     tail = tail_for(delta)
     if shuffle_delta(eps, ceiling, n, tail) <= delta:
         return ceiling
-    return _bisect(lambda eps0: shuffle_delta(eps, eps0, n, tail) <= delta, good=eps, bad=ceiling)
+    return _bisect(lambda local_epsilon: shuffle_delta(eps, local_epsilon, n, tail) <= delta, good=eps, bad=ceiling)
 
 
-def closed_form_epsilon(eps0: float, n: int, delta: float) -> float | None:
+def closed_form_epsilon(local_epsilon: float, n: int, delta: float) -> float | None:
     """FMT's Theorem 3.2 closed form, or None outside its range eps0 <= ln(n / (16 ln(2 / delta)))."""
-    _check(eps0, n)
-    if eps0 > math.log(n / (16.0 * math.log(2.0 / delta))):
+    _check(local_epsilon, n)
+    if local_epsilon > math.log(n / (16.0 * math.log(2.0 / delta))):
         return None
-    e0 = math.exp(eps0)
+    e0 = math.exp(local_epsilon)
     return math.log1p(
         (e0 - 1.0) / (e0 + 1.0) * (8.0 * math.sqrt(e0 * math.log(4.0 / delta)) / math.sqrt(n) + 8.0 * e0 / n)
     )
