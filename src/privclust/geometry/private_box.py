@@ -1,0 +1,297 @@
+"""A private data domain: a per-feature box that holds nearly all rows, found from noisy histograms.
+
+Every sum privclust releases is clipped to the domain and its noise scales with
+the domain's width, so a fit needs bounds -- and bounds much looser than the
+data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
+box privately, in two releases of noisy counts (nothing else about the rows is
+read):
+
+1. **Scale** -- a log-scale histogram of every feature's magnitudes: one bucket
+   of ``OCTAVES`` octaves of exponents in ``[MIN_EXPONENT, MAX_EXPONENT]``
+   (the whole range of doubles, 1e-300 to 1e300 and beyond) plus a zero bucket;
+   buckets group ``OCTAVES`` octaves each and are closed above, so 1.0 lies in (1/16, 1].
+   A row falls in one bucket per feature, so the d histograms together have l2
+   sensitivity sqrt(d) (add/remove one row) and get Gaussian noise calibrated to
+   that (Laplace with l1 sensitivity d when ``delta = 0``).  The feature's
+   scale ``M`` is the top edge of the largest bucket, at most ``WINDOW``
+   octaves above the heaviest noisy bucket, whose noisy count clears a
+   threshold set so that an empty bucket clears it with probability at most
+   ``FALSE_BUCKET`` over all the candidates.  The magnitude is computed with
+   ``frexp``: 1e300 neither overflows nor loses its bucket.
+2. **Edges** -- a linear histogram of ``LINEAR_BINS`` equal bins over
+   ``[-M, M]`` (intersected with an outer limit when one is given), released
+   the same way.  Each edge moves inward from the outside while the noisy count
+   beyond it stays below a threshold (again set so that empty bins pass it with
+   probability at most ``FALSE_BUCKET``): the box keeps nearly every row and
+   drops the empty margin.
+
+Both choices are post-processing of the noisy counts; the spends are recorded
+in the accountant before anything is returned, with the labels ``"domain:
+magnitudes"`` and ``"domain: edges"``.  A feature whose rows are all equal
+still gets a box of positive width (its bucket, or at least ``MIN_WIDTH``
+relative to its scale); a box whose width would overflow a double is capped at
+``[-2^1020, 2^1020]``.  Non-finite input is refused before any row is read
+(``privclust._validation.check_data``), as everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import ndtri
+
+from .._validation import check_data, positive_finite
+from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+from ..privacy.noise import NoiseSource, Randomness
+
+__all__ = [
+    "PrivateBox",
+    "private_bounds",
+    "DOMAIN_SHARE",
+    "DOMAIN_LABELS",
+    "is_private_domain_request",
+    "parse_request",
+]
+
+OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
+MIN_EXPONENT, MAX_EXPONENT = -1020, 1020  # up to 2^MIN_EXPONENT is "zero"; beyond 2^MAX_EXPONENT counts in the top
+N_BUCKETS = (MAX_EXPONENT - MIN_EXPONENT) // OCTAVES + 1  # the zero bucket (index 0), then one per OCTAVES octaves
+LINEAR_BINS = 32
+WINDOW = 4  # the scale is looked for at most this many buckets above the heaviest noisy bucket
+FALSE_BUCKET = 1e-3  # the chance that an empty bucket or margin is taken for data, over all the candidates
+STAGE_SHARE = 0.5  # share of the box's mu^2 (or epsilon) spent on the magnitudes; the rest on the edges
+DOMAIN_SHARE = 0.1  # default share of a fit's (epsilon, delta) spent on the box (docs/choosing.md)
+CLIP_SHARE = 0.01  # the edges clip at most about this share of a feature's rows (by its noisy total), per side
+EDGE_Z = 2.0  # noise deviations a margin's noisy count must clear to be called nearly empty
+MIN_WIDTH = 2.0**-20  # a feature's box is never narrower than this, relative to its scale
+CAP = 2.0**MAX_EXPONENT  # the box stays inside [-CAP, CAP]: its width is then a finite double
+DOMAIN_LABELS = ("domain: magnitudes", "domain: edges")
+
+
+@dataclass(frozen=True)
+class PrivateBox:
+    """The box found by :func:`private_bounds`: per-feature ``lower`` and ``upper``, and what it cost.
+
+    Unpacks as ``lower, upper = private_bounds(...)``."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    epsilon: float
+    delta: float
+    steps: list[Spend] = field(default_factory=list)
+    outer: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __iter__(self):
+        return iter((self.lower, self.upper))
+
+    def as_dict(self) -> dict:
+        """What the box is and what it cost, for ``fit_info_["domain"]`` and the CLI (all public)."""
+        out = {
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "steps": [s.as_dict() for s in self.steps],
+        }
+        if self.outer is not None:
+            out["outer"] = {"lower": self.outer[0].tolist(), "upper": self.outer[1].tolist()}
+        return out
+
+    def describe(self) -> str:
+        lo, hi = self.lower, self.upper
+        if np.all(lo == lo[0]) and np.all(hi == hi[0]):
+            box = f"[{lo[0]:.4g}, {hi[0]:.4g}]^{lo.size}"
+        else:
+            box = "per feature " + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
+        within = "" if self.outer is None else " within the declared outer limit"
+        return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
+
+
+def _mechanisms(budget: Budget, d: int, share: float):
+    """The two releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
+    if budget.delta > 0:
+        mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
+        mus = (mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
+        return [GaussianMechanism.for_mu(m, math.sqrt(d)) for m in mus]
+    eps = (budget.epsilon * share, budget.epsilon * (1.0 - share))
+    return [LaplaceMechanism.calibrated(e, float(d)) for e in eps]
+
+
+def _tail(mechanism, candidates: int) -> float:
+    """A count that one noise draw exceeds with probability at most FALSE_BUCKET / candidates."""
+    p = FALSE_BUCKET / max(candidates, 1)
+    if isinstance(mechanism, GaussianMechanism):
+        return float(mechanism.std * ndtri(1.0 - p))
+    return float(mechanism.scale * math.log(1.0 / (2.0 * p)))  # Laplace: P(X > t) = exp(-t / b) / 2
+
+
+def _chunks(data, d: int):
+    step = max(1, (4 << 20) // (8 * d))
+    for s in range(0, data.shape[0], step):
+        yield np.asarray(data[s : s + step], dtype=np.float64)
+
+
+def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
+    """Exact (d, N_BUCKETS) counts of |x| per octave (bucket 0: |x| < 2^MIN_EXPONENT)."""
+    counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
+    for rows in _chunks(data, d):
+        mag = np.minimum(np.abs(rows), outer_hi)  # an outer limit caps the magnitude
+        frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
+        k = exp.astype(np.int64) - (frac == 0.5)  # the least k with mag <= 2^k (no overflow: no 2^k is formed)
+        group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
+        index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=N_BUCKETS)
+    return counts
+
+
+def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Exact (d, LINEAR_BINS) counts of the rows clipped to [lo, hi], in equal bins."""
+    counts = np.zeros((d, LINEAR_BINS), dtype=np.float64)
+    half = (hi - lo) / 2.0  # halve first: hi - lo may not be representable
+    for rows in _chunks(data, d):
+        unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
+        index = np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=LINEAR_BINS)
+    return counts
+
+
+def _scale(noisy: np.ndarray, threshold: float) -> float:
+    """A feature's scale M (post-processing): the top edge of the largest bucket clearing the threshold,
+    at most WINDOW octaves above the heaviest noisy bucket (that one if none clears it)."""
+    heaviest = int(np.argmax(noisy))
+    top = min(heaviest + WINDOW, noisy.size - 1)
+    above = np.flatnonzero(noisy[heaviest : top + 1] >= threshold)
+    index = heaviest + (int(above[-1]) if above.size else 0)
+    if index == 0:  # the zero bucket: every row is (nearly) 0
+        return 2.0**MIN_EXPONENT
+    return min(math.ldexp(1.0, index * OCTAVES + MIN_EXPONENT), CAP)
+
+
+def _edges(noisy: np.ndarray, std: float, lo: float, hi: float) -> tuple[float, float]:
+    """The box within [lo, hi] (post-processing): each edge moves inward past the outer bins while they
+    are confidently nearly empty -- their noisy count plus EDGE_Z noise deviations of that sum stays
+    within CLIP_SHARE of the feature's noisy total.  Where the noise is too large to tell, the edge stays."""
+    m = noisy.size
+    allowed = CLIP_SHARE * max(float(noisy.sum()), 0.0)
+    slack = EDGE_Z * std * np.sqrt(np.arange(1, m + 1))
+
+    def margin(counts: np.ndarray) -> int:
+        empty = np.cumsum(counts) + slack <= allowed
+        return int(np.argmin(empty)) if not np.all(empty) else m  # bins confidently nearly empty
+
+    first, last = margin(noisy), m - 1 - margin(noisy[::-1])
+    if last < first:
+        first, last = 0, m - 1
+    step = (hi - lo) / 2.0 / m  # of a bin, halved (see _linear_counts)
+    return lo + 2.0 * step * first, lo + 2.0 * step * (last + 1)
+
+
+def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+    if outer is None:
+        return None
+    from .domain import BallDomain, make_domain
+
+    domain = make_domain(outer, d)
+    if isinstance(domain, BallDomain):  # a ball's bounding box
+        return np.full(d, -domain.radius), np.full(d, domain.radius)
+    return np.asarray(domain.lower, dtype=np.float64), np.asarray(domain.upper, dtype=np.float64)
+
+
+def private_bounds(
+    X,
+    epsilon: float,
+    delta: float = 0.0,
+    *,
+    outer=None,
+    random_state=None,
+    accountant: PrivacyAccountant | None = None,
+    noise: NoiseSource | None = None,
+) -> PrivateBox:
+    """A box holding nearly all rows of ``X``, found with (epsilon, delta)-DP (see the module docstring).
+
+    ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
+    outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
+    row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
+    ``random_state``.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
+    budget = Budget(epsilon, delta)
+    d = _features(X)
+    outer_box = _outer_box(outer, d)
+    mag_mech, edge_mech = _mechanisms(budget, d, STAGE_SHARE)
+    spends = [mag_mech.spend(DOMAIN_LABELS[0]), edge_mech.spend(DOMAIN_LABELS[1])]
+    ledger = PrivacyAccountant(budget, parent=accountant)
+    ledger.check(spends)  # refused before any row is read
+    if noise is None:
+        noise = Randomness(random_state).noise
+    data = check_data(X)
+    if outer_box is None:
+        outer_hi = np.full(d, np.inf)
+    else:
+        outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
+
+    noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
+    ledger.spend(spends[0])
+    threshold = _tail(mag_mech, d * (WINDOW + 1))
+    scale = np.array([_scale(noisy[j], threshold) for j in range(d)])
+    lo, hi = -scale, scale
+    if outer_box is not None:
+        lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
+        empty = hi <= lo  # the scale is all below the outer box's far side: keep the outer box there
+        lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
+
+    noisy = edge_mech.apply(_linear_counts(data, d, lo, hi), noise)
+    ledger.spend(spends[1])
+    std = edge_mech.std if isinstance(edge_mech, GaussianMechanism) else math.sqrt(2.0) * edge_mech.scale
+    lower, upper = np.empty(d), np.empty(d)
+    for j in range(d):
+        lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
+    # a public minimum width relative to the feature's scale (a constant feature keeps a positive width)
+    narrow = (upper - lower) < MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper))
+    mid = lower / 2.0 + upper / 2.0
+    half = MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)) / 2.0
+    lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
+    flat = ~(upper > lower)
+    lower[flat], upper[flat] = lo[flat], hi[flat]
+    spent_eps, spent_delta = ledger.guarantee(budget.delta)
+    return PrivateBox(lower, upper, spent_eps, spent_delta, ledger.spends, outer_box)
+
+
+def _features(X) -> int:
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        shape = check_data(X).shape
+    if shape[1] == 0:
+        raise ValueError("X has no features (columns)")
+    return int(shape[1])
+
+
+# ----------------------------------------------------------------------------------- the estimator's request
+
+
+def is_private_domain_request(bounds) -> bool:
+    """``bounds=None`` (find the box privately) or ``{"outer": ..., "share": ...}`` (either key optional)."""
+    return bounds is None or (isinstance(bounds, dict) and bool(set(bounds) & {"outer", "share"}))
+
+
+def parse_request(bounds) -> tuple[object, float]:
+    """(outer limit or None, share of the fit's budget) of a private-domain request; refused if malformed."""
+    if bounds is None:
+        return None, DOMAIN_SHARE
+    extra = set(bounds) - {"outer", "share"}
+    if extra:
+        raise ValueError(
+            f"bounds as a dict with 'outer' or 'share' finds the box privately and takes no other keys, got {sorted(extra)}"
+        )
+    share = bounds.get("share", DOMAIN_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ValueError(f"bounds['share'] (the box's share of the budget) must lie in (0, 1), got {share!r}")
+    outer = bounds.get("outer")
+    if outer is None and "outer" in bounds:
+        raise ValueError("bounds['outer'] must be declared bounds (e.g. (-100, 100)); omit it for no outer limit")
+    if isinstance(outer, (str, dict)) and (isinstance(outer, str) or set(outer) & {"outer", "share"}):
+        raise ValueError("bounds['outer'] must be declared numeric bounds, e.g. (-100, 100)")
+    return outer, float(positive_finite("share", share))
