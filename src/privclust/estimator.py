@@ -21,6 +21,7 @@ from ._validation import (
 )
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.lloyd import POSTPROCESS, RADIUS_STRATEGIES
+from .geometry.private_box import find_fit_domain
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant
@@ -50,7 +51,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         ``glloyd``) need ``delta > 0``; ``sulloyd`` is pure epsilon-DP and spends
         no delta.
     bounds :
-        The public data domain, declared without looking at the data:
+        ``None`` (default): a share (10%) of the budget finds a box holding
+        nearly all rows privately before the fit (``geometry.private_box``;
+        ``fit_info_["domain"]`` says which box and what it cost, and
+        ``privacy_spent_`` lists its two ``domain:`` releases);
+        ``{"outer": <bounds>}`` finds it inside declared bounds that are only an
+        outer limit, and ``{"share": s}`` sets the share (docs/choosing.md).
+        Otherwise the public data domain, declared without looking at the data:
         ``(lower, upper)`` for every feature, a sequence of per-feature
         ``(lower, upper)`` pairs, or a radius ``R`` (the ball about the
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
@@ -224,10 +231,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         else:
             warn_if_seeded(self.random_state)
         randomness = Randomness(self.random_state)
-        with open_oracle(X, self.bounds, self.privacy_model, budget, accountant, randomness) as curated:
+        # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box)
+        bounds, fit_budget, box = find_fit_domain(X, self.bounds, budget, accountant, randomness, self.privacy_model)
+        with open_oracle(X, bounds, self.privacy_model, fit_budget, accountant, randomness) as curated:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            result = self._run(curated.oracle, budget, randomness, callback)
+            result = self._run(curated.oracle, fit_budget, randomness, callback)
         domain, rows = curated.domain, curated.checked_rows()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
@@ -238,6 +247,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         info = dict(result.info)
         sizes = info.pop("sizes", None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **info}
+        if box is not None:  # the privately found box and what it cost (public: post-processing)
+            self.fit_info_["domain"] = box.as_dict()
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
             self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))

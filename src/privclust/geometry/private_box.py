@@ -54,6 +54,7 @@ __all__ = [
     "DOMAIN_LABELS",
     "is_private_domain_request",
     "parse_request",
+    "find_fit_domain",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -295,3 +296,31 @@ def parse_request(bounds) -> tuple[object, float]:
     if isinstance(outer, (str, dict)) and (isinstance(outer, str) or set(outer) & {"outer", "share"}):
         raise ValueError("bounds['outer'] must be declared numeric bounds, e.g. (-100, 100)")
     return outer, float(positive_finite("share", share))
+
+
+def find_fit_domain(X, bounds, budget: Budget | None, accountant: PrivacyAccountant, randomness: Randomness, model):
+    """For an estimator's ``fit``: ``(bounds, budget, box)`` to fit with.
+
+    Declared bounds pass unchanged (``box`` is None).  A private-domain request (``bounds=None`` or
+    ``{"outer": ..., "share": ...}``) spends ``share`` of the fit's (epsilon, delta) on the box -- checked
+    against the fit's ledger for the whole budget before any row is read -- and returns the found box as
+    declared bounds with the rest of the budget for the algorithm."""
+    if not is_private_domain_request(bounds):
+        return bounds, budget, None
+    outer, share = parse_request(bounds)
+    if budget is None:
+        raise ValueError(
+            "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
+            "declare bounds (or bounds='data')"
+        )
+    if model != "central":
+        raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
+    if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
+        raise ValueError("a private domain is found for rows in memory: declare bounds for Spark input")
+    accountant.check([Spend("the whole fit", epsilon=budget.epsilon, delta=budget.delta)])
+    box_budget = Budget(budget.epsilon * share, budget.delta * share)
+    box = private_bounds(
+        X, box_budget.epsilon, box_budget.delta, outer=outer, accountant=accountant, noise=randomness.noise
+    )
+    rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
+    return {"lower": box.lower, "upper": box.upper}, rest, box
