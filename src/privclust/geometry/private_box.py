@@ -55,6 +55,7 @@ __all__ = [
     "is_private_domain_request",
     "parse_request",
     "find_fit_domain",
+    "NoScaleFound",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -161,13 +162,20 @@ def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _scale(noisy: np.ndarray, threshold: float) -> float:
-    """A feature's scale M (post-processing): the top edge of the largest bucket clearing the threshold,
-    at most WINDOW octaves above the heaviest noisy bucket (that one if none clears it)."""
+class NoScaleFound(ValueError):
+    """No magnitude bucket of a feature stood out of the noise: the budget or the rows are too few."""
+
+
+def _scale(noisy: np.ndarray, found: float, threshold: float) -> float | None:
+    """A feature's scale M (post-processing): the top edge of the largest bucket clearing ``threshold``
+    at most WINDOW buckets above the heaviest noisy bucket, which must itself clear ``found`` (an empty
+    bucket does so with probability FALSE_BUCKET over all of them); None if it does not."""
     heaviest = int(np.argmax(noisy))
+    if noisy[heaviest] < found:
+        return None
     top = min(heaviest + WINDOW, noisy.size - 1)
     above = np.flatnonzero(noisy[heaviest : top + 1] >= threshold)
-    index = heaviest + (int(above[-1]) if above.size else 0)
+    index = heaviest + int(above[-1])
     if index == 0:  # the zero bucket: every row is (nearly) 0
         return 2.0**MIN_EXPONENT
     return min(math.ldexp(1.0, index * OCTAVES + MIN_EXPONENT), CAP)
@@ -237,7 +245,19 @@ def private_bounds(
     noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
     ledger.spend(spends[0])
     threshold = _tail(mag_mech, d * (WINDOW + 1))
-    scale = np.array([_scale(noisy[j], threshold) for j in range(d)])
+    found = _tail(mag_mech, d * N_BUCKETS)
+    scales = [_scale(noisy[j], found, threshold) for j in range(d)]
+    missing = [j for j, m in enumerate(scales) if m is None]
+    if missing and outer_box is None:
+        raise NoScaleFound(
+            f"the private box found no scale for feature {missing[0]} ({len(missing)} of {d} features): its "
+            f"noisy histogram did not rise above the noise at (epsilon={budget.epsilon:.3g}, "
+            f"delta={budget.delta:.3g}) -- the spend is recorded. Declare bounds, give an outer limit "
+            "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
+        )
+    outer_abs = np.inf if outer_box is None else np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
+    scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
+    scale = np.minimum(scale, outer_abs)
     lo, hi = -scale, scale
     if outer_box is not None:
         lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
