@@ -17,11 +17,12 @@ import numpy as np
 
 from .. import datasets
 from ..estimator import KMeans
+from ..geometry.private_box import NoScaleFound
 from ..privacy.leaks import PrivacyLeakWarning
 
 __all__ = ["SETTINGS", "run", "write_report"]
 
-SETTINGS = {
+SETTINGS = {  # for the data in [-1, 1]^d; scaled with them (run's ``scale``)
     "tight (-1, 1)": (-1.0, 1.0),
     "declared (-10, 10)": (-10.0, 10.0),
     "private (no bounds)": None,
@@ -29,24 +30,41 @@ SETTINGS = {
 }
 
 
-def run(names: list[str], seeds: int, epsilon: float, on_done=None) -> list[dict]:
+def _scaled(bounds, scale: float):
+    if bounds is None:
+        return None
+    if isinstance(bounds, dict):
+        return {"outer": _scaled(bounds["outer"], scale)}
+    return (bounds[0] * scale, bounds[1] * scale)
+
+
+def run(names: list[str], seeds: int, epsilon: float, on_done=None, scale: float = 1.0) -> list[dict]:
+    """``scale`` multiplies the data and every declared box (the data then fill [-scale, scale]^d)."""
     import warnings
 
     rows = []
     for name in names:
         ds = datasets.load(name)
-        n = len(ds.X)
+        X, n = ds.X * scale, len(ds.X)
         for setting, bounds in SETTINGS.items():
+            bounds = _scaled(bounds, scale)
             for seed in range(seeds):
                 start = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", PrivacyLeakWarning)  # seeded: an experiment
-                    model = KMeans(ds.k, epsilon=epsilon, bounds=bounds, public_n=n, random_state=seed).fit(ds.X)
+                    try:
+                        model = KMeans(ds.k, epsilon=epsilon, bounds=bounds, public_n=n, random_state=seed).fit(X)
+                    except NoScaleFound:  # the private box's refusal: counted in the report
+                        rows.append(
+                            {"dataset": name, "setting": setting, "scale": scale, "seed": seed, "refused": True}
+                        )
+                        continue
                 domain = model.fit_info_.get("domain")
                 rows.append(
                     {
                         "dataset": name,
                         "setting": setting,
+                        "scale": scale,
                         "seed": seed,
                         "nicv": float(model.inertia_) / n,
                         "epsilon_spent": model.privacy_spent_.epsilon,
@@ -66,27 +84,37 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, command: str) ->
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "domain.json").write_text(json.dumps(rows, indent=1))
     names = list(dict.fromkeys(r["dataset"] for r in rows))
+    scale = rows[0]["scale"]
     seeds = len({r["seed"] for r in rows})
+    fitted = [r for r in rows if not r.get("refused")]
     lines = [
         f"# Declared, loose and private bounds ({machine})",
         "",
-        f"`{command}`: default KMeans, epsilon = {rows[0]['epsilon_spent']:.3g} per fit, public n, mean of "
-        f"{seeds} seeds; NICV (ratio to the tight box). The private box spends 10% of the budget; "
-        "'box width' is its mean per-feature width (the data's is 2), 'clipped' the mean share of rows outside it.",
+        f"`{command}`: default KMeans, epsilon = {fitted[0]['epsilon_spent']:.3g} per fit, public n, "
+        f"{seeds} seeds, the data scaled to [-{scale:g}, {scale:g}]^d and every declared box with them; mean NICV "
+        "(ratio to the tight box; refusals of the private box, if any, in brackets). The private box spends "
+        "10% of the budget; its mean per-feature width is relative to the data's, 'clipped' is the mean "
+        "share of rows outside it.",
         "",
         "| data set | " + " | ".join(SETTINGS) + " | box width (private) | clipped (private) |",
         "|---" * (len(SETTINGS) + 3) + "|",
     ]
     for name in names:
-        mine = [r for r in rows if r["dataset"] == name]
+        mine = [r for r in fitted if r["dataset"] == name]
         means = {s: float(np.mean([r["nicv"] for r in mine if r["setting"] == s])) for s in SETTINGS}
+        refused = {
+            s: sum(1 for r in rows if r["dataset"] == name and r["setting"] == s and r.get("refused")) for s in SETTINGS
+        }
         tight = means["tight (-1, 1)"]
-        cells = [f"{means[s]:.4g} ({means[s] / tight:.2f}x)" for s in SETTINGS]
+        cells = [
+            f"{means[s]:.4g} ({means[s] / tight:.2f}x)" + (f" [{refused[s]} refused]" if refused[s] else "")
+            for s in SETTINGS
+        ]
         private = [r for r in mine if r["setting"] == "private (no bounds)"]
         n = len(datasets.load(name).X)
-        width = np.mean([r["box_width"] for r in private])
+        width = np.mean([r["box_width"] for r in private]) / (2.0 * scale)  # the data span 2 scale
         clipped = np.mean([r["rows_clipped"] for r in private]) / n
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {width:.3g} | {clipped:.2%} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {width:.3g}x | {clipped:.2%} |")
     path = out_dir / "domain.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -64,13 +64,16 @@ N_BUCKETS = (MAX_EXPONENT - MIN_EXPONENT) // OCTAVES + 1  # the zero bucket (ind
 LINEAR_BINS = 32
 WINDOW = 4  # the scale is looked for at most this many buckets above the heaviest noisy bucket
 FALSE_BUCKET = 1e-3  # the chance that an empty bucket or margin is taken for data, over all the candidates
-STAGE_SHARE = 0.5  # share of the box's mu^2 (or epsilon) spent on the magnitudes; the rest on the edges
+STAGE_SHARES = (0.5, 0.25, 0.25)  # shares of the box's mu^2 (or epsilon): magnitudes, octaves, edges
+FINE = 8  # the octaves below the scale that the second release looks at, one bucket each
+DROP_Z = 1.0  # deviations of noise added to an octave's noisy count before it is called nearly empty
+DROP_SHARE = 0.1  # the scale comes down past octaves holding at most this share of the rows (noisy)
 DOMAIN_SHARE = 0.1  # default share of a fit's (epsilon, delta) spent on the box (docs/choosing.md)
 CLIP_SHARE = 0.01  # the edges clip at most about this share of a feature's rows (by its noisy total), per side
 EDGE_Z = 2.0  # noise deviations a margin's noisy count must clear to be called nearly empty
 MIN_WIDTH = 2.0**-20  # a feature's box is never narrower than this, relative to its scale
 CAP = 2.0**MAX_EXPONENT  # the box stays inside [-CAP, CAP]: its width is then a finite double
-DOMAIN_LABELS = ("domain: magnitudes", "domain: edges")
+DOMAIN_LABELS = ("domain: magnitudes", "domain: octaves", "domain: edges")
 
 
 @dataclass(frozen=True)
@@ -112,14 +115,12 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def _mechanisms(budget: Budget, d: int, share: float):
-    """The two releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
+def _mechanisms(budget: Budget, d: int, shares=STAGE_SHARES):
+    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
     if budget.delta > 0:
         mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
-        mus = (mu * math.sqrt(share), mu * math.sqrt(1.0 - share))
-        return [GaussianMechanism.for_mu(m, math.sqrt(d)) for m in mus]
-    eps = (budget.epsilon * share, budget.epsilon * (1.0 - share))
-    return [LaplaceMechanism.calibrated(e, float(d)) for e in eps]
+        return [GaussianMechanism.for_mu(mu * math.sqrt(share), math.sqrt(d)) for share in shares]
+    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(d)) for share in shares]
 
 
 def _tail(mechanism, candidates: int) -> float:
@@ -128,6 +129,11 @@ def _tail(mechanism, candidates: int) -> float:
     if isinstance(mechanism, GaussianMechanism):
         return float(mechanism.std * ndtri(1.0 - p))
     return float(mechanism.scale * math.log(1.0 / (2.0 * p)))  # Laplace: P(X > t) = exp(-t / b) / 2
+
+
+def _std(mechanism) -> float:
+    """The standard deviation of one noisy count."""
+    return mechanism.std if isinstance(mechanism, GaussianMechanism) else math.sqrt(2.0) * mechanism.scale
 
 
 def _chunks(data, d: int):
@@ -141,12 +147,30 @@ def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
     counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
     for rows in _chunks(data, d):
         mag = np.minimum(np.abs(rows), outer_hi)  # an outer limit caps the magnitude
-        frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
-        k = exp.astype(np.int64) - (frac == 0.5)  # the least k with mag <= 2^k (no overflow: no 2^k is formed)
+        k = _exponents(mag)
         group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
         index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
         for j in range(d):
             counts[j] += np.bincount(index[:, j], minlength=N_BUCKETS)
+    return counts
+
+
+def _exponents(mag: np.ndarray) -> np.ndarray:
+    """The least integer k with mag <= 2^k, from frexp (no 2^k is formed: 1e300 does not overflow)."""
+    frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
+    return exp.astype(np.int64) - (frac == 0.5)
+
+
+def _octave_counts(data, d: int, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Exact (d, FINE + 1) counts of |x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond
+    it in the last), and at or below 2^(top - FINE) in bucket 0."""
+    counts = np.zeros((d, FINE + 1), dtype=np.float64)
+    for rows in _chunks(data, d):
+        mag = np.minimum(np.abs(rows), outer_hi)
+        index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
+        index[mag == 0] = 0
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=FINE + 1)
     return counts
 
 
@@ -166,16 +190,23 @@ class NoScaleFound(ValueError):
     """No magnitude bucket of a feature stood out of the noise: the budget or the rows are too few."""
 
 
-def _scale(noisy: np.ndarray, found: float, threshold: float) -> float | None:
-    """A feature's scale M (post-processing): the top edge of the largest bucket clearing ``threshold``
-    at most WINDOW buckets above the heaviest noisy bucket, which must itself clear ``found`` (an empty
-    bucket does so with probability FALSE_BUCKET over all of them); None if it does not."""
-    heaviest = int(np.argmax(noisy))
-    if noisy[heaviest] < found:
+def _scale(noisy: np.ndarray, std: float, z_found: float, z_top: float) -> float | None:
+    """A feature's scale M (post-processing of its noisy magnitude histogram), or None.
+
+    The heaviest bucket or pair of adjacent buckets (rows near a bucket's edge split between two; a
+    pair's noise is sqrt(2) times one's), in noise deviations, must reach ``z_found`` -- which an empty
+    bucket or pair does with probability FALSE_BUCKET over all of them.  M is then the top edge of the
+    largest single bucket that reaches ``z_top`` deviations at most WINDOW buckets above it (the heaviest
+    pair's top if none does)."""
+    pairs = np.concatenate([[-np.inf], (noisy[:-1] + noisy[1:]) / math.sqrt(2.0)])  # pair (b-1, b) at b
+    score = np.maximum(noisy, pairs) / std
+    heaviest = int(np.argmax(score))
+    if score[heaviest] < z_found:
         return None
-    top = min(heaviest + WINDOW, noisy.size - 1)
-    above = np.flatnonzero(noisy[heaviest : top + 1] >= threshold)
-    index = heaviest + int(above[-1])
+    start = heaviest - 1 if pairs[heaviest] > noisy[heaviest] else heaviest
+    top = min(start + WINDOW, noisy.size - 1)
+    above = np.flatnonzero(noisy[start : top + 1] >= z_top * std)
+    index = start + int(above[-1]) if above.size else heaviest
     if index == 0:  # the zero bucket: every row is (nearly) 0
         return 2.0**MIN_EXPONENT
     return min(math.ldexp(1.0, index * OCTAVES + MIN_EXPONENT), CAP)
@@ -230,8 +261,8 @@ def private_bounds(
     budget = Budget(epsilon, delta)
     d = _features(X)
     outer_box = _outer_box(outer, d)
-    mag_mech, edge_mech = _mechanisms(budget, d, STAGE_SHARE)
-    spends = [mag_mech.spend(DOMAIN_LABELS[0]), edge_mech.spend(DOMAIN_LABELS[1])]
+    mag_mech, octave_mech, edge_mech = _mechanisms(budget, d)
+    spends = [m.spend(label) for m, label in zip((mag_mech, octave_mech, edge_mech), DOMAIN_LABELS)]
     ledger = PrivacyAccountant(budget, parent=accountant)
     ledger.check(spends)  # refused before any row is read
     if noise is None:
@@ -244,9 +275,9 @@ def private_bounds(
 
     noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
     ledger.spend(spends[0])
-    threshold = _tail(mag_mech, d * (WINDOW + 1))
-    found = _tail(mag_mech, d * N_BUCKETS)
-    scales = [_scale(noisy[j], found, threshold) for j in range(d)]
+    std = _std(mag_mech)
+    z_found, z_top = _tail(mag_mech, 2 * d * N_BUCKETS) / std, _tail(mag_mech, d * (WINDOW + 1)) / std
+    scales = [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
     missing = [j for j, m in enumerate(scales) if m is None]
     if missing and outer_box is None:
         raise NoScaleFound(
@@ -258,6 +289,20 @@ def private_bounds(
     outer_abs = np.inf if outer_box is None else np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
     scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
     scale = np.minimum(scale, outer_abs)
+
+    # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
+    top = _exponents(scale)
+    noisy = octave_mech.apply(_octave_counts(data, d, outer_hi, top), noise)
+    ledger.spend(spends[1])
+    std = _std(octave_mech)
+    for j in range(d):
+        # from the top octave down, while the octaves passed are confidently nearly empty: their noisy count
+        # plus DROP_Z deviations of that sum's noise within DROP_SHARE of the feature's noisy total
+        beyond = np.cumsum(noisy[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
+        allowed = DROP_SHARE * max(float(noisy[j].sum()), 0.0)
+        empty = beyond + DROP_Z * std * np.sqrt(np.arange(1, FINE + 1)) <= allowed
+        dropped = FINE - 1 if np.all(empty[: FINE - 1]) else int(np.argmin(empty))
+        scale[j] = min(scale[j], max(math.ldexp(1.0, int(top[j]) - dropped), 2.0**MIN_EXPONENT))
     lo, hi = -scale, scale
     if outer_box is not None:
         lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
@@ -265,15 +310,17 @@ def private_bounds(
         lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
 
     noisy = edge_mech.apply(_linear_counts(data, d, lo, hi), noise)
-    ledger.spend(spends[1])
-    std = edge_mech.std if isinstance(edge_mech, GaussianMechanism) else math.sqrt(2.0) * edge_mech.scale
+    ledger.spend(spends[2])
+    std = _std(edge_mech)
     lower, upper = np.empty(d), np.empty(d)
     for j in range(d):
         lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
     # a public minimum width relative to the feature's scale (a constant feature keeps a positive width)
-    narrow = (upper - lower) < MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper))
+    # (and at least 2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite)
+    least = np.maximum(MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)), 2.0 ** (MIN_EXPONENT + 1))
+    narrow = (upper - lower) < least
     mid = lower / 2.0 + upper / 2.0
-    half = MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)) / 2.0
+    half = least / 2.0
     lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
     flat = ~(upper > lower)
     lower[flat], upper[flat] = lo[flat], hi[flat]
