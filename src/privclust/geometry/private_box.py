@@ -3,34 +3,36 @@
 Every sum privclust releases is clipped to the domain and its noise scales with
 the domain's width, so a fit needs bounds -- and bounds much looser than the
 data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
-box privately, in two releases of noisy counts (nothing else about the rows is
-read):
+box privately, in three releases of noisy counts, each a histogram per feature
+(nothing else about the rows is read).  A row falls in one bucket per feature,
+so the d histograms of a release together have l2 sensitivity sqrt(d)
+(add/remove one row): Gaussian noise in GDP, or Laplace with l1 sensitivity d
+when ``delta = 0``; ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
 
-1. **Scale** -- a log-scale histogram of every feature's magnitudes: one bucket
-   of ``OCTAVES`` octaves of exponents in ``[MIN_EXPONENT, MAX_EXPONENT]``
-   (the whole range of doubles, 1e-300 to 1e300 and beyond) plus a zero bucket;
-   buckets group ``OCTAVES`` octaves each and are closed above, so 1.0 lies in (1/16, 1].
-   A row falls in one bucket per feature, so the d histograms together have l2
-   sensitivity sqrt(d) (add/remove one row) and get Gaussian noise calibrated to
-   that (Laplace with l1 sensitivity d when ``delta = 0``).  The feature's
-   scale ``M`` is the top edge of the largest bucket, at most ``WINDOW``
-   octaves above the heaviest noisy bucket, whose noisy count clears a
-   threshold set so that an empty bucket clears it with probability at most
-   ``FALSE_BUCKET`` over all the candidates.  The magnitude is computed with
-   ``frexp``: 1e300 neither overflows nor loses its bucket.
-2. **Edges** -- a linear histogram of ``LINEAR_BINS`` equal bins over
-   ``[-M, M]`` (intersected with an outer limit when one is given), released
-   the same way.  Each edge moves inward from the outside while the noisy count
-   beyond it stays below a threshold (again set so that empty bins pass it with
-   probability at most ``FALSE_BUCKET``): the box keeps nearly every row and
-   drops the empty margin.
+1. **Magnitudes** -- buckets of ``OCTAVES`` octaves of |x| from 2^MIN_EXPONENT
+   to 2^MAX_EXPONENT (the whole range of doubles; 1e300 and beyond) plus a zero
+   bucket, closed above (1.0 lies in (1/16, 1]); the exponent comes from
+   ``frexp``, so nothing overflows.  The heaviest noisy bucket, or pair of
+   adjacent buckets, must stand out of the noise (an empty one does with
+   probability ``FALSE_BUCKET`` over all of them; if none does the function
+   refuses with :class:`NoScaleFound`, the spend recorded); the scale ``M`` is
+   the top of the highest bucket above it that holds data (the next one at
+   ``NEXT_Z`` noise deviations, up to ``WINDOW`` further at the
+   ``FALSE_BUCKET`` threshold).
+2. **Octaves** -- one-octave buckets for the ``FINE`` octaves below ``M``: the
+   scale comes down past the top octaves while they are confidently nearly
+   empty (their noisy count plus ``DROP_Z`` deviations within ``DROP_SHARE`` of
+   the feature's noisy total).  The box is ``[-M, M]``, within an outer limit
+   when one is given.
+3. **Edges** -- ``LINEAR_BINS`` equal bins over that box: each edge moves inward
+   past bins that are confidently nearly empty (within ``CLIP_SHARE``).  This
+   tightens boxes of data far from the origin when there are enough rows.
 
-Both choices are post-processing of the noisy counts; the spends are recorded
-in the accountant before anything is returned, with the labels ``"domain:
-magnitudes"`` and ``"domain: edges"``.  A feature whose rows are all equal
-still gets a box of positive width (its bucket, or at least ``MIN_WIDTH``
-relative to its scale); a box whose width would overflow a double is capped at
-``[-2^1020, 2^1020]``.  Non-finite input is refused before any row is read
+Every choice is post-processing of the noisy counts; each release is recorded in
+the accountant (labels ``DOMAIN_LABELS``) as it is made.  A feature whose rows
+are all equal still gets a box of positive width (at least ``MIN_WIDTH``
+relative to its scale, and 2^(MIN_EXPONENT + 1)); the box stays inside
+``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any row is read
 (``privclust._validation.check_data``), as everywhere.
 """
 
@@ -62,9 +64,10 @@ OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 
 MIN_EXPONENT, MAX_EXPONENT = -1020, 1020  # up to 2^MIN_EXPONENT is "zero"; beyond 2^MAX_EXPONENT counts in the top
 N_BUCKETS = (MAX_EXPONENT - MIN_EXPONENT) // OCTAVES + 1  # the zero bucket (index 0), then one per OCTAVES octaves
 LINEAR_BINS = 32
+NEXT_Z = 3.0  # noise deviations the bucket just above the heaviest must reach to widen the scale to it
 WINDOW = 4  # the scale is looked for at most this many buckets above the heaviest noisy bucket
 FALSE_BUCKET = 1e-3  # the chance that an empty bucket or margin is taken for data, over all the candidates
-STAGE_SHARES = (0.5, 0.25, 0.25)  # shares of the box's mu^2 (or epsilon): magnitudes, octaves, edges
+STAGE_SHARES = (0.5, 0.35, 0.15)  # shares of the box's mu^2 (or epsilon): magnitudes, octaves, edges
 FINE = 8  # the octaves below the scale that the second release looks at, one bucket each
 DROP_Z = 1.0  # deviations of noise added to an octave's noisy count before it is called nearly empty
 DROP_SHARE = 0.1  # the scale comes down past octaves holding at most this share of the rows (noisy)
@@ -115,8 +118,9 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def _mechanisms(budget: Budget, d: int, shares=STAGE_SHARES):
+def _mechanisms(budget: Budget, d: int, shares=None):
     """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
+    shares = STAGE_SHARES if shares is None else shares
     if budget.delta > 0:
         mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
         return [GaussianMechanism.for_mu(mu * math.sqrt(share), math.sqrt(d)) for share in shares]
@@ -196,17 +200,22 @@ def _scale(noisy: np.ndarray, std: float, z_found: float, z_top: float) -> float
     The heaviest bucket or pair of adjacent buckets (rows near a bucket's edge split between two; a
     pair's noise is sqrt(2) times one's), in noise deviations, must reach ``z_found`` -- which an empty
     bucket or pair does with probability FALSE_BUCKET over all of them.  M is then the top edge of the
-    largest single bucket that reaches ``z_top`` deviations at most WINDOW buckets above it (the heaviest
-    pair's top if none does)."""
+    largest bucket above it that holds data: the next one if it reaches NEXT_Z deviations, any of the
+    WINDOW buckets above if it reaches ``z_top``."""
     pairs = np.concatenate([[-np.inf], (noisy[:-1] + noisy[1:]) / math.sqrt(2.0)])  # pair (b-1, b) at b
     score = np.maximum(noisy, pairs) / std
     heaviest = int(np.argmax(score))
     if score[heaviest] < z_found:
         return None
-    start = heaviest - 1 if pairs[heaviest] > noisy[heaviest] else heaviest
-    top = min(start + WINDOW, noisy.size - 1)
-    above = np.flatnonzero(noisy[start : top + 1] >= z_top * std)
-    index = start + int(above[-1]) if above.size else heaviest
+    index = heaviest  # the top of the heaviest bucket or pair
+    # the next bucket up on a low bar (a third of the rows past a bucket edge is still far from the threshold
+    # of a small data set; clipping them costs more than a box up to 16x wide), those further up on z_top
+    if index + 1 < noisy.size and noisy[index + 1] >= NEXT_Z * std:
+        index += 1
+    top = min(heaviest + WINDOW, noisy.size - 1)
+    above = np.flatnonzero(noisy[index + 1 : top + 1] >= z_top * std)
+    if above.size:
+        index += 1 + int(above[-1])
     if index == 0:  # the zero bucket: every row is (nearly) 0
         return 2.0**MIN_EXPONENT
     return min(math.ldexp(1.0, index * OCTAVES + MIN_EXPONENT), CAP)
