@@ -54,7 +54,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         ``None`` (default): a share (10%) of the budget finds a box holding
         nearly all rows privately before the fit (``geometry.private_box``;
         ``fit_info_["domain"]`` says which box and what it cost, and
-        ``privacy_spent_`` lists its two ``domain:`` releases);
+        ``privacy_spent_`` lists its three ``domain:`` releases);
         ``{"outer": <bounds>}`` finds it inside declared bounds that are only an
         outer limit, and ``{"share": s}`` sets the share (docs/choosing.md).
         Otherwise the public data domain, declared without looking at the data:
