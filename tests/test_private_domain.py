@@ -229,3 +229,27 @@ def test_cli_fit_without_bounds_prints_the_private_box(tmp_path):
     release = json.loads(out.output)["release"]
     assert [s["label"] for s in release["privacy_spent"]["steps"]][:3] == list(DOMAIN_LABELS)
     assert len(release["private_box"]["lower"]) == 3
+
+
+def test_a_fit_refused_for_its_parameters_spends_nothing_on_the_box():
+    """The box is found on the fit's first read of the rows: after the algorithm checked its parameters."""
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError, match="unknown"):
+        KMeans(3, algorithm_params={"bogus": 1}, random_state=0, accountant=accountant).fit(blobs(0, 500))
+    assert accountant.spends == []
+
+
+def test_outer_limit_holds_where_no_scale_is_found():
+    X = np.random.default_rng(0).normal(size=(30, 8))  # too few rows: no scale stands out of the noise
+    box = private_bounds(X, 0.01, 1e-8, outer=(-5, 5), random_state=0)
+    assert np.all(box.lower >= -5) and np.all(box.upper <= 5) and np.all(box.upper > box.lower)
+
+
+def test_fitted_model_keeps_a_plain_box_and_pickles():
+    import pickle
+
+    from privclust.geometry.domain import BoxDomain
+
+    model = KMeans(3, public_n=20_000, random_state=0).fit(blobs(8))
+    assert type(model.domain_) is BoxDomain
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict(blobs(8, 50)), model.predict(blobs(8, 50)))

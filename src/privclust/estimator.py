@@ -232,12 +232,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             warn_if_seeded(self.random_state)
         randomness = Randomness(self.random_state)
         # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box)
-        bounds, fit_budget, box = find_fit_domain(X, self.bounds, budget, accountant, randomness, self.privacy_model)
+        bounds, fit_budget, found = find_fit_domain(X, self.bounds, budget, accountant, randomness, self.privacy_model)
         with open_oracle(X, bounds, self.privacy_model, fit_budget, accountant, randomness) as curated:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
             result = self._run(curated.oracle, fit_budget, randomness, callback)
         domain, rows = curated.domain, curated.checked_rows()
+        if found is not None:  # the private box, found when the fit first read the rows
+            domain = found.resolve()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter
@@ -247,8 +249,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         info = dict(result.info)
         sizes = info.pop("sizes", None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **info}
-        if box is not None:  # the privately found box and what it cost (public: post-processing)
-            self.fit_info_["domain"] = box.as_dict()
+        if found is not None:  # the privately found box and what it cost (public: post-processing)
+            self.fit_info_["domain"] = found.box.as_dict()
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
             self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))

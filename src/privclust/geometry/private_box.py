@@ -39,6 +39,7 @@ relative to its scale, and 2^(MIN_EXPONENT + 1)); the box stays inside
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ from .._validation import check_data, positive_finite
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.noise import NoiseSource, Randomness
+from .domain import BoxDomain, Domain
 
 __all__ = [
     "PrivateBox",
@@ -58,6 +60,7 @@ __all__ = [
     "parse_request",
     "find_fit_domain",
     "NoScaleFound",
+    "PrivateDomain",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -374,13 +377,64 @@ def parse_request(bounds) -> tuple[object, float]:
     return outer, float(positive_finite("share", share))
 
 
-def find_fit_domain(X, bounds, budget: Budget | None, accountant: PrivacyAccountant, randomness: Randomness, model):
-    """For an estimator's ``fit``: ``(bounds, budget, box)`` to fit with.
+class PrivateDomain(Domain):
+    """The box of a private-domain request, found on first use.
 
-    Declared bounds pass unchanged (``box`` is None).  A private-domain request (``bounds=None`` or
-    ``{"outer": ..., "share": ...}``) spends ``share`` of the fit's (epsilon, delta) on the box -- checked
-    against the fit's ledger for the whole budget before any row is read -- and returns the found box as
-    declared bounds with the rest of the budget for the algorithm."""
+    An estimator's oracle maps the rows into the unit box on its first read of them -- after the
+    algorithm has checked its parameters and its plan against the budget -- so the box is found (and
+    its releases spent) only then: a fit refused for its parameters spends nothing on the box either.
+    Until then only the number of features is known."""
+
+    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise):
+        self._d = int(n_features)
+        self._pending = (X, budget, outer, accountant, noise)
+        self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
+        self._domain: BoxDomain | None = None
+        self.box: PrivateBox | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self._d
+
+    def resolve(self) -> BoxDomain:
+        """The box (found now if it has not been yet), as a declared domain."""
+        with self._lock:
+            if self._domain is None:
+                X, budget, outer, accountant, noise = self._pending
+                box = private_bounds(X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise)
+                self.box, self._domain = box, BoxDomain(box.lower, box.upper)
+                self._pending = None  # neither the rows nor the ledger are kept
+            return self._domain
+
+    def to_unit(self, rows):
+        return self.resolve().to_unit(rows)
+
+    def from_unit(self, points):
+        return self.resolve().from_unit(points)
+
+    def outside(self, rows):
+        return self.resolve().outside(rows)
+
+    @property
+    def length_scale(self) -> float:
+        return self.resolve().length_scale
+
+    @property
+    def extent(self) -> float:
+        return self.resolve().extent
+
+    def describe(self) -> str:
+        return "a private box, found on the first read of the rows" if self._domain is None else self.box.describe()
+
+
+def find_fit_domain(X, bounds, budget: Budget | None, accountant: PrivacyAccountant, randomness: Randomness, model):
+    """For an estimator's ``fit``: ``(bounds, budget, found)`` to fit with.
+
+    Declared bounds pass unchanged (``found`` is None).  A private-domain request (``bounds=None`` or
+    ``{"outer": ..., "share": ...}``) is checked now, with the whole budget against the fit's ledger (no
+    row is read); it returns a :class:`PrivateDomain` -- ``make_domain`` takes it as the bounds -- that
+    spends ``share`` of the fit's (epsilon, delta) on the box when the rows are first read, and the rest
+    of the budget for the algorithm."""
     if not is_private_domain_request(bounds):
         return bounds, budget, None
     outer, share = parse_request(bounds)
@@ -393,10 +447,10 @@ def find_fit_domain(X, bounds, budget: Budget | None, accountant: PrivacyAccount
         raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
     if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
         raise ValueError("a private domain is found for rows in memory: declare bounds for Spark input")
+    d = _features(X)
+    _outer_box(outer, d)  # a malformed outer limit is refused now
     accountant.check([Spend("the whole fit", epsilon=budget.epsilon, delta=budget.delta)])
     box_budget = Budget(budget.epsilon * share, budget.delta * share)
-    box = private_bounds(
-        X, box_budget.epsilon, box_budget.delta, outer=outer, accountant=accountant, noise=randomness.noise
-    )
+    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise)
     rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
-    return {"lower": box.lower, "upper": box.upper}, rest, box
+    return found, rest, found
