@@ -253,3 +253,16 @@ def test_fitted_model_keeps_a_plain_box_and_pickles():
     model = KMeans(3, public_n=20_000, random_state=0).fit(blobs(8))
     assert type(model.domain_) is BoxDomain
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict(blobs(8, 50)), model.predict(blobs(8, 50)))
+
+
+def test_cli_refusal_when_no_scale_is_found_is_one_clean_line(tmp_path):
+    csv = tmp_path / "few.csv"
+    np.savetxt(
+        csv, np.random.default_rng(0).normal(size=(30, 8)), delimiter=",", header=",".join("abcdefgh"), comments=""
+    )
+    out = CliRunner().invoke(
+        app, ["fit", str(csv), "--k", "2", "-e", "0.1", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    )
+    assert out.exit_code == 2
+    assert "no scale for feature" in out.output and "Traceback" not in out.output
+    assert not (tmp_path / "c.csv").exists()
