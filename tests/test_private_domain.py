@@ -266,3 +266,15 @@ def test_cli_refusal_when_no_scale_is_found_is_one_clean_line(tmp_path):
     assert out.exit_code == 2
     assert "no scale for feature" in out.output and "Traceback" not in out.output
     assert not (tmp_path / "c.csv").exists()
+
+
+def test_memory_mapped_rows_are_read_chunk_by_chunk(tmp_path):
+    X = blobs(9)
+    path = tmp_path / "rows.npy"
+    np.save(path, X)
+    mapped = np.load(path, mmap_mode="r")
+    a = private_bounds(mapped, 1.0, 1e-6, noise=ZeroNoise())
+    b = private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
+    np.testing.assert_array_equal(a.lower, b.lower)
+    np.testing.assert_array_equal(a.upper, b.upper)
+    assert np.all(np.isfinite(KMeans(3, public_n=len(X), random_state=0).fit(mapped).cluster_centers_))
