@@ -106,7 +106,7 @@ def test_headerless_csv(tmp_path):
     "args,message",
     [
         (("fit", "missing.csv", "--k", "2", "--bounds", "0,1"), "no such file"),
-        (("fit", "{csv}", "--k", "2"), "needs public bounds"),
+        (("fit", "{csv}", "--k", "2", "-a", "lloyd"), "needs public bounds"),  # private fits find a box
         (("fit", "{csv}", "--bounds", "0,1"), "--k"),
         (("fit", "{csv}", "--k", "2", "--bounds", "zero,one"), "LOWER,UPPER"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "--radius", "2"), "not both"),

@@ -37,10 +37,10 @@ def test_reproducible_with_seed_and_accepts_pandas(blobs):
     assert not np.array_equal(a, c)
 
 
-def test_bounds_are_required_and_data_bounds_warn(blobs):
+def test_baseline_needs_bounds_and_data_bounds_warn(blobs):
     X, _ = blobs
-    with pytest.raises(ValueError, match="bounds are required"):
-        KMeans(3).fit(X)
+    with pytest.raises(ValueError, match="non-private baseline has no budget"):  # bounds=None is private
+        KMeans(3, algorithm="lloyd").fit(X)
     with pytest.warns(PrivacyLeakWarning, match="NOT differentially private"):
         KMeans(3, bounds="data", random_state=0).fit(X)
 

@@ -9,6 +9,7 @@ from . import datasets, metrics
 from .elbow import ElbowCurve, elbow_curve
 from .estimator import KMeans
 from .geometry.domain import PrivacyLeakWarning
+from .geometry.private_box import PrivateBox, private_bounds
 from .locate import OneCluster, one_cluster, sample_and_aggregate
 from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
 from .privacy.ledger import LedgerAccountant, LedgerError
@@ -20,6 +21,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "KMeans",
+    "private_bounds",
+    "PrivateBox",
     "ContinualKMeans",
     "Subsampled",
     "elbow_curve",

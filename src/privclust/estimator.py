@@ -21,6 +21,7 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
+from .geometry.private_box import find_fit_domain
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
@@ -51,7 +52,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         ``glloyd``) need ``delta > 0``; ``sulloyd`` is pure epsilon-DP and spends
         no delta.
     bounds :
-        The public data domain, declared without looking at the data:
+        ``None`` (default): a share (10%) of the budget finds a box holding
+        nearly all rows privately before the fit (``geometry.private_box``;
+        ``fit_info_["domain"]`` says which box and what it cost, and
+        ``privacy_spent_`` lists its three ``domain:`` releases);
+        ``{"outer": <bounds>}`` finds it inside declared bounds that are only an
+        outer limit, and ``{"share": s}`` sets the share (docs/choosing.md).
+        Otherwise the public data domain, declared without looking at the data:
         ``(lower, upper)`` for every feature, a sequence of per-feature
         ``(lower, upper)`` pairs, or a radius ``R`` (the ball about the
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
@@ -217,18 +224,31 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget, options = self._check_params()
+        algorithm_budget, found = budget, None
+
+        def oracle(accountant, randomness):
+            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box)
+            nonlocal algorithm_budget, found
+            bounds, algorithm_budget, found = find_fit_domain(
+                X, self.bounds, budget, accountant, randomness, self.privacy_model, partial(self._planned, options)
+            )
+            return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness)
+
         with open_session(
             budget,
             self.bounds,
             parent=self.accountant,
             random_state=self.random_state,
-            oracle=partial(open_oracle, X, self.bounds, self.privacy_model, budget),
+            oracle=oracle,
             not_private=f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private",
         ) as session:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            result = self._run(session, options, callback)
+            context = self._context(session.oracle, algorithm_budget, session.randomness, options, callback)
+            result = ALGORITHMS[self.algorithm](context)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
+        if found is not None:  # the private box, found when the fit first read the rows
+            domain = found.resolve()
 
         self.cluster_centers_ = domain.from_unit(result.centers)
         self.n_iter_ = result.n_iter
@@ -238,6 +258,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         info = dict(result.info)
         sizes = info.pop("sizes", None)
         self.fit_info_ = {"n_estimate": result.n_estimate, **info}
+        if found is not None:  # the privately found box and what it cost (public: post-processing)
+            self.fit_info_["domain"] = found.box.as_dict()
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
             self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
@@ -264,10 +286,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             callback=callback,
         )
 
-    def _run(self, session, options: dict, callback):
-        context = self._context(session.oracle, session.budget, session.randomness, options, callback)
-        return ALGORITHMS[self.algorithm](context)
-
     def planned_spends(self, n_features: int) -> list[list[Spend]]:
         """What a fit with these parameters on ``n_features`` columns (central model, rows in memory) may
         spend, from its plan as a value -- no data is read and nothing is charged.  One list of spends, or
@@ -276,6 +294,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         budget, options = self._check_params()
         if self.privacy_model != "central":
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
+        if budget is not None and (self.bounds is None or isinstance(self.bounds, dict)):
+            raise ValueError("planned_spends needs declared bounds (a private domain's box is found first)")
+        return self._planned(options, budget, n_features)
+
+    def _planned(self, options: dict, budget: Budget | None, n_features: int) -> list[list[Spend]]:
+        """The spends of each plan the algorithm may make with ``budget`` on ``n_features`` columns (a value)."""
         oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model")
         context = self._context(oracle, budget, Randomness(None), options)
         return oracle.spends(algorithm_spec(self.algorithm, context))

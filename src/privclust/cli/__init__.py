@@ -159,8 +159,8 @@ BOUNDS_OPTION = typer.Option(
     "-b",
     metavar="LO,HI",
     help="Public bounds LOWER,UPPER, declared without looking at the data: once for every feature, or repeated "
-    "once per feature in column order. Required for files (or --bounds-file / --radius). 'data' reads them "
-    "off the data: NOT private.",
+    "once per feature in column order. Without bounds, fit spends 10% of the budget on finding a box privately "
+    "(docs/choosing.md). 'data' reads them off the data: NOT private.",
 )
 BOUNDS_FILE_OPTION = typer.Option(
     None,
@@ -597,7 +597,7 @@ def fit(
             private = algorithm != "lloyd" and not wanted_bounds.from_data
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
-                chosen_bounds = _checked_bounds(wanted_bounds, source)
+                chosen_bounds = _checked_bounds(wanted_bounds, source, private=private)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
                 model = KMeans(
@@ -621,11 +621,15 @@ def fit(
     _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
 
 
-def _checked_bounds(wanted: BoundsRequest, source: Source):
+def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False):
     """The bounds for ``source``'s feature columns, checked against its schema before any row is read."""
     from ..geometry.domain import make_domain
 
     chosen = wanted.resolve(source.names, source.positions, source.default_bounds)
+    if chosen is None and private:  # no bounds: a share of the budget finds a box privately (private_box)
+        if source.on_spark:
+            raise ValueError("--engine spark needs public bounds: --bounds, --bounds-file or --radius")
+        return None
     if chosen is None:
         raise ValueError(
             "this file needs public bounds: --bounds LOWER,UPPER for every feature (e.g. --bounds 0,1), "
@@ -762,6 +766,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                     else {}
                 ),
                 "privacy_spent": spent.as_dict(),
+                **({"private_box": model.fit_info_["domain"]} if "domain" in model.fit_info_ else {}),
                 "secure_noise": seed is None,
                 **({"ledger": _ledger_summary(ledger)} if ledger is not None else {}),
             },
@@ -791,6 +796,14 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
         + (f" (its first {PLOT_SAMPLE:,} rows on Spark)" if source.on_spark else "")
         + ": for you, not for publication."
     )
+    if "domain" in model.fit_info_:  # no --bounds: the box found privately, and its cost (part of the total)
+        box = model.fit_info_["domain"]
+        console.print(
+            "bounds found privately: "
+            + ", ".join(f"{c} [{lo:.4g}, {hi:.4g}]" for c, lo, hi in zip(source.columns, box["lower"], box["upper"]))
+            + f" for (epsilon={box['epsilon']:.3g}, delta={box['delta']:.3g})",
+            highlight=False,
+        )
     if steps:
         st = Table(title="privacy spends", show_header=True)
         st.add_column("release")

@@ -528,6 +528,35 @@ def elbow(
     console.print(bench.write_report(rows, out, machine_description()).read_text())
 
 
+@bench_app.command("domain")
+def domain(
+    datasets: str = typer.Option("s1,house,yeast,adult", help="Bundled data sets (scaled to [-1, 1]^d)."),
+    seeds: int = typer.Option(5, help="Seeds per setting."),
+    epsilon: float = typer.Option(1.0, help="Budget of each fit."),
+    scale: float = typer.Option(1.0, help="Scale the data (and every declared box) to [-scale, scale]^d."),
+    goodradius: bool = typer.Option(False, help="Also seed 001's GoodRadius / GoodCenter ball (slow on Adult)."),
+    out: Path = typer.Option(Path("bench-results/domain"), help="Output folder."),
+) -> None:
+    """What tight, 10x loose, privately found and outer-limited bounds cost the default fit (issue 27)."""
+    from ..bench import domain as bench
+
+    names = _split(datasets)
+    command = f"privclust bench domain --datasets {datasets} --seeds {seeds} --epsilon {epsilon:g} --scale {scale:g}"
+    rows = _with_progress(
+        "fits",
+        len(names) * len(bench.SETTINGS) * seeds,
+        lambda on_done: bench.run(names, seeds, epsilon, on_done, scale=scale),
+    )
+    if goodradius:
+        command += " --goodradius"
+        rows += _with_progress(
+            "GoodRadius fits",
+            len(names) * seeds,
+            lambda on_done: bench.goodradius(names, seeds, epsilon, on_done=on_done),
+        )
+    console.print(bench.write_report(rows, out, machine_description(), command).read_text())
+
+
 @bench_app.command("aggregate")
 def aggregate(
     runs: int = typer.Option(20, help="Runs (each with new data and noise)."),

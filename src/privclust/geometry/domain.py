@@ -215,6 +215,10 @@ def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Doma
     string ``"data"`` derives a box from ``data`` itself, which breaks the
     privacy guarantee and warns with :class:`PrivacyLeakWarning`.
     """
+    if isinstance(bounds, Domain):  # a domain already made (geometry.private_box's, found on first use)
+        if bounds.n_features != n_features:
+            raise ValueError(f"the domain has {bounds.n_features} features, the data {n_features}")
+        return bounds
     if bounds is None:
         raise ValueError(
             "bounds are required: declare the data domain without looking at the data, e.g. "

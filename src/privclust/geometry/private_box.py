@@ -1,0 +1,472 @@
+"""A private data domain: a per-feature box that holds nearly all rows, found from noisy histograms.
+
+Every sum privclust releases is clipped to the domain and its noise scales with
+the domain's width, so a fit needs bounds -- and bounds much looser than the
+data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
+box privately, in three releases of noisy counts, each a histogram per feature
+(nothing else about the rows is read).  A row falls in one bucket per feature,
+so the d histograms of a release together have l2 sensitivity sqrt(d)
+(add/remove one row): Gaussian noise in GDP, or Laplace with l1 sensitivity d
+when ``delta = 0``; ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
+
+1. **Magnitudes** -- buckets of ``OCTAVES`` octaves of |x| from 2^MIN_EXPONENT
+   to 2^MAX_EXPONENT (the whole range of doubles; 1e300 and beyond) plus a zero
+   bucket, closed above (1.0 lies in (1/16, 1]); the exponent comes from
+   ``frexp``, so nothing overflows.  The heaviest noisy bucket, or pair of
+   adjacent buckets, must stand out of the noise (an empty one does with
+   probability ``FALSE_BUCKET`` over all of them; if none does the function
+   refuses with :class:`NoScaleFound`, the spend recorded); the scale ``M`` is
+   the top of the highest bucket above it that holds data (the next one at
+   ``NEXT_Z`` noise deviations, up to ``WINDOW`` further at the
+   ``FALSE_BUCKET`` threshold).
+2. **Octaves** -- one-octave buckets for the ``FINE`` octaves below ``M``: the
+   scale comes down past the top octaves while they are confidently nearly
+   empty (their noisy count plus ``DROP_Z`` deviations within ``DROP_SHARE`` of
+   the feature's noisy total).  The box is ``[-M, M]``, within an outer limit
+   when one is given.
+3. **Edges** -- ``LINEAR_BINS`` equal bins over that box: each edge moves inward
+   past bins that are confidently nearly empty (within ``CLIP_SHARE``).  This
+   tightens boxes of data far from the origin when there are enough rows.
+
+Every choice is post-processing of the noisy counts; each release is recorded in
+the accountant (labels ``DOMAIN_LABELS``) as it is made.  A feature whose rows
+are all equal still gets a box of positive width (at least ``MIN_WIDTH``
+relative to its scale, and 2^(MIN_EXPONENT + 1)); the box stays inside
+``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any row is read
+(``privclust._validation.check_data``), as everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from scipy.special import ndtri
+
+from .._validation import check_data, positive_finite
+from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+from ..privacy.noise import NoiseSource, Randomness
+from .domain import BoxDomain, Domain
+
+__all__ = [
+    "PrivateBox",
+    "private_bounds",
+    "DOMAIN_SHARE",
+    "DOMAIN_LABELS",
+    "is_private_domain_request",
+    "parse_request",
+    "find_fit_domain",
+    "NoScaleFound",
+    "PrivateDomain",
+]
+
+OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
+MIN_EXPONENT, MAX_EXPONENT = -1020, 1020  # up to 2^MIN_EXPONENT is "zero"; beyond 2^MAX_EXPONENT counts in the top
+N_BUCKETS = (MAX_EXPONENT - MIN_EXPONENT) // OCTAVES + 1  # the zero bucket (index 0), then one per OCTAVES octaves
+LINEAR_BINS = 32
+NEXT_Z = 3.0  # noise deviations the bucket just above the heaviest must reach to widen the scale to it
+WINDOW = 4  # the scale is looked for at most this many buckets above the heaviest noisy bucket
+FALSE_BUCKET = 1e-3  # the chance that an empty bucket or margin is taken for data, over all the candidates
+STAGE_SHARES = (0.5, 0.35, 0.15)  # shares of the box's mu^2 (or epsilon): magnitudes, octaves, edges
+FINE = 8  # the octaves below the scale that the second release looks at, one bucket each
+DROP_Z = 1.0  # deviations of noise added to an octave's noisy count before it is called nearly empty
+DROP_SHARE = 0.1  # the scale comes down past octaves holding at most this share of the rows (noisy)
+DOMAIN_SHARE = 0.1  # default share of a fit's (epsilon, delta) spent on the box (docs/choosing.md)
+CLIP_SHARE = 0.01  # the edges clip at most about this share of a feature's rows (by its noisy total), per side
+EDGE_Z = 2.0  # noise deviations a margin's noisy count must clear to be called nearly empty
+MIN_WIDTH = 2.0**-20  # a feature's box is never narrower than this, relative to its scale
+CAP = 2.0**MAX_EXPONENT  # the box stays inside [-CAP, CAP]: its width is then a finite double
+DOMAIN_LABELS = ("domain: magnitudes", "domain: octaves", "domain: edges")
+
+
+@dataclass(frozen=True)
+class PrivateBox:
+    """The box found by :func:`private_bounds`: per-feature ``lower`` and ``upper``, and what it cost.
+
+    Unpacks as ``lower, upper = private_bounds(...)``."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    epsilon: float
+    delta: float
+    steps: list[Spend] = field(default_factory=list)
+    outer: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __iter__(self):
+        return iter((self.lower, self.upper))
+
+    def as_dict(self) -> dict:
+        """What the box is and what it cost, for ``fit_info_["domain"]`` and the CLI (all public)."""
+        out = {
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "steps": [s.as_dict() for s in self.steps],
+        }
+        if self.outer is not None:
+            out["outer"] = {"lower": self.outer[0].tolist(), "upper": self.outer[1].tolist()}
+        return out
+
+    def describe(self) -> str:
+        lo, hi = self.lower, self.upper
+        if np.all(lo == lo[0]) and np.all(hi == hi[0]):
+            box = f"[{lo[0]:.4g}, {hi[0]:.4g}]^{lo.size}"
+        else:
+            box = "per feature " + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in zip(lo, hi))
+        within = "" if self.outer is None else " within the declared outer limit"
+        return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
+
+
+def _mechanisms(budget: Budget, d: int, shares=None):
+    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
+    shares = STAGE_SHARES if shares is None else shares
+    if budget.delta > 0:
+        mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
+        return [GaussianMechanism.for_mu(mu * math.sqrt(share), math.sqrt(d)) for share in shares]
+    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(d)) for share in shares]
+
+
+def _tail(mechanism, candidates: int) -> float:
+    """A count that one noise draw exceeds with probability at most FALSE_BUCKET / candidates."""
+    p = FALSE_BUCKET / max(candidates, 1)
+    if isinstance(mechanism, GaussianMechanism):
+        return float(mechanism.std * ndtri(1.0 - p))
+    return float(mechanism.scale * math.log(1.0 / (2.0 * p)))  # Laplace: P(X > t) = exp(-t / b) / 2
+
+
+def _std(mechanism) -> float:
+    """The standard deviation of one noisy count."""
+    return mechanism.std if isinstance(mechanism, GaussianMechanism) else math.sqrt(2.0) * mechanism.scale
+
+
+def _chunks(data, d: int):
+    step = max(1, (4 << 20) // (8 * d))
+    for s in range(0, data.shape[0], step):
+        yield np.asarray(data[s : s + step], dtype=np.float64)
+
+
+def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
+    """Exact (d, N_BUCKETS) counts of |x| per octave (bucket 0: |x| < 2^MIN_EXPONENT)."""
+    counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
+    for rows in _chunks(data, d):
+        mag = np.minimum(np.abs(rows), outer_hi)  # an outer limit caps the magnitude
+        k = _exponents(mag)
+        group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
+        index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=N_BUCKETS)
+    return counts
+
+
+def _exponents(mag: np.ndarray) -> np.ndarray:
+    """The least integer k with mag <= 2^k, from frexp (no 2^k is formed: 1e300 does not overflow)."""
+    frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
+    return exp.astype(np.int64) - (frac == 0.5)
+
+
+def _octave_counts(data, d: int, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Exact (d, FINE + 1) counts of |x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond
+    it in the last), and at or below 2^(top - FINE) in bucket 0."""
+    counts = np.zeros((d, FINE + 1), dtype=np.float64)
+    for rows in _chunks(data, d):
+        mag = np.minimum(np.abs(rows), outer_hi)
+        index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
+        index[mag == 0] = 0
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=FINE + 1)
+    return counts
+
+
+def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Exact (d, LINEAR_BINS) counts of the rows clipped to [lo, hi], in equal bins."""
+    counts = np.zeros((d, LINEAR_BINS), dtype=np.float64)
+    half = (hi - lo) / 2.0  # halve first: hi - lo may not be representable
+    for rows in _chunks(data, d):
+        unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
+        index = np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
+        for j in range(d):
+            counts[j] += np.bincount(index[:, j], minlength=LINEAR_BINS)
+    return counts
+
+
+class NoScaleFound(ValueError):
+    """No magnitude bucket of a feature stood out of the noise: the budget or the rows are too few."""
+
+
+def _scale(noisy: np.ndarray, std: float, z_found: float, z_top: float) -> float | None:
+    """A feature's scale M (post-processing of its noisy magnitude histogram), or None.
+
+    The heaviest bucket or pair of adjacent buckets (rows near a bucket's edge split between two; a
+    pair's noise is sqrt(2) times one's), in noise deviations, must reach ``z_found`` -- which an empty
+    bucket or pair does with probability FALSE_BUCKET over all of them.  M is then the top edge of the
+    largest bucket above it that holds data: the next one if it reaches NEXT_Z deviations, any of the
+    WINDOW buckets above if it reaches ``z_top``."""
+    pairs = np.concatenate([[-np.inf], (noisy[:-1] + noisy[1:]) / math.sqrt(2.0)])  # pair (b-1, b) at b
+    score = np.maximum(noisy, pairs) / std
+    heaviest = int(np.argmax(score))
+    if score[heaviest] < z_found:
+        return None
+    index = heaviest  # the top of the heaviest bucket or pair
+    # the next bucket up on a low bar (a third of the rows past a bucket edge is still far from the threshold
+    # of a small data set; clipping them costs more than a box up to 16x wide), those further up on z_top
+    if index + 1 < noisy.size and noisy[index + 1] >= NEXT_Z * std:
+        index += 1
+    top = min(heaviest + WINDOW, noisy.size - 1)
+    above = np.flatnonzero(noisy[index + 1 : top + 1] >= z_top * std)
+    if above.size:
+        index += 1 + int(above[-1])
+    if index == 0:  # the zero bucket: every row is (nearly) 0
+        return 2.0**MIN_EXPONENT
+    return min(math.ldexp(1.0, index * OCTAVES + MIN_EXPONENT), CAP)
+
+
+def _edges(noisy: np.ndarray, std: float, lo: float, hi: float) -> tuple[float, float]:
+    """The box within [lo, hi] (post-processing): each edge moves inward past the outer bins while they
+    are confidently nearly empty -- their noisy count plus EDGE_Z noise deviations of that sum stays
+    within CLIP_SHARE of the feature's noisy total.  Where the noise is too large to tell, the edge stays."""
+    m = noisy.size
+    allowed = CLIP_SHARE * max(float(noisy.sum()), 0.0)
+    slack = EDGE_Z * std * np.sqrt(np.arange(1, m + 1))
+
+    def margin(counts: np.ndarray) -> int:
+        empty = np.cumsum(counts) + slack <= allowed
+        return int(np.argmin(empty)) if not np.all(empty) else m  # bins confidently nearly empty
+
+    first, last = margin(noisy), m - 1 - margin(noisy[::-1])
+    if last < first:
+        first, last = 0, m - 1
+    step = (hi - lo) / 2.0 / m  # of a bin, halved (see _linear_counts)
+    return lo + 2.0 * step * first, lo + 2.0 * step * (last + 1)
+
+
+def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+    if outer is None:
+        return None
+    from .domain import BallDomain, make_domain
+
+    domain = make_domain(outer, d)
+    if isinstance(domain, BallDomain):  # a ball's bounding box
+        return np.full(d, -domain.radius), np.full(d, domain.radius)
+    return np.asarray(domain.lower, dtype=np.float64), np.asarray(domain.upper, dtype=np.float64)
+
+
+def private_bounds(
+    X,
+    epsilon: float,
+    delta: float = 0.0,
+    *,
+    outer=None,
+    random_state=None,
+    accountant: PrivacyAccountant | None = None,
+    noise: NoiseSource | None = None,
+) -> PrivateBox:
+    """A box holding nearly all rows of ``X``, found with (epsilon, delta)-DP (see the module docstring).
+
+    ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
+    outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
+    row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
+    ``random_state``.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
+    budget = Budget(epsilon, delta)
+    d = _features(X)
+    outer_box = _outer_box(outer, d)
+    mag_mech, octave_mech, edge_mech = _mechanisms(budget, d)
+    spends = box_spends(budget, d)
+    ledger = PrivacyAccountant(budget, parent=accountant)
+    ledger.check(spends)  # refused before any row is read
+    if noise is None:
+        noise = Randomness(random_state).noise
+    data = check_data(X)
+    if outer_box is None:
+        outer_hi = np.full(d, np.inf)
+    else:
+        outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
+
+    noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
+    ledger.spend(spends[0])
+    std = _std(mag_mech)
+    z_found, z_top = _tail(mag_mech, 2 * d * N_BUCKETS) / std, _tail(mag_mech, d * (WINDOW + 1)) / std
+    scales = [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
+    missing = [j for j, m in enumerate(scales) if m is None]
+    if missing and outer_box is None:
+        raise NoScaleFound(
+            f"the private box found no scale for feature {missing[0]} ({len(missing)} of {d} features): its "
+            f"noisy histogram did not rise above the noise at (epsilon={budget.epsilon:.3g}, "
+            f"delta={budget.delta:.3g}) -- the spend is recorded. Declare bounds, give an outer limit "
+            "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
+        )
+    outer_abs = np.inf if outer_box is None else np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
+    scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
+    scale = np.minimum(scale, outer_abs)
+
+    # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
+    top = _exponents(scale)
+    noisy = octave_mech.apply(_octave_counts(data, d, outer_hi, top), noise)
+    ledger.spend(spends[1])
+    std = _std(octave_mech)
+    for j in range(d):
+        # from the top octave down, while the octaves passed are confidently nearly empty: their noisy count
+        # plus DROP_Z deviations of that sum's noise within DROP_SHARE of the feature's noisy total
+        beyond = np.cumsum(noisy[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
+        allowed = DROP_SHARE * max(float(noisy[j].sum()), 0.0)
+        empty = beyond + DROP_Z * std * np.sqrt(np.arange(1, FINE + 1)) <= allowed
+        dropped = FINE - 1 if np.all(empty[: FINE - 1]) else int(np.argmin(empty))
+        scale[j] = min(scale[j], max(math.ldexp(1.0, int(top[j]) - dropped), 2.0**MIN_EXPONENT))
+    lo, hi = -scale, scale
+    if outer_box is not None:
+        lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
+        empty = hi <= lo  # the scale is all below the outer box's far side: keep the outer box there
+        lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
+
+    noisy = edge_mech.apply(_linear_counts(data, d, lo, hi), noise)
+    ledger.spend(spends[2])
+    std = _std(edge_mech)
+    lower, upper = np.empty(d), np.empty(d)
+    for j in range(d):
+        lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
+    # a public minimum width relative to the feature's scale (a constant feature keeps a positive width)
+    # (and at least 2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite)
+    least = np.maximum(MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)), 2.0 ** (MIN_EXPONENT + 1))
+    narrow = (upper - lower) < least
+    mid = lower / 2.0 + upper / 2.0
+    half = least / 2.0
+    lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
+    flat = ~(upper > lower)
+    lower[flat], upper[flat] = lo[flat], hi[flat]
+    spent_eps, spent_delta = ledger.guarantee(budget.delta)
+    return PrivateBox(lower, upper, spent_eps, spent_delta, ledger.spends, outer_box)
+
+
+def _features(X) -> int:
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        shape = check_data(X).shape
+    if shape[1] == 0:
+        raise ValueError("X has no features (columns)")
+    return int(shape[1])
+
+
+# ----------------------------------------------------------------------------------- the estimator's request
+
+
+def is_private_domain_request(bounds) -> bool:
+    """``bounds=None`` (find the box privately) or ``{"outer": ..., "share": ...}`` (either key optional)."""
+    return bounds is None or (isinstance(bounds, dict) and bool(set(bounds) & {"outer", "share"}))
+
+
+def parse_request(bounds) -> tuple[object, float]:
+    """(outer limit or None, share of the fit's budget) of a private-domain request; refused if malformed."""
+    if bounds is None:
+        return None, DOMAIN_SHARE
+    extra = set(bounds) - {"outer", "share"}
+    if extra:
+        raise ValueError(
+            f"bounds as a dict with 'outer' or 'share' finds the box privately and takes no other keys, got {sorted(extra)}"
+        )
+    share = bounds.get("share", DOMAIN_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ValueError(f"bounds['share'] (the box's share of the budget) must lie in (0, 1), got {share!r}")
+    outer = bounds.get("outer")
+    if outer is None and "outer" in bounds:
+        raise ValueError("bounds['outer'] must be declared bounds (e.g. (-100, 100)); omit it for no outer limit")
+    if isinstance(outer, (str, dict)) and (isinstance(outer, str) or set(outer) & {"outer", "share"}):
+        raise ValueError("bounds['outer'] must be declared numeric bounds, e.g. (-100, 100)")
+    return outer, float(positive_finite("share", share))
+
+
+class PrivateDomain(Domain):
+    """The box of a private-domain request, found on first use.
+
+    An estimator's oracle maps the rows into the unit box on its first read of them -- after the
+    algorithm has checked its parameters and its plan against the budget -- so the box is found (and
+    its releases spent) only then: a fit refused for its parameters spends nothing on the box either.
+    Until then only the number of features is known."""
+
+    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise):
+        self._d = int(n_features)
+        self._pending = (X, budget, outer, accountant, noise)
+        self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
+        self._domain: BoxDomain | None = None
+        self.box: PrivateBox | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self._d
+
+    def resolve(self) -> BoxDomain:
+        """The box (found now if it has not been yet), as a declared domain."""
+        with self._lock:
+            if self._domain is None:
+                X, budget, outer, accountant, noise = self._pending
+                box = private_bounds(X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise)
+                self.box, self._domain = box, BoxDomain(box.lower, box.upper)
+                self._pending = None  # neither the rows nor the ledger are kept
+            return self._domain
+
+    def to_unit(self, rows):
+        return self.resolve().to_unit(rows)
+
+    def from_unit(self, points):
+        return self.resolve().from_unit(points)
+
+    def outside(self, rows):
+        return self.resolve().outside(rows)
+
+    @property
+    def length_scale(self) -> float:
+        return self.resolve().length_scale
+
+    @property
+    def extent(self) -> float:
+        return self.resolve().extent
+
+    def describe(self) -> str:
+        return "a private box, found on the first read of the rows" if self._domain is None else self.box.describe()
+
+
+def box_spends(budget: Budget, d: int) -> list[Spend]:
+    """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
+    return [m.spend(label) for m, label in zip(_mechanisms(budget, d), DOMAIN_LABELS)]
+
+
+def find_fit_domain(
+    X,
+    bounds,
+    budget: Budget | None,
+    accountant: PrivacyAccountant,
+    randomness: Randomness,
+    model,
+    planned: Callable[[Budget, int], list[list[Spend]]],
+):
+    """For an estimator's ``fit``: ``(bounds, budget, found)`` to fit with.
+
+    Declared bounds pass unchanged (``found`` is None).  A private-domain request (``bounds=None`` or
+    ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
+    the box's releases at ``share`` of (epsilon, delta) together with each plan the algorithm may make in
+    the rest (``planned(rest, d)``, its plans as values).  It returns a :class:`PrivateDomain` --
+    ``make_domain`` takes it as the bounds -- that spends the box's share when the rows are first read,
+    and the rest of the budget for the algorithm."""
+    if not is_private_domain_request(bounds):
+        return bounds, budget, None
+    outer, share = parse_request(bounds)
+    if budget is None:
+        raise ValueError(
+            "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
+            "declare bounds (or bounds='data')"
+        )
+    if model != "central":
+        raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
+    if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
+        raise ValueError("a private domain is found for rows in memory: declare bounds for Spark input")
+    d = _features(X)
+    _outer_box(outer, d)  # a malformed outer limit is refused now
+    box_budget = Budget(budget.epsilon * share, budget.delta * share)
+    rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
+    for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
+        accountant.check(box_spends(box_budget, d) + plan)
+    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise)
+    return found, rest, found

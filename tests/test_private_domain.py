@@ -1,0 +1,296 @@
+"""The private domain (geometry.private_box): a box holding nearly all rows, found from noisy histograms."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privclust import KMeans
+from privclust.cli import app
+from privclust.geometry import private_box as pb
+from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound, private_bounds
+from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
+from privclust.privacy.gdp import gdp_mu
+from privclust.privacy.noise import NoiseSource
+
+pytestmark = pytest.mark.filterwarnings("ignore::privclust.privacy.leaks.PrivacyLeakWarning")  # seeded runs
+
+
+class ZeroNoise(NoiseSource):
+    """Adds nothing: what the box is as a function of the exact counts alone."""
+
+    def add_gaussian(self, values, std):
+        return np.asarray(values, dtype=np.float64).copy()
+
+    def add_laplace(self, values, scale):
+        return np.asarray(values, dtype=np.float64).copy()
+
+
+def blobs(seed=0, n=20_000):
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.normal(50, 5, n), rng.uniform(-3e-3, 7e-3, n), rng.normal(-2e6, 1e5, n)])
+
+
+def outside(X, box):
+    return np.mean(np.any((X < box.lower) | (X > box.upper), axis=1))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_box_holds_nearly_all_rows_and_is_not_far_looser_than_the_data(seed):
+    X = blobs(seed)
+    box = private_bounds(X, 0.5, 1e-6, random_state=seed)
+    assert outside(X, box) <= 0.02
+    # the scale is found to within one bucket (16x) of the largest magnitude; the width follows it
+    assert np.all(box.upper - box.lower <= 2 * 16 * np.abs(X).max(0))
+    assert np.all(box.upper - box.lower > 0)
+    assert np.all(np.isfinite(box.lower)) and np.all(np.isfinite(box.upper))
+
+
+def test_secure_noise_box_holds_nearly_all_rows():
+    X = blobs(1)
+    box = private_bounds(X, 0.5, 1e-6)  # OpenDP's samplers
+    assert outside(X, box) <= 0.02
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_octave_release_brings_the_scale_within_one_octave(seed):
+    """Data in [-3, 3]: the magnitude buckets (4 octaves) say (1, 16]; the octaves say (2, 4]."""
+    X = np.random.default_rng(seed).uniform(-3, 3, (20_000, 2))
+    box = private_bounds(X, 1.0, 1e-6, random_state=seed)
+    assert np.all(box.upper <= 4.0) and np.all(box.lower >= -4.0)
+    assert outside(X, box) <= 0.02
+
+
+def test_spends_are_recorded_with_labels_and_fit_the_budget():
+    X = blobs(2)
+    accountant = PrivacyAccountant()
+    box = private_bounds(X, 0.3, 1e-6, random_state=0, accountant=accountant)
+    assert [s.label for s in accountant.spends] == list(DOMAIN_LABELS)
+    mu = math.sqrt(sum(s.mu**2 for s in accountant.spends))
+    assert mu == pytest.approx(gdp_mu(0.3, 1e-6), rel=1e-9)  # the two releases compose to the budget exactly
+    assert box.epsilon <= 0.3 * (1 + 1e-9) and box.delta <= 1e-6
+    assert box.as_dict()["steps"][0]["label"] == DOMAIN_LABELS[0]
+
+
+def test_pure_epsilon_box_uses_laplace():
+    accountant = PrivacyAccountant()
+    private_bounds(blobs(3), 1.0, 0.0, random_state=0, accountant=accountant)
+    assert sum(s.epsilon for s in accountant.spends) == pytest.approx(1.0)
+    assert all(not s.is_gdp for s in accountant.spends)
+
+
+def test_refused_budget_reads_no_row():
+    X = blobs(0)
+    X[0, 0] = np.nan  # would be refused as non-finite if any row were read
+    accountant = PrivacyAccountant(Budget(0.1, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        private_bounds(X, 0.5, 1e-6, random_state=0, accountant=accountant)
+    assert accountant.spends == []
+
+
+def test_non_finite_input_is_refused_before_any_spend():
+    X = blobs(0)
+    X[5, 1] = np.inf
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError, match="infinity|NaN|finite") as err:
+        private_bounds(X, 0.5, 1e-6, random_state=0, accountant=accountant)
+    assert "\n" not in str(err.value).strip()
+    assert accountant.spends == []
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no overflow anywhere
+def test_extreme_constant_and_heavy_tailed_features_give_finite_boxes():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    X = np.column_stack(
+        [
+            rng.uniform(-1, 1, n) * 1e300,  # near the top of the doubles
+            np.full(n, 3.0),  # constant
+            np.zeros(n),  # constant zero
+            rng.standard_cauchy(n),  # heavy tails
+            rng.uniform(-1, 1, n) * 1.7e308,  # beyond the cap: clipped, never overflowing
+        ]
+    )
+    for seed in range(3):
+        box = private_bounds(X, 1.0, 1e-6, random_state=seed)
+        width = box.upper - box.lower
+        assert np.all(np.isfinite(box.lower)) and np.all(np.isfinite(box.upper))
+        assert np.all(width > 0) and np.all(np.isfinite(width))
+        assert box.lower[1] <= 3.0 <= box.upper[1] and box.lower[2] <= 0.0 <= box.upper[2]
+        assert box.upper[0] >= 1e300 * 0.9
+        model = KMeans(3, bounds=None, public_n=n, random_state=seed).fit(X[:, :4])
+        assert np.all(np.isfinite(model.cluster_centers_))
+
+
+def test_box_is_post_processing_of_the_counts(monkeypatch):
+    """With the noise set to zero, data sets with the same bucket counts give the same box."""
+    X = blobs(4, n=5000)
+    Y = X[::-1].copy()  # the same rows, another order
+    # one value moved within its magnitude bucket and its linear bin: the same counts
+    a = private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
+    lo, hi = a.lower.copy(), a.upper.copy()
+    j = int(np.argmin(np.abs(Y[:, 0] - np.median(Y[:, 0]))))
+    Y[j, 0] = np.nextafter(Y[j, 0], np.inf)
+    b = private_bounds(Y, 1.0, 1e-6, noise=ZeroNoise())
+    np.testing.assert_array_equal(lo, b.lower)
+    np.testing.assert_array_equal(hi, b.upper)
+    # and the box is computed from the counts alone: the rows reach it only through the two histograms
+    seen = []
+    real = pb._magnitude_counts
+
+    def spy(data, d, outer_hi):
+        counts = real(data, d, outer_hi)
+        seen.append(counts)
+        return counts
+
+    monkeypatch.setattr(pb, "_magnitude_counts", spy)
+    private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
+    assert len(seen) == 1 and seen[0].shape == (3, pb.N_BUCKETS)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
+    """Adding one row changes each feature's histogram by one count: l2 sqrt(d), l1 d -- the mechanisms'
+    calibration -- for any row, the extreme ones included."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_cauchy((300, 4)) * 10.0 ** rng.integers(-300, 300, (300, 4))
+    row = np.array([[1e308, -5e-324, 0.0, rng.normal()]])
+    Y = np.vstack([X, row])
+    lo, hi = np.full(4, -1e3), np.full(4, 1e3)
+    for count in (
+        lambda Z: pb._magnitude_counts(Z, 4, np.full(4, np.inf)),
+        lambda Z: pb._linear_counts(Z, 4, lo, hi),
+    ):
+        diff = count(Y) - count(X)
+        assert np.abs(diff).sum() == 4 and np.all(diff.sum(1) == 1) and np.all(diff >= 0)
+
+
+def test_no_scale_found_is_a_clear_refusal_with_the_spend_recorded():
+    X = np.random.default_rng(0).normal(size=(30, 8))  # far too few rows for this budget
+    accountant = PrivacyAccountant()
+    with pytest.raises(NoScaleFound, match="no scale for feature"):
+        private_bounds(X, 0.01, 1e-8, random_state=0, accountant=accountant)
+    assert [s.label for s in accountant.spends] == [DOMAIN_LABELS[0]]  # honest: the first release was made
+
+
+def test_outer_limit_caps_and_tightens():
+    X = blobs(5)[:, :1] / 10.0  # in about [2, 8]
+    box = private_bounds(X, 1.0, 1e-6, outer=(-1000, 6), random_state=0)
+    assert box.upper[0] <= 6 and box.lower[0] >= -1000
+    assert box.lower[0] >= -16  # the scale found, not the outer limit
+    assert box.outer is not None and box.as_dict()["outer"]["upper"] == [6.0]
+
+
+def test_kmeans_without_bounds_reports_the_box_and_its_cost():
+    X = blobs(6)
+    model = KMeans(3, epsilon=1.0, delta=1e-6, public_n=len(X), random_state=0).fit(X)
+    labels = [s.label for s in model.privacy_spent_.steps]
+    assert labels[:3] == list(DOMAIN_LABELS)
+    domain = model.fit_info_["domain"]
+    assert domain["epsilon"] <= 0.1 * (1 + 1e-9) and domain["delta"] <= 1e-7 * (1 + 1e-9)
+    assert model.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
+    np.testing.assert_array_equal(model.domain_.lower, domain["lower"])
+    assert model.n_rows_clipped_ <= 0.02 * len(X)
+    outer = KMeans(3, bounds={"outer": (-1e7, 1e7), "share": 0.2}, public_n=len(X), random_state=0).fit(X)
+    assert outer.fit_info_["domain"]["epsilon"] <= 0.2 * (1 + 1e-9)
+    assert np.all(np.isfinite(outer.cluster_centers_))
+
+
+@pytest.mark.parametrize(
+    "bounds,message",
+    [({"outer": (-1, 1), "shares": 0.1}, "no other keys"), ({"share": 1.5}, "share"), ({"outer": "data"}, "outer")],
+)
+def test_bad_private_domain_requests_are_refused_before_any_spend(bounds, message):
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=bounds, random_state=0, accountant=accountant).fit(blobs(0, 200))
+    assert accountant.spends == []
+
+
+def test_local_model_and_baseline_need_declared_bounds():
+    with pytest.raises(ValueError, match="public bounds"):
+        KMeans(3, privacy_model="local", random_state=0).fit(blobs(0, 200))
+
+
+def test_cli_fit_without_bounds_prints_the_private_box(tmp_path):
+    csv = tmp_path / "pts.csv"
+    np.savetxt(csv, blobs(7, 3000), delimiter=",", header="a,b,c", comments="")
+    out = CliRunner().invoke(
+        app, ["fit", str(csv), "--k", "3", "--public-n", "3000", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    )
+    assert out.exit_code == 0, out.output
+    assert "bounds found privately" in out.output
+    out = CliRunner().invoke(app, ["fit", str(csv), "--k", "3", "--seed", "0", "--json", "-o", str(tmp_path / "d.csv")])
+    assert out.exit_code == 0, out.output
+    release = json.loads(out.output)["release"]
+    assert [s["label"] for s in release["privacy_spent"]["steps"]][:3] == list(DOMAIN_LABELS)
+    assert len(release["private_box"]["lower"]) == 3
+
+
+def test_a_fit_refused_for_its_parameters_spends_nothing_on_the_box():
+    """The box is found on the fit's first read of the rows: after the algorithm checked its parameters."""
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError, match="unknown"):
+        KMeans(3, algorithm_params={"bogus": 1}, random_state=0, accountant=accountant).fit(blobs(0, 500))
+    assert accountant.spends == []
+
+
+def test_outer_limit_holds_where_no_scale_is_found():
+    X = np.random.default_rng(0).normal(size=(30, 8))  # too few rows: no scale stands out of the noise
+    box = private_bounds(X, 0.01, 1e-8, outer=(-5, 5), random_state=0)
+    assert np.all(box.lower >= -5) and np.all(box.upper <= 5) and np.all(box.upper > box.lower)
+
+
+def test_fitted_model_keeps_a_plain_box_and_pickles():
+    import pickle
+
+    from privclust.geometry.domain import BoxDomain
+
+    model = KMeans(3, public_n=20_000, random_state=0).fit(blobs(8))
+    assert type(model.domain_) is BoxDomain
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict(blobs(8, 50)), model.predict(blobs(8, 50)))
+
+
+def test_cli_refusal_when_no_scale_is_found_is_one_clean_line(tmp_path):
+    csv = tmp_path / "few.csv"
+    np.savetxt(
+        csv, np.random.default_rng(0).normal(size=(30, 8)), delimiter=",", header=",".join("abcdefgh"), comments=""
+    )
+    out = CliRunner().invoke(
+        app, ["fit", str(csv), "--k", "2", "-e", "0.1", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    )
+    assert out.exit_code == 2
+    assert "no scale for feature" in out.output and "Traceback" not in out.output
+    assert not (tmp_path / "c.csv").exists()
+
+
+def test_memory_mapped_rows_are_read_chunk_by_chunk(tmp_path):
+    X = blobs(9)
+    path = tmp_path / "rows.npy"
+    np.save(path, X)
+    mapped = np.load(path, mmap_mode="r")
+    a = private_bounds(mapped, 1.0, 1e-6, noise=ZeroNoise())
+    b = private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
+    np.testing.assert_array_equal(a.lower, b.lower)
+    np.testing.assert_array_equal(a.upper, b.upper)
+    assert np.all(np.isfinite(KMeans(3, public_n=len(X), random_state=0).fit(mapped).cluster_centers_))
+
+
+def test_a_fit_without_bounds_is_checked_as_its_box_and_plan_so_it_runs_beside_earlier_gaussian_spends(tmp_path):
+    """The up-front check is the box's releases with the algorithm's plan (values), not a whole (epsilon, delta)
+    spend, which would leave a ledger's earlier Gaussian spends no delta (epsilon = inf) and refuse the fit."""
+    from privclust import LedgerAccountant
+    from privclust.privacy.budget import Budget
+    from privclust.privacy.gdp import gdp_mu
+
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(3.0, 1e-6))
+    ledger.spend_gdp("an elbow curve", gdp_mu(0.5, 1e-6))
+    X = np.random.default_rng(0).normal(0, 0.3, (4000, 2))
+    with ledger.run(1.0, 1e-6) as accountant:
+        model = KMeans(3, bounds=None, algorithm="fastlloyd", public_n=4000, accountant=accountant).fit(X)
+    assert "domain" in model.fit_info_
+    assert ledger.guarantee()[0] <= 3.0
