@@ -80,3 +80,21 @@ def test_it_composes_with_an_opendp_count_in_one_budget(X):
 def test_what_is_no_measurement_is_refused(change, message):
     with pytest.raises(ValueError, match=message):
         make_private_kmeans(_model(**change), n_features=2)
+
+
+def test_autos_approximate_map_bounds_the_union_of_its_plans_not_just_the_largest_one():
+    # d = 3: auto may choose the greedy start (a selection delta) or FastLloyd (the whole Gaussian mu) after its
+    # noisy count; an adaptive choice can pair the one's delta with the other's mu, so the map is their union's.
+    from privclust.privacy.ledger import Cover
+
+    model = _model(public_n=None)
+    plans = model.planned_spends(3)
+    cover = Cover.of(plans[0])
+    for spends in plans[1:]:
+        cover = cover.union(Cover.of(spends))
+    union_epsilon = PrivacyAccountant().guarantee(1e-6, cover.spends("union"))[0]
+    largest = max(PrivacyAccountant().guarantee(1e-6, spends)[0] for spends in plans)
+    assert union_epsilon > largest * (1 + 1e-3)  # the case this test is about: the two differ
+    epsilon, delta = make_private_kmeans(model, n_features=3).map(1)
+    assert epsilon >= union_epsilon * (1 - 1e-12) and delta == pytest.approx(1e-6)
+    assert epsilon <= 1.0 * (1 + 1e-9)  # still within the fit's own budget (the stages by basic composition)

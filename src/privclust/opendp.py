@@ -20,8 +20,9 @@ exponential mechanism) is (epsilon, delta)-DP, as ``privacy_spent_`` states it.
 
 **Privacy map.** From privclust's own accounting, before anything runs: the fit's plan is a value
 (``KMeans.planned_spends``), and the map composes what it may spend -- for ``auto``, which chooses after a
-noisy count, the largest over the plans it may choose.  Distance 0 costs nothing; distance 1 costs the
-plan; distance k > 1 is bounded by group privacy (k^2 rho for zCDP; (k epsilon, k e^((k - 1) epsilon) delta)
+noisy count, the largest over the plans it may choose (zCDP: the largest rho; approximate DP: their
+union -- the largest Gaussian mu with the largest other epsilon and delta -- composed).  Distance 0 costs
+nothing; distance 1 costs the plan; distance k > 1 is bounded by group privacy (k^2 rho for zCDP; (k epsilon, k e^((k - 1) epsilon) delta)
 for approximate DP).  The function fits a fresh clone of the estimator on the rows and returns
 ``cluster_centers_``; nothing else of the fit leaves the measurement.
 
@@ -39,6 +40,7 @@ from sklearn.base import clone
 
 from .estimator import KMeans
 from .privacy.budget import PrivacyAccountant
+from .privacy.ledger import Cover
 
 __all__ = ["make_private_kmeans", "MEASURES"]
 
@@ -87,7 +89,14 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
     if zcdp:
         rho = max(math.fsum(s.mu**2 for s in spends) / 2.0 for spends in plans)
     else:
-        epsilon = max(PrivacyAccountant().guarantee(delta, spends)[0] for spends in plans)
+        # auto chooses its plan from a noisy count: an adaptive choice, for which the largest epsilon over the
+        # plans (each composed at delta) is no bound -- the choice can pair one plan's Gaussian mu with another's
+        # selection delta.  Every plan's trade-off dominates the one of their union cover (the largest mu, and
+        # the largest epsilon and delta of the other releases), so that cover's composition bounds any choice.
+        cover = Cover.of(plans[0])
+        for spends in plans[1:]:
+            cover = cover.union(Cover.of(spends))
+        epsilon = PrivacyAccountant().guarantee(delta, cover.spends("the plans' union"))[0]
 
     def privacy_map(d_in):
         k = int(d_in)
