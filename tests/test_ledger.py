@@ -199,6 +199,17 @@ def test_a_later_check_grows_the_reservation_when_the_file_admits_it(tmp_path):
     assert [s.label for s in ledger.spends] == ["count", "the fit"]
 
 
+def test_a_run_whose_first_check_plans_nothing_can_still_grow_its_reservation(tmp_path):
+    # The first check shapes the reservation as an empty cover (reserved: []): the run is still open, and a
+    # later spend grows it against the file -- it is not taken for a settled run.
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(2.0, 1e-5))
+    with ledger.run(1.0, 1e-6) as run:
+        run.check([])
+        run.spend(Spend("a release", mu=0.1))
+    (entry,) = ledger.entries()
+    assert entry["reserved"] is None and entry["spends"] == [{"label": "a release", "mu": 0.1}]
+
+
 def test_the_file_is_replaced_atomically_and_a_corrupt_one_is_refused(ledger, monkeypatch):
     ledger.spend_dp("kept", 0.1)
     before = ledger.path.read_text()

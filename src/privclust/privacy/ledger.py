@@ -47,6 +47,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -257,7 +258,7 @@ class LedgerAccountant(PrivacyAccountant):
         with _locked(self.path):
             state = self._refresh()
             entry = next((e for e in state["entries"] if e["id"] == entry_id), None)
-            if entry is None or not entry.get("reserved"):
+            if entry is None or entry.get("reserved") is None:  # settled (an empty list is an empty cover)
                 raise LedgerError(
                     f"{self.path} no longer holds this run's reservation ({entry_id}); nothing was released"
                 )
@@ -524,9 +525,13 @@ class _LedgerRun(PrivacyAccountant):
         super().__init__(budget)
         self._ledger, self._entry_id, self._reserved = ledger, entry_id, reserved
         self._placeholder = True  # the request's shape, until the run checks its first plan
+        self._lock = threading.RLock()  # a check reads and replaces the reservation: one thread at a time
 
     def check(self, planned: Iterable[Spend]) -> None:
-        planned = list(planned)
+        with self._lock:
+            self._check(list(planned))
+
+    def _check(self, planned: list[Spend]) -> None:
         if any(s.relation != ADD_REMOVE for s in planned):
             raise BudgetExceededError(
                 "a ledger run reserves for add/remove neighbours, and this run planned a replace-one release (the "
