@@ -98,3 +98,9 @@ def test_autos_approximate_map_bounds_the_union_of_its_plans_not_just_the_larges
     epsilon, delta = make_private_kmeans(model, n_features=3).map(1)
     assert epsilon >= union_epsilon * (1 - 1e-12) and delta == pytest.approx(1e-6)
     assert epsilon <= 1.0 * (1 + 1e-9)  # still within the fit's own budget (the stages by basic composition)
+
+
+def test_the_approximate_group_privacy_map_does_not_overflow_at_large_distances():
+    measurement = make_private_kmeans(_model(algorithm="maxcover"), n_features=2)
+    epsilon, delta = measurement.map(1)
+    assert measurement.map(1000) == (pytest.approx(1000 * epsilon), 1.0)

@@ -106,6 +106,8 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
             return rho * k * k
         if k == 0:
             return (0.0, 0.0)
+        if (k - 1) * epsilon > 700:  # e^((k - 1) epsilon) overflows a double: no delta below 1 is left
+            return (k * epsilon, 1.0)
         return (k * epsilon, min(1.0, k * math.exp((k - 1) * epsilon) * delta))
 
     def function(X):
