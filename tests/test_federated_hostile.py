@@ -317,12 +317,20 @@ def test_a_party_trickling_its_message_is_cut_at_the_round_deadline(certs):
 # --- slots held only by live connections (issue 25, item 6) ------------------------------------------
 
 
+def _wait_until_joined(server, slots: set[int], seconds: float = 30.0) -> None:
+    """Wait (bounded) until the server has admitted exactly ``slots``: the order of connections is then fixed."""
+    deadline = time.monotonic() + seconds
+    while set(server.joined) != slots:
+        assert time.monotonic() < deadline, f"the server did not admit {slots} in {seconds} s"
+        time.sleep(0.01)
+
+
 def test_a_connection_that_claims_party_0_and_hangs_up_frees_the_slot(certs, parts):
     """Before, the slot stayed taken: the real party 0 was refused ('already joined') and the run aborted."""
     run = Run(certs)
     fake = tls_client(run.server.address, certs, "party-0")
     hello(fake, 0)
-    time.sleep(1)  # let the server admit it (had it not, this test could not tell the bug apart)
+    _wait_until_joined(run.server, {0})  # admitted: else this test could not tell the bug apart
     fake.close()
     run.parties(parts).finish()
     assert not run.errors, run.errors
@@ -336,6 +344,7 @@ def test_a_party_reconnecting_replaces_its_silent_connection(certs, parts):
     run = Run(certs)
     stale = tls_client(run.server.address, certs, "party-0")
     hello(stale, 0)
+    _wait_until_joined(run.server, {0})  # the stale connection is the older one (else it would replace the party)
     run.parties(parts).finish()
     assert not run.errors, run.errors
     with pytest.raises(FederatedAbort, match="replaced by a newer connection of party 0"):

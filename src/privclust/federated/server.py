@@ -293,6 +293,7 @@ class FederatedServer:
                 f"the threshold must be a majority of the parties and at least 2: "
                 f"{max(2, parties // 2 + 1)} .. {parties}, got {threshold!r}"
             )
+        self.joined: frozenset[int] = frozenset()  # the slots live connections hold while parties join
         self._timeout = positive_finite("timeout", timeout)
         if self._timeout > MAX_TIMEOUT:
             raise ValueError(f"timeout must be at most {MAX_TIMEOUT:g} seconds, got {timeout!r}")
@@ -355,6 +356,7 @@ class FederatedServer:
         def leave(party: _Party, reason: str | None = None) -> None:
             """Free ``party``'s slot; ``reason`` is sent (one non-blocking write) when its peer may still read."""
             del connected[party.index]
+            self.joined = frozenset(connected)
             selector.unregister(party.sock)
             if reason:
                 try:
@@ -384,6 +386,7 @@ class FederatedServer:
                     if old is not None:
                         leave(old, f"replaced by a newer connection of party {admitted.index}")
                     connected[admitted.index] = admitted
+                    self.joined = frozenset(connected)
                     selector.register(admitted.sock, selectors.EVENT_READ, admitted)
                     if admitted.index not in ever:
                         ever.add(admitted.index)
