@@ -153,3 +153,24 @@ def test_import_privclust_in_a_fresh_interpreter():
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_command_starts_without_scikit_learn_scipy_or_pandas():
+    """`privclust --help` imports only what every command needs (the CLI's start); the heavy libraries are
+    loaded by the commands that use them (issue 28: the start was about 4 s with everything imported)."""
+    code = "import sys, privclust.cli; print(sorted(m for m in ('sklearn', 'scipy', 'pandas') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_public_names_load_on_first_use():
+    code = "import privclust; print(privclust.KMeans.__name__, privclust.metrics.__name__, len(dir(privclust)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[:2] == ["KMeans", "privclust.metrics"]
+
+
+def test_the_cli_names_every_registered_algorithm():
+    from privclust.algorithms import ALGORITHMS
+    from privclust.cli import PAPERS
+
+    assert set(PAPERS) == set(ALGORITHMS)

@@ -5,17 +5,32 @@
 >>> model.privacy_spent_  # doctest: +SKIP
 """
 
-from . import datasets, metrics
-from .elbow import ElbowCurve, elbow_curve
-from .estimator import KMeans
-from .geometry.domain import PrivacyLeakWarning
-from .geometry.private_box import PrivateBox, private_bounds
-from .locate import OneCluster, one_cluster, sample_and_aggregate
-from .privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport
-from .privacy.ledger import LedgerAccountant, LedgerError
-from .queries.plan import CapabilityError
-from .stream import ContinualKMeans, HorizonError
-from .subsample import Subsampled
+import importlib
+
+# Where each public name lives.  They are imported on first use (PEP 562), so that ``import privclust`` --
+# and the ``privclust`` command's start -- does not load scikit-learn, SciPy and pandas until needed.
+_HOMES = {
+    "KMeans": "estimator",
+    "private_bounds": "geometry.private_box",
+    "PrivateBox": "geometry.private_box",
+    "ContinualKMeans": "stream",
+    "Subsampled": "subsample",
+    "elbow_curve": "elbow",
+    "ElbowCurve": "elbow",
+    "one_cluster": "locate",
+    "sample_and_aggregate": "locate",
+    "OneCluster": "locate",
+    "Budget": "privacy.budget",
+    "BudgetExceededError": "privacy.budget",
+    "PrivacyAccountant": "privacy.budget",
+    "LedgerAccountant": "privacy.ledger",
+    "PrivacyReport": "privacy.budget",
+    "PrivacyLeakWarning": "privacy.leaks",
+    "CapabilityError": "queries.plan",
+    "HorizonError": "stream",
+    "LedgerError": "privacy.ledger",
+}
+_MODULES = ("datasets", "metrics")
 
 __version__ = "0.1.0"
 
@@ -42,3 +57,18 @@ __all__ = [
     "datasets",
     "metrics",
 ]
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'privclust' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

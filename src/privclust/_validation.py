@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
-from sklearn.utils import check_array
 
 __all__ = [
     "check_data",
@@ -96,6 +95,8 @@ def check_data(X, what: str = "X") -> np.ndarray:
         )
     refuse_non_numeric_columns(X, what)
     with values_withheld(what):
+        from sklearn.utils import check_array  # loaded on first use: the CLI starts without scikit-learn
+
         arr = check_array(X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0, input_name=what)
     _check_shape_and_values(arr, what)
     return arr

@@ -33,12 +33,11 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Te
 from rich.table import Table
 from rich.text import Text
 
+# Only what every command needs is imported here, so that `privclust --help` starts at once; the estimator,
+# the algorithms and the metrics (scikit-learn, SciPy, pandas) are imported by the commands that use them.
 from .. import __version__, datasets
-from ..algorithms import ALGORITHMS
-from ..estimator import NON_PRIVATE, KMeans
 from ..io import StagedFiles, check_separator
-from ..metrics import nicv
-from ..privacy.budget import Budget, BudgetExceededError
+from ..privacy.errors import BudgetExceededError
 from .bench import bench_app
 from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION
 from .federated import federated_app
@@ -81,7 +80,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 # The papers behind the algorithms, for help texts (docs/algorithms.md has the details).
-PAPERS = {
+PAPERS = {  # every registered algorithm (a test keeps this list and the registry equal)
     "auto": "the default: the greedy or FastLloyd, chosen from n, d, k and epsilon -- docs/choosing.md",
     "fastlloyd": "Diaa, Humphries & Kerschbaum, 2024",
     "glloyd": "the Gaussian baseline of Diaa, Humphries & Kerschbaum, 2024",
@@ -205,8 +204,8 @@ def _check_public(
     """The parameters that need no data, checked before anything else (KMeans checks them again)."""
     from .._validation import check_delta, check_epsilon, check_n_clusters
 
-    if algorithm is not None and algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+    if algorithm is not None and algorithm not in PAPERS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(PAPERS)}")
     if k is not None:
         check_n_clusters(k, k_name)
     if algorithm != "lloyd":
@@ -418,7 +417,9 @@ def _plot_formats() -> list[str]:
 # ------------------------------------------------------------------------------------------ ledger
 
 
-def _parse_budget(text: str) -> Budget:
+def _parse_budget(text: str):
+    from ..privacy.budget import Budget
+
     try:
         epsilon, delta = (float(p) for p in text.split(","))
     except ValueError:
@@ -545,7 +546,7 @@ def fit(
         "auto",
         "--algorithm",
         "-a",
-        help="One of: " + "; ".join(f"{name} ({PAPERS.get(name, '')})" for name in ALGORITHMS) + ".",
+        help="One of: " + "; ".join(f"{name} ({paper})" for name, paper in PAPERS.items()) + ".",
     ),
     bounds: Optional[List[str]] = BOUNDS_OPTION,
     bounds_file: Optional[Path] = BOUNDS_FILE_OPTION,
@@ -570,6 +571,8 @@ def fit(
 
     Every column of the input is a feature unless --columns names the features.
     """
+    from ..estimator import KMeans
+
     on_spark = _on_spark(engine)
     with _interrupts_reported(), StagedFiles() as staged:
         try:
@@ -651,6 +654,7 @@ class FitResult:
 def _write_fit_outputs(staged: StagedFiles, outputs: dict, model, source: Source, X, algorithm, k):
     """Write every output to its temporary twin, then rename them all into place."""
     from ..io import write_points
+    from ..metrics import nicv
 
     domain = model.domain_
     unit_centers = domain.to_unit(model.cluster_centers_.copy())
@@ -741,6 +745,8 @@ def _entry_spent(entry: dict, ledger_delta) -> Optional[dict] | str:
 
 
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
+    from ..estimator import NON_PRIVATE
+
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")
     # The non-private baseline's cell sizes are exact counts of the rows (their sum is n): for the data holder.
@@ -940,6 +946,7 @@ def ledger_init(
     delta: float = typer.Option(..., "--delta", "-d", help="The total delta; keep it well below 1/n."),
 ) -> None:
     """Create a ledger with a total budget for one data set: every run given --ledger FILE spends from it."""
+    from ..privacy.budget import Budget
     from ..privacy.ledger import LedgerAccountant
 
     try:

@@ -42,6 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .errors import BudgetExceededError
 from .gdp import compose_mu, gdp_epsilon
 
 __all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport", "ADD_REMOVE", "REPLACE_ONE"]
@@ -77,10 +78,6 @@ if hasattr(os, "register_at_fork"):
 
 def _this_process() -> tuple[int, int]:
     return os.getpid(), _forks
-
-
-class BudgetExceededError(RuntimeError):
-    """Raised when a spend would take the total past the accountant's budget."""
 
 
 @dataclass(frozen=True)

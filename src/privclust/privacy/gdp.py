@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .._validation import positive_finite
@@ -67,6 +66,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while gdp_delta(hi, mu) > delta:
         hi *= 2.0
+    from scipy.optimize import brentq  # loaded on first use: the CLI starts without it
+
     eps = brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
     # Brent returns a point within tolerance of the root; step to the side
     # where the guarantee certainly holds.
@@ -85,6 +86,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         hi *= 2.0
         if hi > 1e6:  # pragma: no cover - delta ~ 1 is rejected above
             raise ValueError("no finite mu reaches this delta")
+    from scipy.optimize import brentq  # loaded on first use: the CLI starts without it
+
     mu = brentq(lambda m: gdp_delta(epsilon, m) - delta, lo, hi, xtol=1e-15, rtol=1e-14)
     while gdp_delta(epsilon, mu) > delta:
         mu *= 1 - 1e-12
