@@ -378,3 +378,54 @@ def test_the_projection_is_computed_once_per_chunk_for_all_levels():
     assert len(calls) == 5  # only the last two chunks are remembered
     shipped = pickle.loads(pickle.dumps(ChunkMemo(projection)))  # as to Spark executors: without its memory
     assert np.array_equal(shipped(chunks[1]), projection(chunks[1]))
+
+
+def _four_blobs_3d(seed, n=2000, sd=0.07):
+    # Issue 27: a 4-cluster 3-d mixture, centers about 1 apart (a tetrahedron at a random offset).
+    rng = np.random.default_rng(seed)
+    centers = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], float) * 0.35 + rng.uniform(-0.2, 0.2, 3)
+    return np.clip(centers[rng.integers(0, 4, n)] + rng.normal(0, sd, (n, 3)), -1, 1)
+
+
+def test_monotone_costs_are_a_valid_cost_curve():
+    from privclust.algorithms.greedy import monotone_costs
+
+    raw = np.array([800.0, 500.0, 260.0, 30.0, 31.0, 12.0, -11.0, -6.0, 5.0, -13.0])
+    y = monotone_costs(raw)
+    assert np.all(y >= 0) and np.all(np.diff(y) <= 0)
+    assert y[:4].tolist() == [800.0, 500.0, 260.0, 30.5] and y[-1] == 0.0
+
+
+def test_settled_elbow_ignores_falls_within_the_noise():
+    from privclust.algorithms.greedy import settled_elbow
+
+    costs = np.array([800.0, 520.0, 260.0, 35.0, 30.0, 30.0, 23.0, 23.0, 18.0, 17.0])
+    assert settled_elbow(costs, 7.0) == 4  # 35 - 17 = 18 is within 3 x 7 noise stds; 260 - 17 is not
+    assert settled_elbow(costs, 5.0) == 5  # 18 is not within 3 x 5; 30 - 17 = 13 is
+    assert settled_elbow(costs, 0.0) == 7  # no noise: only a sliver (1% of 783) of the whole fall is ignored
+    assert settled_elbow(np.array([3.0, 2.0]), 0.0) == 2
+
+
+@pytest.mark.parametrize("k_max", [15, 20])
+def test_the_elbow_names_four_clusters_and_its_costs_stay_a_valid_curve(k_max):
+    # Issue 27: at eps = 1 the elbow answered 4, 7, 5, 15, 12 and its costs went negative from k = 13.
+    found = []
+    for seed in range(10):
+        curve = elbow_curve(_four_blobs_3d(500 + seed), k_max, 1.0, 1e-6, (-1, 1), random_state=seed)
+        assert np.all(curve.costs >= 0) and np.all(np.diff(curve.costs) <= 0), curve.costs
+        assert curve.raw_costs.shape == curve.cost_std.shape == (k_max,) and np.all(curve.cost_std > 0)
+        found.append(curve.elbow)
+    assert sum(k == 4 for k in found) >= 8, found
+
+
+def test_the_elbow_plot_shows_every_k_and_zero_costs(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from privclust.plotting import plot_cost_curves
+
+    seen = {}
+    monkeypatch.setattr(plt, "close", lambda fig: seen.setdefault("ax", fig.axes[0]))
+    plot_cost_curves(tmp_path / "e.png", [np.array([9.0, 3.0, 1.0, 0.0, 0.0] + [0.0] * 15)], 3, "elbow")
+    ax = seen["ax"]
+    assert [int(t) for t in ax.get_xticks()] == list(range(1, 21))
+    assert ax.get_xlim()[0] < 1 and ax.get_xlim()[1] > 20 and ax.get_yscale() == "symlog"

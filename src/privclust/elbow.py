@@ -5,9 +5,15 @@ every cell's size, sum and sum of squared norms) are all the curve needs:
 for each k, the k_max cells' noisy means are clustered into k centers,
 weighted by their noisy sizes (Lemma C.1), and the cost of sending every
 cell to its nearest center is read off the released moments (Lemma 2.5).
+The cost counts the cells whose noisy size clears its noise (the ones the
+centers are fit to): an empty cell's moments are pure noise, and its term
+would swing the tail of the curve as k changes.  The released estimates are
+then made a valid cost curve -- non-negative and non-increasing in k, by
+isotonic regression (``monotone_costs``) -- and the elbow is the smallest k
+after which no larger k improves it by more than the estimate's noise
+(public, from the release's error model) allows (``settled_elbow``).
 Everything after the release is post-processing, so the whole curve costs
-exactly that run, which ``privacy_spent`` reports.  The elbow is the k
-farthest below the chord of the normalised curve.
+exactly that run, which ``privacy_spent`` reports.
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_delta, check_epsilon, check_n_clusters
-from .algorithms.greedy import find_elbow, greedy_spec, select_and_lift, solution_cost
+from .algorithms.greedy import (
+    greedy_spec,
+    monotone_costs,
+    select_and_lift,
+    settled_elbow,
+    solution_cost,
+    solution_cost_std,
+)
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .session import open_session
@@ -28,9 +41,11 @@ __all__ = ["ElbowCurve", "elbow_curve"]
 @dataclass
 class ElbowCurve:
     ks: np.ndarray
-    costs: np.ndarray  # estimated k-means cost in the unit box of the bounds (private)
+    costs: np.ndarray  # estimated k-means cost in the unit box of the bounds: >= 0, non-increasing in k
     elbow: int
     privacy_spent: PrivacyReport
+    raw_costs: np.ndarray | None = None  # the estimates before they were made monotone (may dip below 0)
+    cost_std: np.ndarray | None = None  # each raw estimate's noise standard deviation (the error model)
 
     def plot(self, path) -> None:
         from .plotting import plot_cost_curves
@@ -62,5 +77,11 @@ def elbow_curve(
         plan = spec.open(session.oracle)
         rng = session.randomness.geometry()
         _, lifted = select_and_lift(ctx, plan, spec, rng, 0, fastlloyd_eta(session.n_features, int(k_max)))
-    costs = np.array([solution_cost(lifted, k, rng)[1] for k in range(1, int(k_max) + 1)])
-    return ElbowCurve(np.arange(1, k_max + 1), costs, find_elbow(costs), session.report())
+    raw, stds = [], []
+    for k in range(1, int(k_max) + 1):
+        centers, cost = solution_cost(lifted, k, rng, significant=True)
+        raw.append(cost)
+        stds.append(solution_cost_std(lifted, centers, significant=True))
+    raw, stds = np.array(raw), np.array(stds)
+    costs = monotone_costs(raw)
+    return ElbowCurve(np.arange(1, k_max + 1), costs, settled_elbow(raw, stds), session.report(), raw, stds)

@@ -194,7 +194,16 @@ def plot_cost_curves(path: str | Path, curves: list, mark: int, mark_label: str,
             alpha=1.0 if len(curves) == 1 else 0.4,
         )
     ax.axvline(mark, color="red", linestyle="--", label=mark_label)
-    ax.set_yscale("log")
+    values = np.concatenate([np.asarray(c, dtype=np.float64).ravel() for c in curves]) if curves else np.ones(1)
+    positive = values[values > 0]
+    if positive.size == values.size:
+        ax.set_yscale("log")
+    else:  # a cost of 0 (or below) has no place on a log scale: linear near 0, logarithmic above
+        ax.set_yscale("symlog", linthresh=float(positive.min()) if positive.size else 1.0)
+    n = max((len(c) for c in curves), default=1)
+    ax.set_xlim(0.5, n + 0.5)
+    ax.set_xticks(range(1, n + 1))  # every k, labelled (smaller type when there are many)
+    ax.tick_params(axis="x", labelsize=8 if n <= 20 else 5)
     ax.set_xlabel("k")
     ax.set_ylabel("estimated cost (unit box)")
     if title:

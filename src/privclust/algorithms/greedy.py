@@ -120,6 +120,9 @@ __all__ = [
     "lift",
     "solution_cost",
     "find_elbow",
+    "monotone_costs",
+    "settled_elbow",
+    "solution_cost_std",
     "greedy",
     "run_greedy",
 ]
@@ -835,6 +838,9 @@ class LiftGrid:
             np.bincount(owner, weights=sumsq, minlength=k),
             np.bincount(owner, weights=counts, minlength=k),
             count_std * np.sqrt(cells_per),  # a region's size: the sum of its cells' independent noises
+            # the sums' noise when released (projected); else the sizes' noise is all there is (an estimate)
+            sum_std=float(np.max(released.std.get("sum", 0.0))) * np.sqrt(cells_per) if projected else 0.0,
+            sumsq_std=float(np.max(released.std.get("sumsq", 0.0))) * np.sqrt(cells_per) if projected else 0.0,
         )
 
 
@@ -848,6 +854,8 @@ class Lifted:
     counts: np.ndarray
     count_std: np.ndarray | float = 0.0
     anchors: np.ndarray | None = None  # per cell, where its mean stays when its size is noise (None: the origin)
+    sum_std: np.ndarray | float = 0.0  # the noise of each coordinate of (sum - size anchor), per cell or for all
+    sumsq_std: np.ndarray | float = 0.0  # the noise of (sumsq - 2 anchor.sum + size |anchor|^2), the spread
 
     @property
     def weights(self) -> np.ndarray:
@@ -873,12 +881,34 @@ class Lifted:
         nearest, _ = nearest_center(self.means, centers)
         return np.bincount(nearest, weights=self.counts, minlength=centers.shape[0])
 
-    def cost(self, assigned: np.ndarray) -> float:
-        """Estimated cost when every cell's rows go to ``assigned[c]`` (Lemma 2.5; cells of size <= 0 skipped)."""
-        use = self.counts > 0
+    def cost(self, assigned: np.ndarray, significant: bool = False) -> float:
+        """Estimated cost when every cell's rows go to ``assigned[c]`` (Lemma 2.5; cells of size <= 0 skipped,
+        and with ``significant`` the cells whose size is within its noise, :attr:`weights`, too)."""
+        use = self._used(significant)
         m = assigned[use]
         terms = self.sumsq[use] - 2.0 * np.einsum("ij,ij->i", self.sums[use], m) + self.counts[use] * (m * m).sum(1)
         return float(np.sum(terms))
+
+    def _used(self, significant: bool) -> np.ndarray:
+        return self.weights > 0 if significant else self.counts > 0
+
+    def cost_std(self, assigned: np.ndarray, significant: bool = False) -> float:
+        """The standard deviation of :meth:`cost`'s noise, from the release's error model (public).
+
+        A cell's term is spread + 2 (sum - size a).(a - m) + size |a - m|^2 about its anchor a (the origin
+        without one), so its noise has variance std_spread^2 + 4 std_sum^2 |a - m|^2 + std_size^2 |a - m|^4;
+        the cells' noises are independent.  The terms every k shares (the spread) shift the whole curve."""
+        use = self._used(significant)
+        anchors = np.zeros_like(self.sums) if self.anchors is None else self.anchors
+        gap = ((anchors[use] - assigned[use]) ** 2).sum(1)
+
+        def per_cell(std):
+            std = np.asarray(std, dtype=np.float64)
+            return std[use] if std.ndim else np.full(gap.shape, float(std))
+
+        var = per_cell(self.sumsq_std) ** 2 + 4.0 * per_cell(self.sum_std) ** 2 * gap
+        var = var + per_cell(self.count_std) ** 2 * gap**2
+        return float(np.sqrt(np.sum(var)))
 
 
 def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, d: int, reach: float) -> Lifted:
@@ -892,7 +922,15 @@ def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, 
     if spec.projection_dim is not None:
         query = projected_cells_query("greedy: lifting", project, centers, _lift_blocks(d), moment_values)
         out = plan.release(query, part)
-        return Lifted(out["sum"], out["sumsq"][:, 0], out["count"][:, 0], out.std.get("count", 0.0))
+        std = out.std
+        return Lifted(
+            out["sum"],
+            out["sumsq"][:, 0],
+            out["count"][:, 0],
+            std.get("count", 0.0),
+            sum_std=std.get("sum", 0.0),
+            sumsq_std=std.get("sumsq", 0.0),
+        )
 
     def contribution(chunk):
         nearest, sq = nearest_center(chunk, centers)
@@ -907,7 +945,16 @@ def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, 
     counts, relative, spread = out["count"][:, 0], out["sum"], out["sumsq"][:, 0]
     sums = relative + counts[:, None] * centers  # sum of x = sum of (x - c) + size c
     sumsq = spread + 2.0 * np.einsum("ij,ij->i", centers, relative) + counts * (centers * centers).sum(1)
-    return Lifted(sums, sumsq, counts, out.std.get("count", 0.0), centers)
+    std = out.std
+    return Lifted(
+        sums,
+        sumsq,
+        counts,
+        std.get("count", 0.0),
+        centers,
+        sum_std=std.get("sum", 0.0),
+        sumsq_std=std.get("sumsq", 0.0),
+    )
 
 
 def find_elbow(costs: np.ndarray) -> int:
@@ -931,13 +978,61 @@ def find_elbow(costs: np.ndarray) -> int:
     return int(np.argmax(chord - y)) + 1
 
 
-def solution_cost(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+# The elbow (elbow_curve): the smallest k after which no larger k improves the (monotone) curve by more than
+# ELBOW_Z noise standard deviations of the cost estimate, or than ELBOW_SHARE of the whole curve's fall.
+# Measured on held-out seeds (docs/algorithms.md, "The elbow curve"); tuned on others.
+ELBOW_Z = 3.0
+ELBOW_SHARE = 0.01
+
+
+def monotone_costs(costs: np.ndarray) -> np.ndarray:
+    """The released costs made a valid k-means cost curve: the closest (least squares) curve that is
+    non-negative and non-increasing in k (isotonic regression).  Post-processing only.
+
+    A true k-means cost is >= 0 and never grows with k (k + 1 optimal centers do at least as well as k);
+    the noisy estimates need neither, and their dips below zero say nothing about the data."""
+    from sklearn.isotonic import IsotonicRegression
+
+    costs = np.asarray(costs, dtype=np.float64)
+    if costs.size == 0:
+        return costs.copy()
+    fit = IsotonicRegression(increasing=False, y_min=0.0)
+    return fit.fit_transform(np.arange(costs.size, dtype=np.float64), costs)
+
+
+def settled_elbow(costs: np.ndarray, stds, z: float = ELBOW_Z, share: float = ELBOW_SHARE) -> int:
+    """The k (1-based) after which the curve has settled: the smallest k whose cost is within
+    max(``z`` std_k, ``share`` x (cost_1 - cost_k_max)) of the last cost, on the :func:`monotone_costs` curve.
+
+    ``stds`` is each cost's noise standard deviation (public: the release's error model); a fall past k
+    that the noise could make, or that is a sliver of the curve's whole fall, does not move the elbow.
+    Shifts of the whole curve (a noise every k shares) do not move it either, unlike a kink on a log scale.
+    """
+    y = monotone_costs(costs)
+    if y.size == 0:
+        return 0
+    stds = np.broadcast_to(np.asarray(stds, dtype=np.float64), y.shape)
+    tail = y[-1]
+    margin = np.maximum(z * stds, share * (y[0] - tail))
+    return int(np.flatnonzero(y - tail <= margin)[0]) + 1
+
+
+def solution_cost(
+    lifted: Lifted, k: int, rng: np.random.Generator, significant: bool = False
+) -> tuple[np.ndarray, float]:
     """(k centers, their estimated cost): the lifted means clustered into k, weighted by their noisy sizes
-    (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only."""
+    (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only.  With
+    ``significant`` the cost counts only the cells whose size clears its noise (those the centers are fit to)."""
     means = lifted.means
     centers = means if means.shape[0] == k else weighted_kmeans(means, lifted.weights, k, rng)
     nearest, _ = nearest_center(means, centers)
-    return centers, lifted.cost(centers[nearest])
+    return centers, lifted.cost(centers[nearest], significant)
+
+
+def solution_cost_std(lifted: Lifted, centers: np.ndarray, significant: bool = False) -> float:
+    """The noise standard deviation of :func:`solution_cost`'s estimate for ``centers`` (public)."""
+    nearest, _ = nearest_center(lifted.means, centers)
+    return lifted.cost_std(centers[nearest], significant)
 
 
 def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
