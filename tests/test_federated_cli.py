@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from test_federated_secagg import Leave, leave_after
 from typer.testing import CliRunner
 
 from privclust.cli import app
@@ -115,8 +116,8 @@ def test_join_reports_unreadable_data_before_connecting(tmp_path, listener):
         assert out.exit_code == 2 and str(path) in out.output and message in out.output
 
 
-def serve_in_thread(job, rows, parties=2):
-    """A plain-TCP server and party 1 in threads; party 0 is left to the CLI."""
+def serve_in_thread(job, threaded: dict, parties=2, callbacks: dict | None = None):
+    """A plain-TCP server and the parties of ``threaded`` (index -> rows) in threads; the rest are left to the CLI."""
     server = FederatedServer(job, parties, timeout=10)
     results = {}
 
@@ -126,13 +127,14 @@ def serve_in_thread(job, rows, parties=2):
         except Exception as exc:  # noqa: BLE001
             results["server"] = exc
 
-    def party():
+    def party(i):
         try:
-            results[1] = join(rows, server.address, 1, parties, timeout=20)
+            callback = (callbacks or {}).get(i)
+            results[i] = join(threaded[i], server.address, i, parties, timeout=20, callback=callback)
         except Exception as exc:  # noqa: BLE001
-            results[1] = exc
+            results[i] = exc
 
-    threads = [threading.Thread(target=serve), threading.Thread(target=party)]
+    threads = [threading.Thread(target=serve)] + [threading.Thread(target=party, args=(i,)) for i in threaded]
     for t in threads:
         t.start()
     return server, threads, results
@@ -140,7 +142,7 @@ def serve_in_thread(job, rows, parties=2):
 
 def test_join_refuses_an_epsilon_over_its_limit(rows, tmp_path):
     X = np.loadtxt(rows, delimiter=",")
-    server, threads, results = serve_in_thread(Job(3, 5.0, 1e-6, [-1, 1]), X)
+    server, threads, results = serve_in_thread(Job(3, 5.0, 1e-6, [-1, 1]), {1: X})
     out = invoke(*join_args(rows, server.address[1], "-o", tmp_path / "c.csv", "--max-epsilon", 1))
     for t in threads:
         t.join(30)
@@ -151,7 +153,7 @@ def test_join_refuses_an_epsilon_over_its_limit(rows, tmp_path):
 
 def test_join_writes_the_centers_whole_under_their_name(rows, tmp_path):
     X = np.loadtxt(rows, delimiter=",")
-    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1]), X)
+    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1]), {1: X})
     folder = tmp_path / "out"
     folder.mkdir()
     out = invoke(*join_args(rows, server.address[1], "-o", folder / "c.csv", "--k", 3, "--bounds", "-1,1"))
@@ -164,18 +166,6 @@ def test_join_writes_the_centers_whole_under_their_name(rows, tmp_path):
 
 
 # --- who contributed to each round (issue 25, item 6) ------------------------------------------------
-
-
-class Leave(Exception):
-    """A party's process going away mid-run."""
-
-
-def leave_after(iterations):
-    def callback(done, planned):
-        if done == iterations:
-            raise Leave(f"left after iteration {done}")
-
-    return callback
 
 
 @pytest.fixture
@@ -226,24 +216,9 @@ def test_serve_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
 
 def test_join_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
     parts = three_parts
-    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), 3, timeout=10)
-    results = {}
-
-    def serve():
-        try:
-            results["server"] = server.serve()
-        except Exception as exc:  # noqa: BLE001
-            results["server"] = exc
-
-    def party(i):
-        try:
-            results[i] = join(parts[i], server.address, i, 3, timeout=20, callback=leave_after(1) if i == 2 else None)
-        except Exception as exc:  # noqa: BLE001
-            results[i] = exc
-
-    threads = [threading.Thread(target=serve)] + [threading.Thread(target=party, args=(i,)) for i in (1, 2)]
-    for t in threads:
-        t.start()
+    server, threads, results = serve_in_thread(
+        Job(3, 1.0, 1e-6, [-1, 1]), {1: parts[1], 2: parts[2]}, parties=3, callbacks={2: leave_after(1)}
+    )
     np.savetxt(tmp_path / "p0.csv", parts[0], delimiter=",")
     out = invoke(
         "join", "--data", tmp_path / "p0.csv", "--party", 0, "--parties", 3, "--server", f"127.0.0.1:{server.address[1]}",
