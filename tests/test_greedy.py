@@ -13,7 +13,6 @@ from privclust.algorithms.greedy import (
     _argmax_child,
     _argmax_head,
     _Greedy,
-    find_elbow,
     greedy,
     greedy_spec,
 )
@@ -251,14 +250,6 @@ def test_k_median_runs_with_z_equal_one(blobs3):
     assert np.linalg.norm(model.cluster_centers_[:, None] - centers[None], axis=2).min(axis=0).max() < 0.2
 
 
-def test_find_elbow_on_a_curve_with_a_known_knee():
-    k = np.arange(1, 31)
-    costs = np.where(k <= 15, 100.0 - 6.0 * k, 10.0 - 0.1 * (k - 15))
-    assert find_elbow(costs) == 15
-    assert find_elbow(200.0 * 0.7 ** np.minimum(k, 9)) == 9  # geometric fall, then flat
-    assert find_elbow(np.array([3.0, 2.0])) == 2
-
-
 def test_elbow_curve_reports_one_run_and_a_curve(blobs3):
     X, _ = blobs3
     ledger = PrivacyAccountant(Budget(2.0, 1e-5))
@@ -354,11 +345,6 @@ def test_a_lifted_cell_whose_size_is_noise_keeps_its_mean_near_its_anchor():
     assert np.allclose(floored.means[1], [4.0 / 30.0, 3.0 / 30.0])
     anchored = Lifted(sums, np.zeros(2), counts, count_std=10.0, anchors=np.array([[0.0, 0.0], [-0.5, 0.5]]))
     assert np.allclose(anchored.means[1], [-0.5 + (4.0 + 1.0) / 30.0, 0.5 + (3.0 - 1.0) / 30.0])
-
-
-def test_find_elbow_ignores_a_noisy_tail_that_dips_below_zero():
-    costs = np.array([2400.0, 1000.0, 15.0, 12.0, 10.0, 6.0, -1.0, -2.0])  # noisy estimates past the knee
-    assert find_elbow(costs) == 3
 
 
 def test_the_projection_is_computed_once_per_chunk_for_all_levels():

@@ -119,7 +119,6 @@ __all__ = [
     "select_and_lift",
     "lift",
     "solution_cost",
-    "find_elbow",
     "monotone_costs",
     "settled_elbow",
     "solution_cost_std",
@@ -955,27 +954,6 @@ def lift(plan: Plan, part: str, project, centers: np.ndarray, spec: GreedySpec, 
         sum_std=std.get("sum", 0.0),
         sumsq_std=std.get("sumsq", 0.0),
     )
-
-
-def find_elbow(costs: np.ndarray) -> int:
-    """The k (1-based) farthest below the chord of the normalised log-cost curve (the "kneedle" rule on logs).
-
-    k-means costs fall roughly geometrically while k is below the number of clusters and slowly after,
-    so on a log scale the elbow is a kink; on the raw scale a convex curve puts it too early.  The costs
-    are noisy estimates: past the elbow they are small and may dip to or below zero, which on a log scale
-    would look like a second, deeper kink; so costs are floored at the smallest positive estimate.
-    """
-    costs = np.asarray(costs, dtype=np.float64)
-    if costs.size < 3:
-        return int(costs.size)
-    positive = costs[costs > 0]
-    floor = float(positive.min()) if positive.size else 1.0
-    y = np.log(np.maximum(costs, floor))
-    x = np.linspace(0.0, 1.0, costs.size)
-    span = y.max() - y.min()
-    y = (y - y.min()) / span if span > 0 else np.zeros_like(y)
-    chord = y[0] + (y[-1] - y[0]) * x
-    return int(np.argmax(chord - y)) + 1
 
 
 # The elbow (elbow_curve): the smallest k after which no larger k improves the (monotone) curve by more than
