@@ -294,3 +294,15 @@ def test_a_fit_without_bounds_is_checked_as_its_box_and_plan_so_it_runs_beside_e
         model = KMeans(3, bounds=None, algorithm="fastlloyd", public_n=4000, accountant=accountant).fit(X)
     assert "domain" in model.fit_info_
     assert ledger.guarantee()[0] <= 3.0
+
+
+def test_a_box_that_is_refused_is_released_once_however_many_chunks_read_the_rows():
+    """The rows are mapped chunk by chunk on several threads: a refused box (NoScaleFound) must not be found
+    again -- and charged again -- by the chunks queued behind the one that failed."""
+    from privclust import PrivacyAccountant
+
+    shared = PrivacyAccountant()
+    X = np.random.default_rng(0).normal(0, 1, (200_000, 2))
+    with pytest.raises(NoScaleFound):
+        KMeans(3, epsilon=1e-3, delta=1e-9, bounds=None, algorithm="fastlloyd", accountant=shared).fit(X)
+    assert [s.label for s in shared.spends].count(DOMAIN_LABELS[0]) == 1

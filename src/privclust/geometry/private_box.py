@@ -391,6 +391,7 @@ class PrivateDomain(Domain):
         self._pending = (X, budget, outer, accountant, noise)
         self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
         self._domain: BoxDomain | None = None
+        self._failed: BaseException | None = None
         self.box: PrivateBox | None = None
 
     @property
@@ -400,11 +401,19 @@ class PrivateDomain(Domain):
     def resolve(self) -> BoxDomain:
         """The box (found now if it has not been yet), as a declared domain."""
         with self._lock:
+            if self._failed is not None:  # found once, refused once: a later read (another chunk) releases nothing
+                raise self._failed
             if self._domain is None:
                 X, budget, outer, accountant, noise = self._pending
-                box = private_bounds(X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise)
+                self._pending = None  # neither the rows nor the ledger are kept, whatever happens
+                try:
+                    box = private_bounds(
+                        X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise
+                    )
+                except BaseException as exc:
+                    self._failed = exc
+                    raise
                 self.box, self._domain = box, BoxDomain(box.lower, box.upper)
-                self._pending = None  # neither the rows nor the ledger are kept
             return self._domain
 
     def to_unit(self, rows):
