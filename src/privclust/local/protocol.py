@@ -135,9 +135,12 @@ class Protocol:
         eps, delta = self.shuffle if self.shuffle is not None else (self.epsilon, 0.0)
         return guarantee[0] > eps or guarantee[1] > delta
 
-    def round_spend(self, reports: int | None = None, accepted_weaker: bool = False) -> Spend:
-        """The round's spend at ``reports`` reports received (default: the planned users)."""
-        eps, delta = self.guarantee(reports)
+    def round_spend(
+        self, reports: int | None = None, accepted_weaker: bool = False, guarantee: tuple[float, float] | None = None
+    ) -> Spend:
+        """The round's spend at ``reports`` reports received (default: the planned users); ``guarantee``, if the
+        caller has it already, is :meth:`guarantee` at ``reports``."""
+        eps, delta = self.guarantee(reports) if guarantee is None else guarantee
         if self.shuffle is None:
             return Spend("local reports: one per user, each epsilon-LDP", epsilon=eps, relation=REPLACE_ONE)
         n = self.users if reports is None else int(reports)
@@ -154,13 +157,15 @@ class Protocol:
         requests = [(query, share) for (query, _, _), share in zip(round_.requests, shares)]
         return LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share), session.domain
 
-    def _session(self, accountant: PrivacyAccountant | None = None):
+    def _session(self, accountant: PrivacyAccountant | None = None, spend: Spend | None = None):
         """The protocol's run (``privclust.session``): a ledger under ``accountant`` with no budget of its own
-        (it is charged what the reports received give, :meth:`round_spend`), the public seed's randomness --
-        the same geometry on every device and the server; no noise is drawn from it -- and the planning oracle."""
+        (it is charged ``spend``, what the reports received give: :meth:`round_spend`), the public seed's
+        randomness -- the same geometry on every device and the server; no noise is drawn from it -- and the
+        round's oracle."""
 
         def planning(ledger, randomness):
-            return Curated(_LocalPlanning(self), make_domain(self.bounds, self.n_features), self.n_features, None)
+            oracle = _LocalRoundOracle(self, ledger, spend)
+            return Curated(oracle, make_domain(self.bounds, self.n_features), self.n_features, None)
 
         return open_session(
             None, self.bounds, parent=accountant, random_state=self.seed, oracle=planning, seeded_noise=False
@@ -180,20 +185,33 @@ class Protocol:
         return spec, round_, rng, [plan.allotment(part).fraction(f).share for _, part, f in round_.requests]
 
 
-class _LocalPlanning(Oracle):
-    """The local model's planning: shares of users, one release, dense sums only."""
+class _LocalRoundOracle(Oracle):
+    """The deployed local model: shares of users, one round, answered by the devices' reports.
+
+    Its plan reserves ``spend`` -- the guarantee of the reports received (none while designing the round) --
+    against the run's ledger when the greedy opens it, and :meth:`release_round` charges it when the tallies
+    are released: the only place the protocol spends."""
 
     capabilities = frozenset({DENSE, SPARSE})
     model = "the local model (one round of reports)"
 
-    def __init__(self, protocol: Protocol):
-        super().__init__(protocol.n_features, Budget(protocol.epsilon), PrivacyAccountant())
+    def __init__(self, protocol: Protocol, accountant: PrivacyAccountant, spend: Spend | None):
+        super().__init__(protocol.n_features, Budget(protocol.epsilon), accountant)
+        self._spend = spend
 
     def allot(self, parts, family):
         return user_shares(self.model, parts)
 
+    def reserved(self, plan):
+        return [] if self._spend is None else [self._spend]
+
     def answer(self, requests):
-        raise RuntimeError("the local protocol's round is answered by the devices' reports, not by a planning oracle")
+        raise RuntimeError("the local protocol's round is answered by the devices' reports (release_round)")
+
+    def release_round(self, round_: LocalRound, tallies: list[Tally]):
+        """The round's estimates from the devices' tallies, charged ``spend``."""
+        self.accountant.spend(self._spend)
+        return round_.release(tallies)
 
 
 class _Nonces:
@@ -347,9 +365,8 @@ class Aggregator:
         tallies stay as they were)."""
         records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
         records = np.asarray(records, dtype=REPORT)
-        _check_count(self.protocol, self.received + len(records))
         tallies = self.round.tally(records)  # refuses a forged field
-        check_reports(self.protocol, records, self.received, self._nonces)
+        check_reports(self.protocol, records, self.received, self._nonces)  # the count and the nonces
         self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
         self._nonces.add(records["nonce"])
         self.received += len(records)
@@ -374,12 +391,11 @@ class Aggregator:
             )
         if self.tallies is None:
             self.add(np.zeros(0, dtype=REPORT))
-        spend = self.protocol.round_spend(self.received, accepted_weaker=weaker)
-        with self.protocol._session(accountant) as session:
-            session.accountant.check([spend])
-            _, round_, rng, _ = self.protocol._greedy(session)
-            session.accountant.spend(spend)
-            _, lifted = greedy_centers(round_, self.round.release(self.tallies), rng)  # post-processing
+        spend = self.protocol.round_spend(self.received, accepted_weaker=weaker, guarantee=guarantee)
+        with self.protocol._session(accountant, spend) as session:
+            _, round_, rng, _ = self.protocol._greedy(session)  # opening its plan checks the spend
+            released = session.oracle.release_round(self.round, self.tallies)
+            _, lifted = greedy_centers(round_, released, rng)  # post-processing
             centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
         return LocalResult(
             self.domain.from_unit(centers),
