@@ -44,7 +44,7 @@ from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
 from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
-from .params import Params, declare
+from .params import Params, declare, table
 
 __all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
 
@@ -59,7 +59,11 @@ CHOICES = {
 }
 
 # auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes.
-declare(Params("auto", "auto", candidates=tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))))
+_CANDIDATES = tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))
+_SHARED = {
+    key: p for key, p in table(_CANDIDATES[0]).options.items() if all(key in table(c).options for c in _CANDIDATES)
+}
+declare(Params("auto", "auto", options=_SHARED, candidates=_CANDIDATES))
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:

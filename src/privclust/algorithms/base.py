@@ -91,9 +91,7 @@ def algorithm_spec(name: str, ctx: FitContext) -> Spec | Staged:
 
 def algorithm_params(ctx: FitContext, algorithm: str) -> dict:
     """``algorithm``'s parameters from ``ctx.options``, checked against its table (``algorithms.params``):
-    the options it takes and every key of its ``algorithm_params``, defaults filled in, in one flat dict.
-
-    ``algorithm`` is its registry name or its label ("FastLloyd")."""
+    the options it takes and every key of its ``algorithm_params``, defaults filled in, in one flat dict."""
     checked = check_params(algorithm, ctx.options)
     return {**{key: value for key, value in checked.items() if key != "params"}, **checked["params"]}
 

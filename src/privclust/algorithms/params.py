@@ -180,12 +180,9 @@ def declare(params: Params) -> Params:
 
 
 def table(algorithm: str) -> Params:
-    """The table of ``algorithm``, by its registry name or its label."""
+    """The table of ``algorithm`` (its registry name)."""
     if algorithm in TABLES:
         return TABLES[algorithm]
-    for known in TABLES.values():
-        if known.label == algorithm:
-            return known
     raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(TABLES)}")
 
 
@@ -209,14 +206,14 @@ def _unset(key: str, value) -> bool:
     return False
 
 
-def check_params(algorithm: str, given: dict, params: Params | None = None) -> dict:
+def check_params(algorithm: str, given: dict) -> dict:
     """Check ``given`` (``{option: value, ..., "params": algorithm_params}``) against ``algorithm``'s table.
 
     Returns the same shape with every option the algorithm takes and every key of its
     ``algorithm_params`` present, defaults filled in; raises a ValueError (a TypeError for an
     ``algorithm_params`` that is not a dict) naming the parameter -- and, for one the algorithm does
     not take, the algorithm -- before anything is planned.  Checking a result again returns it."""
-    spec = params or table(algorithm)
+    spec = table(algorithm)
     options = {key: value for key, value in given.items() if key != "params" and not _unset(key, value)}
     for key in options:
         if key in spec.options:
