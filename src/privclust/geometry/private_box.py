@@ -145,7 +145,7 @@ def _std(mechanism) -> float:
 
 
 def _chunks(data, d: int):
-    step = max(1, (4 << 20) // (8 * d))
+    step = max(1, (4 << 20) // (8 * d))  # about 4 MiB of rows (queries.rows' chunks; geometry sits below queries)
     for s in range(0, data.shape[0], step):
         yield np.asarray(data[s : s + step], dtype=np.float64)
 
@@ -274,8 +274,9 @@ def private_bounds(
     budget = Budget(epsilon, delta)
     d = _features(X)
     outer_box = _outer_box(outer, d)
-    mag_mech, octave_mech, edge_mech = _mechanisms(budget, d)
-    spends = box_spends(budget, d)
+    mechanisms = _mechanisms(budget, d)
+    mag_mech, octave_mech, edge_mech = mechanisms
+    spends = _spends(mechanisms)
     ledger = PrivacyAccountant(budget, parent=accountant)
     ledger.check(spends)  # refused before any row is read
     if noise is None:
@@ -299,9 +300,8 @@ def private_bounds(
             f"delta={budget.delta:.3g}) -- the spend is recorded. Declare bounds, give an outer limit "
             "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
         )
-    outer_abs = np.inf if outer_box is None else np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
     scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
-    scale = np.minimum(scale, outer_abs)
+    scale = np.minimum(scale, outer_hi)
 
     # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
     top = _exponents(scale)
@@ -342,6 +342,7 @@ def private_bounds(
 
 
 def _features(X) -> int:
+    # queries.curator.input_features, which geometry -- a layer below queries -- cannot import
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         shape = check_data(X).shape
@@ -439,7 +440,11 @@ class PrivateDomain(Domain):
 
 def box_spends(budget: Budget, d: int) -> list[Spend]:
     """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
-    return [m.spend(label) for m, label in zip(_mechanisms(budget, d), DOMAIN_LABELS)]
+    return _spends(_mechanisms(budget, d))
+
+
+def _spends(mechanisms) -> list[Spend]:
+    return [m.spend(label) for m, label in zip(mechanisms, DOMAIN_LABELS)]
 
 
 def find_fit_domain(
