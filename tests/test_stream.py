@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -495,3 +496,29 @@ def test_stream_ledger_refuses_the_budget_before_reading_any_event(tmp_path):
     result = _run(base + ["--ledger", ledger.path, "-o", tmp_path / "a.jsonl"])
     assert result.exit_code == 2 and "NaN" not in result.output and "budget" in result.output.lower()
     assert ledger.entries() == [] and not (tmp_path / "a.jsonl").exists()
+
+
+def test_stream_refuses_a_state_path_it_cannot_write_before_publishing(tmp_path):
+    """The state is saved after the steps are published: a folder that does not exist is refused first, so the
+    stream is never left with its centers published, its budget charged and no state to resume from."""
+    base = _events(tmp_path)
+    out = tmp_path / "centers.jsonl"
+    refused = _run(base + ["--state", tmp_path / "missing" / "state.npz", "-o", out, "--until", "2"])
+    assert refused.exit_code == 2 and "--state" in refused.output and not out.exists()
+
+
+def test_stream_refuses_to_resume_against_a_copy_of_its_ledger(tmp_path):
+    """A copy of the ledger holds the stream's run id too: resuming against it would publish the next steps
+    without the real ledger ever recording them, so the state's ledger must be the one given."""
+    import shutil
+
+    from privclust.privacy.ledger import LedgerAccountant
+
+    base = _events(tmp_path)
+    first = LedgerAccountant.create(tmp_path / "first.json", Budget(3.0, 1e-5))
+    state, out = tmp_path / "state.npz", tmp_path / "centers.jsonl"
+    assert _run(base + ["--ledger", first.path, "--state", state, "-o", out, "--until", "2"]).exit_code == 0
+    shutil.copy(first.path, tmp_path / "copy.json")
+    moved = _run(base + ["--ledger", tmp_path / "copy.json", "--state", state, "-o", out])
+    assert moved.exit_code == 2 and "charged to the ledger" in moved.output
+    assert json.loads(out.read_text().splitlines()[-1])["step"] == 2  # nothing more was published

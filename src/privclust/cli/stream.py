@@ -53,6 +53,11 @@ def _last_published(path: Path) -> int:
 def _replay_check(model, state: Path, output: Path, accounts) -> None:
     """Refuse an older copy of a stream's state: it would publish steps already published with fresh noise."""
     if accounts is not None:
+        if model.ledger_ is not None and model.ledger_ != str(accounts.path.resolve()):
+            raise ValueError(
+                f"the stream in {state} is charged to the ledger {model.ledger_}, not {accounts.path}: "
+                "resume it with the ledger it was charged to"
+            )
         recorded = accounts.stream_step(model.run_id_)
         if recorded is None:
             raise ValueError(
@@ -112,6 +117,8 @@ def stream(
     from ..stream import ContinualKMeans
 
     check_output(output)
+    if state is not None:  # saved after the steps are published: a path that cannot be written is refused now
+        check_output(state, "--state")
     low, high = bounds_pair(bounds)
     with ExitStack() as charged:  # with a ledger, a new stream's reservation: settled when the steps are done
         try:
