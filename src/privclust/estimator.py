@@ -19,7 +19,7 @@ from ._validation import (
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
-from .algorithms.base import algorithm_spec
+from .algorithms.base import NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
 from .geometry.private_box import find_fit_domain
 from .metrics import labels_and_cost
@@ -33,7 +33,6 @@ from .session import open_session
 
 __all__ = ["KMeans"]
 
-NON_PRIVATE = frozenset({"lloyd"})
 IN_MEMORY_CAPABILITIES = CentralOracle.capabilities | {SAMPLED}  # the curator over rows in this process
 NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.

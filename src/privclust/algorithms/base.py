@@ -18,6 +18,7 @@ __all__ = [
     "FitContext",
     "FitResult",
     "ALGORITHMS",
+    "NON_PRIVATE",
     "SPECS",
     "register",
     "algorithm_spec",
@@ -66,6 +67,7 @@ class FitResult:
 
 
 ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
+NON_PRIVATE = frozenset({"lloyd"})  # the baseline: exact releases, epsilon = inf
 SPECS: dict[str, Callable[[FitContext], Spec | Staged]] = {}  # each algorithm's plan as a value
 MAX_ROW_ESTIMATE = 2.0**53
 
@@ -115,11 +117,14 @@ def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
 ROW_COUNT_PART = "row count"
 
 
-def count_part(ctx: FitContext, *, share: float | None = None, epsilon: float | None = None) -> list[Part]:
+def count_part(
+    ctx: FitContext, *, share: float | None = None, epsilon: float | None = None, counted: bool | None = None
+) -> list[Part]:
     """The plan's part for a noisy row count -- none when the count is declared public (``public_n``).
 
-    ``share`` (of the pool) by default ``count_fraction``; ``epsilon`` for an explicit Laplace count."""
-    if ctx.public_n is not None:
+    ``share`` (of the pool) by default ``count_fraction``; ``epsilon`` for an explicit Laplace count;
+    ``counted`` overrides ``public_n`` (a plan made before a staged count, which makes n known)."""
+    if not (ctx.public_n is None if counted is None else counted):
         return []
     if epsilon is not None:
         return [Part(ROW_COUNT_PART, epsilon=epsilon)]

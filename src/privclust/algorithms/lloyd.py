@@ -99,7 +99,7 @@ from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import ROW_COUNT_PART, FitContext, FitResult, algorithm_params, estimate_rows, register
+from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 from .greedy import GreedySpec, greedy_spec, run_greedy
 from .params import (
     ALPHA,
@@ -248,9 +248,8 @@ def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = N
     """The Lloyd family's plan: a noisy row count (``counted``; by default unless ``public_n``) and the
     iterations, which share the rest of the pool; adaptive rounds (each iteration's cells are the last
     one's centers).  A value: nothing is checked or read."""
-    counted = ctx.public_n is None if counted is None else counted
-    count = [Part(ROW_COUNT_PART, share=ctx.count_fraction)] if counted else []
-    iterations = Part(LLOYD_PART, share=1.0 - (ctx.count_fraction if counted else 0.0))
+    count = count_part(ctx, counted=counted)
+    iterations = Part(LLOYD_PART, share=1.0 - sum(p.share for p in count))
     return Spec(what, (*count, iterations), family, frozenset({ADAPTIVE}))
 
 
@@ -358,12 +357,12 @@ def greedy_start(ctx: FitContext, share: float, counted: bool | None = None) -> 
     return GreedyStart(share, greedy_ctx, greedy, spec)
 
 
-def mean_start_spec(ctx: FitContext, share: float, counted: bool | None = None) -> Spec:
+def mean_start_spec(ctx: FitContext, share: float) -> Spec:
     """FastLloyd's plan with the mean start: its parts at 1 - s of the pool, the mean's release at s."""
     if ctx.budget is None:
         raise ValueError("the mean start is a private release: it needs a budget")
     mean = Spec("the rows' mean", (Part(MEAN_START_PART, share=1.0),), "gaussian")
-    lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd", counted)
+    lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd")
     return shared_pool("FastLloyd (mean start)", (lloyd, 1.0 - share), (mean, share))
 
 

@@ -469,13 +469,13 @@ def _ledger_summary(ledger) -> Optional[dict]:
 
 def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
     """The summary of a ledger that failed its check, as far as its values allow (NaN where they do not)."""
-    from ..privacy.budget import _guarantee
+    from ..privacy.budget import PrivacyAccountant
     from ..privacy.ledger import _spend_from_json
 
     budget = state["budget"]
     try:
         items = [i for e in state["entries"] for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
-        epsilon, delta = _guarantee([_spend_from_json(i) for i in items], float(budget["delta"]))
+        epsilon, delta = PrivacyAccountant().guarantee(float(budget["delta"]), [_spend_from_json(i) for i in items])
     except (KeyError, TypeError, ValueError):
         epsilon = delta = float("nan")
     return {
@@ -745,7 +745,7 @@ def _entry_spent(entry: dict, ledger_delta) -> Optional[dict] | str:
 
 
 def _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, ledger):
-    from ..estimator import NON_PRIVATE
+    from ..algorithms.base import NON_PRIVATE
 
     spent = model.privacy_spent_
     chosen = model.fit_info_.get("auto")

@@ -50,7 +50,7 @@ import numpy as np
 
 from .._validation import positive_finite
 from ..algorithms import ALGORITHMS, FitContext
-from ..algorithms.base import algorithm_spec
+from ..algorithms.base import NON_PRIVATE, algorithm_spec
 from ..algorithms.params import DEFAULT_ALPHA, check_params
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
@@ -108,8 +108,8 @@ class Job:
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
-        if self.algorithm == "lloyd":
-            raise ValueError("algorithm='lloyd' is the non-private baseline: a federated run is private")
+        if self.algorithm in NON_PRIVATE:
+            raise ValueError(f"algorithm={self.algorithm!r} is the non-private baseline: a federated run is private")
         if not _is_int(self.n_clusters) or self.n_clusters < 1:
             raise ValueError(f"the number of clusters k must be a positive integer, got {self.n_clusters!r}")
         self.budget()
