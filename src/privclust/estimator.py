@@ -21,7 +21,7 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
-from .geometry.private_box import find_fit_domain
+from .geometry.private_box import NO_BUDGET_FOR_A_BOX, find_fit_domain, is_private_domain_request
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
@@ -209,6 +209,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
         if self.algorithm in NON_PRIVATE:
+            if is_private_domain_request(self.bounds):
+                raise ValueError(NO_BUDGET_FOR_A_BOX)
             return None, options
         if self.privacy_model == "local":  # each user's report is pure epsilon-LDP: no delta
             return Budget(check_epsilon(self.epsilon)), options

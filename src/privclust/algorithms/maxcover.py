@@ -533,15 +533,19 @@ def gaussian_averages(budget, project, projected_centers: np.ndarray, d: int) ->
 
 def maxcover_spec(ctx: FitContext) -> Spec:
     """Max-cover's plan as a value: its parts (:meth:`MaxCoverPlan.parts`) and what it needs."""
-    return Spec("maxcover", tuple(plan(ctx).parts()), "gaussian", frozenset(NEEDS))
+    return _spec_of(plan(ctx))
+
+
+def _spec_of(public: MaxCoverPlan) -> Spec:
+    return Spec("maxcover", tuple(public.parts()), "gaussian", frozenset(NEEDS))
 
 
 @register("maxcover", spec=maxcover_spec)
 def maxcover(ctx: FitContext) -> FitResult:
     """Max-cover k-means (Nguyen, Chaturvedi & Xu 2021, Algorithm 1); see the module docstring for the privacy argument."""
     k, d = ctx.n_clusters, ctx.n_features
-    spec = plan(ctx)  # the public parameters (the spec function reads the same)
-    served = ctx.oracle.open(maxcover_spec(ctx))
+    spec = plan(ctx)  # the public parameters
+    served = ctx.oracle.open(_spec_of(spec))
     n = estimate_rows(ctx, served)
     dim = spec.projection_dim
     if dim is None:  # the seed's ln(n)/2, lowered until one level's cover fits in memory

@@ -438,6 +438,12 @@ class PrivateDomain(Domain):
         return "a private box, found on the first read of the rows" if self._domain is None else self.box.describe()
 
 
+NO_BUDGET_FOR_A_BOX = (
+    "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
+    "declare bounds (or bounds='data')"
+)
+
+
 def box_spends(budget: Budget, d: int) -> list[Spend]:
     """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
     return _spends(_mechanisms(budget, d))
@@ -467,11 +473,8 @@ def find_fit_domain(
     if not is_private_domain_request(bounds):
         return bounds, budget, None
     outer, share = parse_request(bounds)
-    if budget is None:
-        raise ValueError(
-            "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
-            "declare bounds (or bounds='data')"
-        )
+    if budget is None:  # refused with the parameters (KMeans._check_params), before any warning or setup
+        raise ValueError(NO_BUDGET_FOR_A_BOX)
     if model != "central":
         raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
     if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
