@@ -150,6 +150,12 @@ def _chunks(data, d: int):
         yield np.asarray(data[s : s + step], dtype=np.float64)
 
 
+def _per_feature_counts(index: np.ndarray, buckets: int) -> np.ndarray:
+    """(d, buckets) counts of a chunk's bucket indices, one bincount for every feature at once."""
+    d = index.shape[1]
+    return np.bincount((index + buckets * np.arange(d)).ravel(), minlength=d * buckets).reshape(d, buckets)
+
+
 def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
     """Exact (d, N_BUCKETS) counts of |x| per octave (bucket 0: |x| < 2^MIN_EXPONENT)."""
     counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
@@ -158,8 +164,7 @@ def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
         k = _exponents(mag)
         group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
         index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
-        for j in range(d):
-            counts[j] += np.bincount(index[:, j], minlength=N_BUCKETS)
+        counts += _per_feature_counts(index, N_BUCKETS)
     return counts
 
 
@@ -177,8 +182,7 @@ def _octave_counts(data, d: int, outer_hi: np.ndarray, top: np.ndarray) -> np.nd
         mag = np.minimum(np.abs(rows), outer_hi)
         index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
         index[mag == 0] = 0
-        for j in range(d):
-            counts[j] += np.bincount(index[:, j], minlength=FINE + 1)
+        counts += _per_feature_counts(index, FINE + 1)
     return counts
 
 
@@ -189,8 +193,7 @@ def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     for rows in _chunks(data, d):
         unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
         index = np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
-        for j in range(d):
-            counts[j] += np.bincount(index[:, j], minlength=LINEAR_BINS)
+        counts += _per_feature_counts(index, LINEAR_BINS)
     return counts
 
 
