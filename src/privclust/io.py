@@ -287,7 +287,8 @@ def read_frame(
     kind = _kind(path)
     if kind == "npy":
         raise ValueError(f"{path}: give a CSV or Parquet table (an .npy array has no text columns)")
-    names = read_schema(path, header=header, sep=sep)
+    # the first line is read once: its names, and whether it is a header
+    names, has_header = (read_schema(path), None) if kind == "parquet" else _text_header(path, header, sep)
     positions = select_columns(names, columns)
     chosen = [names[p] for p in positions]
     try:
@@ -295,7 +296,6 @@ def read_frame(
             frame = pd.read_parquet(path, columns=chosen)
         else:
             # Every column is parsed (not just the chosen ones), so that a malformed line is found.
-            has_header = _text_header(path, header, sep)[1]
             frame = pd.read_csv(path, header=0 if has_header else None, **_text_options(path, sep))
             frame = frame.iloc[:, positions]
     except (FileNotFoundError, IsADirectoryError, MemoryError):
