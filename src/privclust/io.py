@@ -397,6 +397,7 @@ class StagedFiles:
 
     def __init__(self) -> None:
         self._staged: list[tuple[Path, Path]] = []  # (temporary, target)
+        self._private: set[Path] = set()  # temporaries that stay readable by their owner only (mode 0600)
 
     def __enter__(self) -> "StagedFiles":
         return self
@@ -404,7 +405,10 @@ class StagedFiles:
     def __exit__(self, *exc) -> None:
         self.discard()
 
-    def reserve(self, path: str | Path, what: str = "output", formats: Sequence[str] | None = None) -> Path:
+    def reserve(
+        self, path: str | Path, what: str = "output", formats: Sequence[str] | None = None, *, private: bool = False
+    ) -> Path:
+        """``private``: the file holds exact private values (a stream's state): mode 0600, whatever it replaces."""
         path = check_output_path(path, what, formats)
         if any(target.resolve() == path.resolve() for _, target in self._staged):
             raise ValueError(f"{what} {path} is already the name of another output")
@@ -414,6 +418,8 @@ class StagedFiles:
             raise ValueError(f"{what} {path}: cannot write in {path.parent} ({exc.strerror})") from None
         os.close(fd)
         self._staged.append((Path(name), path))
+        if private:
+            self._private.add(Path(name))
         return Path(name)
 
     def reserve_folder(self, path: str | Path, what: str = "output") -> Path:
@@ -436,10 +442,14 @@ class StagedFiles:
                 continue
             with open(temporary, "rb") as written:
                 os.fsync(written.fileno())  # the bytes are on disk before the name points at them
-            os.chmod(temporary, target.stat().st_mode & 0o7777 if target.exists() else mode)
+            if temporary in self._private:
+                os.chmod(temporary, 0o600)
+            else:
+                os.chmod(temporary, target.stat().st_mode & 0o7777 if target.exists() else mode)
         for temporary, target in self._staged:
             os.replace(temporary, target)
         self._staged.clear()
+        self._private.clear()
 
     def discard(self) -> None:
         for temporary, _ in self._staged:
@@ -448,6 +458,7 @@ class StagedFiles:
             else:
                 temporary.unlink(missing_ok=True)
         self._staged.clear()
+        self._private.clear()
 
 
 def write_points(path: str | Path, points: np.ndarray, header: list[str] | None = None, *, atomic: bool = True) -> None:

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
-import tempfile
 import uuid
 import zipfile
 from pathlib import Path
@@ -29,6 +27,7 @@ import numpy as np
 from .._validation import check_data, check_delta, check_epsilon, check_int, check_n_clusters
 from ..algorithms.greedy import greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
+from ..io import StagedFiles
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from ..queries.curator import Curated
 from ..session import open_session
@@ -229,21 +228,11 @@ class ContinualKMeans:
                 arrays["centers"] = self.centers_
         arrays["header"] = np.array(json.dumps(header, sort_keys=True))
         arrays["checksum"] = np.array(_checksum(arrays))
-        folder = path.parent if str(path.parent) else Path(".")
-        try:
-            fd, temporary = tempfile.mkstemp(dir=folder, prefix=".privclust-", suffix="." + path.name)  # mode 0600
-        except OSError as exc:
-            raise ValueError(f"the state file {path}: cannot write in {folder} ({exc.strerror})") from None
-        try:
-            with os.fdopen(fd, "wb") as out:  # a file object: no ".npz" appended
+        with StagedFiles() as staged:
+            temporary = staged.reserve(path, "the state file", private=True)
+            with open(temporary, "wb") as out:  # a file object: no ".npz" appended
                 np.savez(out, **arrays)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(temporary, 0o600)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+            staged.commit()  # synced, mode 0600, renamed into place
 
     @classmethod
     def load(cls, path, expect: "ContinualKMeans | dict | None" = None, accountant=None) -> "ContinualKMeans":
