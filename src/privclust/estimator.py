@@ -21,7 +21,7 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
-from .geometry.private_box import NO_BUDGET_FOR_A_BOX, find_fit_domain, is_private_domain_request
+from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
 from .metrics import labels_and_cost
 from .models import check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
@@ -225,12 +225,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget, options = self._check_params()
-        algorithm_budget, found = budget, None
 
         def oracle(accountant, randomness):
-            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box)
-            nonlocal algorithm_budget, found
-            bounds, algorithm_budget, found = find_fit_domain(
+            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box);
+            # the oracle plans within what is left (so does the algorithm: its context has the oracle's budget)
+            bounds, algorithm_budget = find_fit_domain(
                 X, self.bounds, budget, accountant, randomness, self.privacy_model, partial(self._planned, options)
             )
             return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness)
@@ -245,9 +244,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         ) as session:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            context = self._context(session.oracle, algorithm_budget, session.randomness, options, callback)
+            context = self._context(session.oracle, session.oracle.budget, session.randomness, options, callback)
             result = ALGORITHMS[self.algorithm](context)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
+        found = domain if isinstance(domain, PrivateDomain) else None
         if found is not None:  # the private box, found when the fit first read the rows
             domain = found.resolve()
 

@@ -465,16 +465,16 @@ def find_fit_domain(
     model,
     planned: Callable[[Budget, int], list[list[Spend]]],
 ):
-    """For an estimator's ``fit``: ``(bounds, budget, found)`` to fit with.
+    """For an estimator's ``fit``: ``(bounds, budget)`` to fit with.
 
-    Declared bounds pass unchanged (``found`` is None).  A private-domain request (``bounds=None`` or
+    Declared bounds pass unchanged.  A private-domain request (``bounds=None`` or
     ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
     the box's releases at ``share`` of (epsilon, delta) together with each plan the algorithm may make in
     the rest (``planned(rest, d)``, its plans as values).  It returns a :class:`PrivateDomain` --
     ``make_domain`` takes it as the bounds -- that spends the box's share when the rows are first read,
     and the rest of the budget for the algorithm."""
     if not is_private_domain_request(bounds):
-        return bounds, budget, None
+        return bounds, budget
     outer, share = parse_request(bounds)
     if budget is None:  # refused with the parameters (KMeans._check_params), before any warning or setup
         raise ValueError(NO_BUDGET_FOR_A_BOX)
@@ -489,4 +489,4 @@ def find_fit_domain(
     for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
         accountant.check(box_spends(box_budget, d) + plan)
     found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise)
-    return found, rest, found
+    return found, rest
