@@ -163,6 +163,7 @@ def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
     lo, hi = np.full(4, -1e3), np.full(4, 1e3)
     for count in (
         lambda Z: pb._magnitude_counts(Z, 4, np.full(4, np.inf)),
+        lambda Z: pb._octave_counts(Z, 4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
         lambda Z: pb._linear_counts(Z, 4, lo, hi),
     ):
         diff = count(Y) - count(X)
@@ -306,3 +307,34 @@ def test_a_box_that_is_refused_is_released_once_however_many_chunks_read_the_row
     with pytest.raises(NoScaleFound):
         KMeans(3, epsilon=1e-3, delta=1e-9, bounds=None, algorithm="fastlloyd", accountant=shared).fit(X)
     assert [s.label for s in shared.spends].count(DOMAIN_LABELS[0]) == 1
+
+
+class RecordingNoise(ZeroNoise):
+    """Adds nothing, and records the scale of every release."""
+
+    def __init__(self):
+        self.gaussian, self.laplace = [], []
+
+    def add_gaussian(self, values, std):
+        self.gaussian.append(float(std))
+        return super().add_gaussian(values, std)
+
+    def add_laplace(self, values, scale):
+        self.laplace.append(float(scale))
+        return super().add_laplace(values, scale)
+
+
+def test_each_release_is_noised_at_the_scale_of_its_share_and_its_sensitivity():
+    """One row moves one bucket per feature: l2 sensitivity sqrt(d) (Gaussian) or l1 d (Laplace), over all
+    features' histograms together; stage i takes share s_i of mu^2 (or of epsilon).  A wrong sensitivity or
+    split changes the scales drawn here."""
+    X, d = blobs(), 3
+    gaussian = RecordingNoise()
+    box = private_bounds(X, 1.0, 1e-6, noise=gaussian)
+    mu = gdp_mu(1.0, 1e-6)
+    expected = [math.sqrt(d) / (mu * math.sqrt(s)) for s in pb.STAGE_SHARES]
+    np.testing.assert_allclose(gaussian.gaussian, expected, rtol=1e-12)
+    np.testing.assert_allclose([s.mu for s in box.steps], [math.sqrt(d) / std for std in expected], rtol=1e-12)
+    laplace = RecordingNoise()
+    private_bounds(X, 1.0, 0.0, noise=laplace)
+    np.testing.assert_allclose(laplace.laplace, [d / (1.0 * s) for s in pb.STAGE_SHARES], rtol=1e-12)
