@@ -345,11 +345,15 @@ def test_a_party_reconnecting_replaces_its_silent_connection(certs, parts):
     stale = tls_client(run.server.address, certs, "party-0")
     hello(stale, 0)
     _wait_until_joined(run.server, {0})  # the stale connection is the older one (else it would replace the party)
-    run.parties(parts).finish()
-    assert not run.errors, run.errors
+    run._start(run._party, 0, parts[0], {"timeout": 30})
+    # Party 0's newer connection replaces the stale one before party 1 fills the last slot: were party 1 first,
+    # the run would start with the silent connection in party 0's slot (a join only waits for the slots to fill).
     with pytest.raises(FederatedAbort, match="replaced by a newer connection of party 0"):
         receive(stale)
     stale.close()
+    run._start(run._party, 1, parts[1], {"timeout": 30})
+    run.finish()
+    assert not run.errors, run.errors
 
 
 def test_rejoining_does_not_move_the_join_deadline(certs):
