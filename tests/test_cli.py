@@ -208,6 +208,17 @@ def test_elbow_command_refuses_files_without_bounds(tmp_path):
     assert out.exit_code == 2 and "bounds" in out.output
 
 
+def test_elbow_reads_its_file_as_fit_does(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a;b\n" + "".join(f"{i % 5};{(i * 7) % 5}\n" for i in range(60)) + "1;\n")
+    common = ("elbow", str(path), "--k-max", "3", "--bounds", "0,5", "--sep", ";", "--seed", "0")
+    out = run(*common, "--plot", str(tmp_path / "e.png"))
+    assert out.exit_code == 2 and "column 'b'" in out.output and not (tmp_path / "e.png").exists()
+    out = run(*common, "--dropna", "--plot", str(tmp_path / "e.png"), "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["columns"] == ["a", "b"]
+
+
 def test_bench_onecluster_small(tmp_path):
     out = run("bench", "onecluster", "--runs", "2", "--n", "4000", "--d", "3", "--t", "400", "--out", str(tmp_path))
     assert out.exit_code == 0, out.output

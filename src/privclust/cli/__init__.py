@@ -874,6 +874,9 @@ def elbow(
     ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
     engine: str = ENGINE_OPTION,
     spark_master: str = SPARK_MASTER_OPTION,
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
 ) -> None:
     """The private elbow curve: one run of the private greedy of Dupré la Tour, Henzinger & Saulpic (ICML 2024)
     gives a noisy cost for every k <= k-max, for the price of that one run.
@@ -894,7 +897,7 @@ def elbow(
             about["secure_noise"] = seed is None
             private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
-                source = _open_source(data, columns, on_spark, spark_master)
+                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
                 with err_console.status(f"private greedy with k = {k_max} on {_rows_shown(X, on_spark)}"):
