@@ -551,6 +551,12 @@ def fit(
     bounds: Optional[List[str]] = BOUNDS_OPTION,
     bounds_file: Optional[Path] = BOUNDS_FILE_OPTION,
     radius: Optional[float] = RADIUS_OPTION,
+    outer_bounds: bool = typer.Option(
+        False,
+        "--outer-bounds",
+        help="The declared bounds (--bounds, --bounds-file or --radius) are only an outer limit: 10% of the "
+        "budget finds a tighter box inside them privately (as without bounds), which helps when they are loose.",
+    ),
     public_n: Optional[int] = typer.Option(None, help="A public row count (else a little budget buys a noisy one)."),
     seed: Optional[int] = typer.Option(
         None, help="Seed for reproducible experiments (numpy noise: not for releasing real data)."
@@ -600,7 +606,7 @@ def fit(
             private = algorithm != "lloyd" and not wanted_bounds.from_data
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
-                chosen_bounds = _checked_bounds(wanted_bounds, source, private=private)
+                chosen_bounds = _checked_bounds(wanted_bounds, source, private=private, outer=outer_bounds)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
                 model = KMeans(
@@ -624,11 +630,22 @@ def fit(
     _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
 
 
-def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False):
-    """The bounds for ``source``'s feature columns, checked against its schema before any row is read."""
+def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False, outer: bool = False):
+    """The bounds for ``source``'s feature columns, checked against its schema before any row is read;
+    ``outer``: the declared bounds are an outer limit inside which the fit finds a box privately."""
     from ..geometry.domain import make_domain
 
     chosen = wanted.resolve(source.names, source.positions, source.default_bounds)
+    if outer:
+        if not wanted.given or wanted.from_data or not private:
+            raise ValueError(
+                "--outer-bounds makes declared public bounds an outer limit for a private fit: declare them with "
+                "--bounds, --bounds-file or --radius (not 'data'), and use a private algorithm"
+            )
+        if source.on_spark:
+            raise ValueError("--engine spark needs public bounds that are the domain itself: drop --outer-bounds")
+        make_domain(chosen, len(source.positions))
+        return {"outer": chosen}
     if chosen is None and private:  # no bounds: a share of the budget finds a box privately (private_box)
         if source.on_spark:
             raise ValueError("--engine spark needs public bounds: --bounds, --bounds-file or --radius")
