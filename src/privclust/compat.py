@@ -15,10 +15,11 @@ refused with the reason -- always from the parameters alone, before any row is r
     A callable would be handed the private rows: refused.
 ``n_init``
     Several starts and keeping the best would need the best found privately: each start's fit in
-    its own share of the budget, and a private selection on their costs in another.  Every fit
-    then gets 1/n_init of the budget or less, whose extra noise costs more than picking the best of
-    several noisier runs gains; privclust makes one fit with the whole budget (``auto`` or
-    ``algorithm_params={"init": "greedy"}`` give a better private start).  Accepted, ignored.
+    its own share of the budget, and a private selection on their costs (noised at a public bound
+    on one row's cost) in another.  That selection is not implemented, so privclust makes one fit
+    with the whole budget (``auto`` or ``algorithm_params={"init": "greedy"}`` give a better
+    private start).  Accepted, ignored.  Whether restarts would pay is data-dependent
+    (``examples/n_init_budget_split.py``, docs/sklearn.md).
 ``tol``
     scikit-learn stops when the centers move less than ``tol``: how far they move depends on the
     rows, so the stopping time would be released without noise.  privclust's number of iterations
@@ -82,8 +83,8 @@ REASONS = {
         "start is used (pass an array of public centers to start from them)"
     ),
     "n_init": (
-        "each start would need its own share of the budget and the best a private selection, which costs more "
-        "accuracy than it gains; privclust makes one fit with the whole budget"
+        "each start would need its own share of the budget and the best a private selection on their costs, "
+        "which privclust does not implement; it makes one fit with the whole budget"
     ),
     "tol": (
         "a tolerance on how far the centers move reads the data; the number of iterations is fixed in advance "
