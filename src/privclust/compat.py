@@ -175,8 +175,9 @@ def threads(n_jobs) -> int | None:
 
 
 class Progress:
-    """``verbose``: the fit's progress on stderr, from public values and releases only (the plan's iteration
-    count, fixed before any row is read; what was spent).  Wraps the user's ``callback``, if any."""
+    """``verbose``: the fit's progress on stderr, from public values and releases only (the algorithm, the
+    plan's iteration count -- from public values or the noisy row count --, what ``auto`` chose and why, what
+    was spent).  Wraps the user's ``callback``, if any."""
 
     def __init__(self, verbose, callback: Callable[[int, int], None] | None):
         self.on = bool(verbose)
