@@ -102,7 +102,7 @@ def test_privacy_leak_warnings_are_runtime_warnings_at_the_users_line():
         assert {w.filename for w in caught if issubclass(w.category, PrivacyLeakWarning)} == {__file__}
 
 
-@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "lloyd"])
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "nonprivate-lloyd"])
 def test_the_lloyd_family_refuses_algorithm_params(algorithm):
     with pytest.raises(ValueError, match="unknown .* parameters \\['levels'\\]"):
         KMeans(2, bounds=(-1, 1), algorithm=algorithm, algorithm_params={"levels": 3}).fit(np.zeros((5, 2)))
