@@ -129,6 +129,25 @@ def test_bad_inits_are_refused_before_any_row_is_read(blobs, init, error, messag
     assert accountant.spends == []
 
 
+def test_a_bad_init_with_a_private_box_is_refused_before_the_box_is_found(blobs):
+    accountant = PrivacyAccountant(Budget(10.0, 1e-3))
+    with pytest.raises(ValueError, match="a 3 x 2 array, got 2 x 2"):
+        KMeans(3, algorithm="fastlloyd", init=np.zeros((2, 2)), accountant=accountant).fit(blobs[0])
+    assert accountant.spends == []  # not even the box's releases
+
+
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd"])
+def test_an_init_plans_the_same_spends(algorithm):
+    with_start = KMeans(3, bounds=(-1, 1), algorithm=algorithm, init=np.zeros((3, 2))).planned_spends(2)
+    assert with_start == KMeans(3, bounds=(-1, 1), algorithm=algorithm).planned_spends(2)
+
+
+def test_auto_from_an_init_plans_fastlloyd_only():
+    plans = KMeans(3, bounds=(-1, 1), init=np.zeros((3, 2))).planned_spends(2)
+    assert len(plans) == 1 and [s.label for s in plans[0]] == ["row count", "Lloyd iterations"]
+    assert len(KMeans(3, bounds=(-1, 1)).planned_spends(2)) == 3  # without: every candidate's plan
+
+
 def test_a_public_start_and_a_private_one_are_not_both_taken(blobs):
     with pytest.raises(ValueError, match="give one of them"):
         KMeans(
