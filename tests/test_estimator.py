@@ -40,7 +40,7 @@ def test_reproducible_with_seed_and_accepts_pandas(blobs):
 def test_baseline_needs_bounds_and_data_bounds_warn(blobs):
     X, _ = blobs
     with pytest.raises(ValueError, match="non-private baseline has no budget"):  # bounds=None is private
-        KMeans(3, algorithm="lloyd").fit(X)
+        KMeans(3, algorithm="nonprivate-lloyd").fit(X)
     with pytest.warns(PrivacyLeakWarning, match="NOT differentially private"):
         KMeans(3, bounds="data", random_state=0).fit(X)
 
@@ -165,7 +165,7 @@ def test_clone_keeps_the_shared_accountant(blobs):
 
 def test_non_private_baseline_cannot_be_charged_to_a_budget(blobs):
     with pytest.raises(BudgetExceededError):
-        KMeans(3, bounds=(-1, 1), algorithm="lloyd", accountant=PrivacyAccountant(Budget(5.0))).fit(blobs[0])
+        KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", accountant=PrivacyAccountant(Budget(5.0))).fit(blobs[0])
 
 
 def test_no_warning_in_normal_use(blobs):

@@ -147,7 +147,7 @@ def test_private_algorithms_find_well_separated_clusters(algorithm):
     rng = np.random.default_rng(11)
     centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
     X = np.clip(centers[rng.integers(0, 3, 30_000)] + rng.normal(0, 0.06, (30_000, 2)), -1, 1)
-    floor = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X).inertia_
+    floor = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X).inertia_
     costs = [
         KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=s).fit(X).inertia_
         for s in range(5)
@@ -179,7 +179,7 @@ def test_fastlloyd_beats_baselines_in_high_dimension():
 
 def test_lloyd_baseline_is_non_private_and_converges(blobs):
     X, centers = blobs
-    m = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X)
+    m = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X)
     assert m.privacy_spent_.epsilon == math.inf
     assert m.n_iter_ < 100
     found = np.sort(m.cluster_centers_[:, 0])

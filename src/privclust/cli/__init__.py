@@ -88,7 +88,7 @@ PAPERS = {  # every registered algorithm (a test keeps this list and the registr
     "maxcover": "Nguyen, Chaturvedi & Xu, AAAI 2021",
     "onecluster": "k balls by the 1-cluster of Nissim, Stemmer & Vadhan, PODS 2016",
     "greedy": "the private greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024",
-    "lloyd": "not private: a baseline",
+    "nonprivate-lloyd": "not private: a baseline",
 }
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
 
@@ -203,12 +203,19 @@ def _check_public(
 ) -> None:
     """The parameters that need no data, checked before anything else (KMeans checks them again)."""
     from .._validation import check_delta, check_epsilon, check_n_clusters
+    from ..algorithms.base import BASELINE, NON_PRIVATE, SKLEARN_ALGORITHMS
 
+    if algorithm in SKLEARN_ALGORITHMS:  # no scikit-learn code to carry over here: say which is which
+        raise ValueError(
+            f"--algorithm {algorithm} is not a privclust algorithm (scikit-learn names its non-private Lloyd so): "
+            f"leave --algorithm at auto or choose fastlloyd for private Lloyd, or {BASELINE} for the non-private "
+            "baseline (docs/sklearn.md)"
+        )
     if algorithm is not None and algorithm not in PAPERS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(PAPERS)}")
     if k is not None:
         check_n_clusters(k, k_name)
-    if algorithm != "lloyd":
+    if algorithm not in NON_PRIVATE:
         check_epsilon(epsilon)
         check_delta(delta)
 
@@ -577,6 +584,7 @@ def fit(
 
     Every column of the input is a feature unless --columns names the features.
     """
+    from ..algorithms.base import NON_PRIVATE
     from ..estimator import KMeans
 
     on_spark = _on_spark(engine)
@@ -603,7 +611,7 @@ def fit(
                 "delta": delta,
                 "secure_noise": seed is None,
             }
-            private = algorithm != "lloyd" and not wanted_bounds.from_data
+            private = algorithm not in NON_PRIVATE and not wanted_bounds.from_data
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen_bounds = _checked_bounds(wanted_bounds, source, private=private, outer=outer_bounds)
