@@ -241,7 +241,7 @@ def test_cli_outer_bounds_find_the_box_inside_declared_limits(tmp_path):
     box = json.loads(out.output)["release"]["private_box"]
     assert box["outer"] == {"lower": [-10.0] * 3, "upper": [10.0] * 3}
     assert box["upper"][1] < 1 and box["lower"][1] > -1  # the small feature's box tightened inside the limit
-    for refused in ([], ["--bounds", "data"], ["--bounds", "-10,10", "-a", "lloyd"]):
+    for refused in ([], ["--bounds", "data"], ["--bounds", "-10,10", "-a", "nonprivate-lloyd"]):
         out = CliRunner().invoke(app, [*common, *refused, "--outer-bounds"])
         assert out.exit_code == 2 and "--outer-bounds" in out.output, out.output
 
