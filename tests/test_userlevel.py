@@ -289,3 +289,58 @@ def test_a_ledger_file_run_refuses_user_level_releases(tmp_path):
         )
         with pytest.raises(BudgetExceededError, match="one user's rows"):
             model.fit(_mixture(), user_ids=np.arange(3000) // 4)
+
+
+# ------------------------------------------------------------------------------------------- the CLI
+
+
+def _user_table(path, n=2400, users=400):
+    rng = np.random.default_rng(6)
+    X = _mixture(n=n)
+    owners = rng.integers(0, users, n)
+    lines = ["a,user,b"] + [f"{a},u{u},{b}" for (a, b), u in zip(X, owners)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_fit_with_a_user_column_protects_users_and_never_takes_it_as_a_feature(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    table, centers = _user_table(tmp_path / "events.csv"), tmp_path / "centers.csv"
+    args = ["fit", str(table), "-k", "3", "--bounds", "-1,1", "-a", "fastlloyd", "-o", str(centers), "--seed", "1"]
+    out = CliRunner().invoke(app, [*args, "--user-column", "user", "--max-rows-per-user", "3", "--json"])
+    assert out.exit_code == 0, out.output
+    release = json.loads(out.stdout)["release"]
+    assert release["columns"] == ["a", "b"]
+    assert release["privacy_spent"]["privacy_unit"] == {"unit": "user", "max_rows_per_user": 3}
+    assert centers.read_text().splitlines()[0] == "a,b"
+    text = CliRunner().invoke(app, [*args, "--user-column", "1", "--max-rows-per-user", "3"])
+    assert text.exit_code == 0 and "privacy unit: a user" in text.output  # the column by position, too
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--user-column", "user"], "go together"),
+        (["--max-rows-per-user", "3"], "go together"),
+        (["--user-column", "user", "--max-rows-per-user", "0"], "max_rows_per_user must be"),
+        (["--user-column", "owner", "--max-rows-per-user", "3"], "no column 'owner'"),
+        (["--user-column", "user", "--max-rows-per-user", "3", "--columns", "a,user"], "not a feature"),
+    ],
+)
+def test_cli_user_level_flags_are_checked_before_any_row_is_read(tmp_path, extra, message):
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    table = _user_table(tmp_path / "events.csv", n=10, users=3)
+    out = CliRunner().invoke(
+        app, ["fit", str(table), "-k", "2", "--bounds", "-1,1", "-o", str(tmp_path / "c.csv"), *extra]
+    )
+    assert out.exit_code != 0
+    assert message in " ".join(out.output.split())
+    assert not (tmp_path / "c.csv").exists()
