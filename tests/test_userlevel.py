@@ -344,3 +344,35 @@ def test_cli_user_level_flags_are_checked_before_any_row_is_read(tmp_path, extra
     assert out.exit_code != 0
     assert message in " ".join(out.output.split())
     assert not (tmp_path / "c.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+
+
+def test_synthetic_users_hold_the_rows_per_user_asked_for():
+    from privclust.bench.userlevel import synthetic_users
+
+    exact = np.bincount(synthetic_users(1000, 5, "exact", 0))
+    assert exact.size == 200 and set(exact) == {5}
+    drawn = np.bincount(synthetic_users(1000, 5, "random", 0), minlength=200)
+    assert drawn.size == 200 and drawn.max() > 5 and drawn.mean() == 5
+
+
+def test_bench_userlevel_writes_its_json_report_and_plot_with_both_units(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    out = tmp_path / "ul"
+    args = ["bench", "userlevel", "--dataset", "iris", "--algorithms", "fastlloyd", "--epsilons", "0.5,1"]
+    result = CliRunner().invoke(app, [*args, "--runs", "2", "--assignment", "random", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "userlevel.json").read_text())
+    units = {(r["unit"], json.dumps(r["privacy_unit"], sort_keys=True)) for r in record["runs"]}
+    assert units == {("row", '{"unit": "row"}'), ("user", '{"max_rows_per_user": 5, "unit": "user"}')}
+    assert len(record["runs"]) == 2 * 2 * 2 and 0 < record["setup"]["kept_share"] < 1
+    assert {(s["algorithm"], s["unit"]) for s in record["summary"]} == {("fastlloyd", "row"), ("fastlloyd", "user")}
+    assert "user level (m = 5)" in (out / "userlevel.md").read_text()
+    assert (out / "userlevel.png").stat().st_size > 0
