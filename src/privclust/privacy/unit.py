@@ -19,9 +19,10 @@ one user.  Two steps make that guarantee hold:
    bucket only above the threshold that ``m`` buckets each holding the user's
    rows clear with probability ``delta / m`` each (so ``delta`` in all)
    (``queries.central``).  Mechanisms over exact rows (the exponential
-   mechanism, NoisyAVG, the sparse vector) are priced for one row by their own
-   proofs; their user-level cost is not simply ``m`` times it, so a user-level
-   oracle refuses them (``Oracle.require``) rather than guess.
+   mechanism, NoisyAVG, the sparse vector, 1-cluster's stability steps) are
+   priced for one row by each algorithm; their user-level cost is not simply
+   ``m`` times it (group privacy multiplies delta by about m e^((m-1) eps)), so
+   a user-level oracle refuses them (``Oracle.require``) rather than guess.
 
 Privacy argument.  Let D and D' differ in one user u's rows.  Couple the
 bounding coins of every other user (each user's subset is drawn from its own
@@ -68,8 +69,9 @@ __all__ = [
 PRIVACY_UNITS = ("row", "user")
 _USER = re.compile(r"^add/remove one user \(at most (\d+) rows?\)$")
 EXACT_AT_USER_LEVEL = (
-    "mechanisms over exact rows (the exponential mechanism, NoisyAVG, the sparse vector) are priced for one "
-    "row by their own proofs, and their cost for a user's m rows is not simply m times that"
+    "mechanisms over exact rows (the exponential mechanism, NoisyAVG, the sparse vector, 1-cluster's stability "
+    "steps) are priced for one row's change by each algorithm, and their cost for a user's m rows is not simply "
+    "m times that (group privacy multiplies delta by about m e^((m-1) epsilon))"
 )
 
 
