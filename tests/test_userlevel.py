@@ -376,3 +376,18 @@ def test_bench_userlevel_writes_its_json_report_and_plot_with_both_units(tmp_pat
     assert {(s["algorithm"], s["unit"]) for s in record["summary"]} == {("fastlloyd", "row"), ("fastlloyd", "user")}
     assert "user level (m = 5)" in (out / "userlevel.md").read_text()
     assert (out / "userlevel.png").stat().st_size > 0
+
+
+def test_subsampling_and_the_opendp_measurement_refuse_a_user_level_model():
+    """Both are stated for rows: Poisson sampling of rows does not amplify a user-level guarantee, and the
+    OpenDP measurement's input metric is the symmetric distance over rows."""
+    from privclust import Subsampled
+    from privclust.opendp import make_private_kmeans
+
+    model = KMeans(3, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=2)
+    shared = PrivacyAccountant()
+    with pytest.raises(ValueError, match="amplifies row-level fits only"):
+        Subsampled(model.set_params(accountant=shared), rate=0.5).fit(_mixture(), user_ids=np.arange(3000))
+    assert shared.spends == []
+    with pytest.raises(ValueError, match="symmetric distance over rows"):
+        make_private_kmeans(model.set_params(accountant=None), n_features=2)
