@@ -391,3 +391,32 @@ def test_subsampling_and_the_opendp_measurement_refuse_a_user_level_model():
     assert shared.spends == []
     with pytest.raises(ValueError, match="symmetric distance over rows"):
         make_private_kmeans(model.set_params(accountant=None), n_features=2)
+
+
+def test_a_ledger_file_keeps_the_user_level_relation_of_every_spend(tmp_path):
+    from privclust.privacy.ledger import LedgerAccountant
+
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(5.0, 1e-5))
+    model = KMeans(
+        3,
+        epsilon=1.0,
+        bounds=(-1, 1),
+        algorithm="fastlloyd",
+        accountant=ledger,
+        privacy_unit="user",
+        max_rows_per_user=2,
+    )
+    model.fit(_mixture(), user_ids=np.arange(3000) // 4)
+    reread = LedgerAccountant.open(tmp_path / "ledger.json")
+    assert reread.spends and {s.relation for s in reread.spends} == {user_relation(2)}
+    assert reread.report().privacy_unit == {"unit": "user", "max_rows_per_user": 2}
+
+
+def test_the_private_box_of_a_user_level_fit_reads_kept_rows_and_states_the_unit():
+    X = _mixture(n=30_000)
+    model = KMeans(3, epsilon=4.0, algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=2, random_state=0)
+    model.fit(X * 3.0, user_ids=np.arange(len(X)) // 3)
+    labels = [s.label for s in model.privacy_spent_.steps]
+    assert {"domain: magnitudes", "domain: octaves", "domain: edges"} <= set(labels)
+    assert {s.relation for s in model.privacy_spent_.steps} == {user_relation(2)}
+    assert np.all(np.array(model.fit_info_["domain"]["upper"]) <= 4.0)

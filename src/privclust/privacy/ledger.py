@@ -429,7 +429,7 @@ def _check_values(state: dict) -> None:
         for item in [*entry["spends"], *_reserved(entry)]:
             where = f"a spend of the entry {entry['id']}"
             if "mu" in item:
-                if set(item) - {"label", "mu"}:
+                if set(item) - {"label", "mu", "relation"}:  # a relation may come with it (a user-level Gaussian)
                     raise ValueError(f"{where} is both mu-GDP and (epsilon, delta)")
                 _number(item["mu"], f"the mu of {where}")
             else:
