@@ -12,6 +12,11 @@ them, always in the unit box of the declared bounds:
 * ``map_rows(fn)``: exact rows mapped by ``fn`` -- for the central model's
   exact-access mechanisms only.
 
+At user level (``privacy.unit``) the rows keep at most m per user where they
+live: :class:`MemoryRows` answers every question over the rows a
+``UserBound`` keeps (chosen from the user ids and secret coins on first use),
+``SparkRows`` over a frame its executors bound the same way.
+
 Nothing here adds noise or charges a budget: that is the oracle's job.  Rows
 are validated (numeric, finite) and mapped into the unit box lazily, on the
 first question, so an oracle can check a plan against the budget before any
