@@ -420,3 +420,16 @@ def test_the_private_box_of_a_user_level_fit_reads_kept_rows_and_states_the_unit
     assert {"domain: magnitudes", "domain: octaves", "domain: edges"} <= set(labels)
     assert {s.relation for s in model.privacy_spent_.steps} == {user_relation(2)}
     assert np.all(np.array(model.fit_info_["domain"]["upper"]) <= 4.0)
+
+
+def test_a_memory_mapped_input_keeps_the_same_rows_as_the_array(tmp_path):
+    """A memory map is read chunk by chunk at the kept positions: the seeded fit is the in-memory fit."""
+    X = _mixture(n=4000)
+    np.save(tmp_path / "X.npy", X)
+    ids = np.random.default_rng(8).integers(0, 500, len(X))
+    fits = []
+    for data in (X, np.load(tmp_path / "X.npy", mmap_mode="r")):
+        model = KMeans(3, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", random_state=3)
+        fits.append(model.set_params(privacy_unit="user", max_rows_per_user=2).fit(data, user_ids=ids))
+    np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-9, atol=1e-12)
+    assert fits[1].labels_.shape == (len(X),)

@@ -194,7 +194,9 @@ def _checked_ids(user_ids) -> np.ndarray:
         if not np.all(np.isfinite(ids)):
             raise ValueError("user_ids has missing or non-finite ids: give every row a user id")
     elif ids.dtype.kind == "O":
-        if any(value is None or (isinstance(value, float) and value != value) for value in ids):
+        import pandas as pd
+
+        if bool(pd.isna(ids).any()):  # None, NaN, pandas' NA
             raise ValueError("user_ids has missing ids: give every row a user id")
         try:
             ids = ids.astype(str) if all(isinstance(v, str) for v in ids) else ids.astype(np.int64)
