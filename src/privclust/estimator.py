@@ -25,9 +25,10 @@ from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_p
 from .compat import Progress, check_sample_weight, ignored, public_start, resolve_algorithm, threads, warn_ignored
 from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
 from .metrics import labels_and_cost
-from .models import check_privacy_model, open_oracle
+from .models import USER_LEVEL_CENTRAL_ONLY, check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
 from .privacy.noise import Randomness
+from .privacy.unit import ROW, PrivacyUnit, UserBound, check_privacy_unit
 from .queries.central import CentralOracle
 from .queries.plan import SAMPLED, PlanningOracle
 from .queries.spark import is_spark_frame
@@ -131,6 +132,19 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         and ``tol`` are ignored, with one warning saying why; ``verbose``
         prints progress on stderr; ``n_jobs`` sets the threads; ``copy_x`` is
         honoured either way (``X`` is never modified).
+    privacy_unit : {"row", "user"}
+        What the guarantee protects (``privclust.privacy.unit``, docs/privacy.md):
+        one row (default), or every row of one user -- then ``fit`` takes
+        ``user_ids`` (one per row; for a Spark DataFrame, the name of its user
+        column), each user's rows are cut to ``max_rows_per_user`` at random
+        (never by their values) and every release is calibrated for that many
+        rows.  Central model only; ``maxcover``, ``onecluster`` and the greedy's
+        exponential selection (mechanisms over exact rows) are refused.
+        ``public_n`` then stands for the number of rows the fit reads after
+        the bounding (a public guess for the heuristics; any value keeps the
+        guarantee), and no count of users is released.
+    max_rows_per_user : int or None
+        The public maximum of rows kept per user (with ``privacy_unit="user"``).
 
     Attributes
     ----------
@@ -191,6 +205,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         verbose: int = 0,
         copy_x: bool = True,
         n_jobs: int | None = None,
+        privacy_unit: str = "row",
+        max_rows_per_user: int | None = None,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -207,6 +223,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         self.algorithm_params = algorithm_params
         self.accountant = accountant
         self.privacy_model = privacy_model
+        self.privacy_unit = privacy_unit
+        self.max_rows_per_user = max_rows_per_user
         self.init = init
         self.n_init = n_init
         self.tol = tol
@@ -245,6 +263,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
+        if check_privacy_unit(self.privacy_unit, self.max_rows_per_user).user and self.privacy_model != "central":
+            raise ValueError(USER_LEVEL_CENTRAL_ONLY.format(model=self.privacy_model))
         if algorithm in NON_PRIVATE:
             if is_private_domain_request(self.bounds):
                 raise ValueError(NO_BUDGET_FOR_A_BOX)
@@ -253,10 +273,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             return Budget(check_epsilon(self.epsilon)), options
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
-    def fit(self, X, y=None, sample_weight=None, *, callback: Callable[[int, int], None] | None = None):
+    def fit(self, X, y=None, sample_weight=None, *, user_ids=None, callback: Callable[[int, int], None] | None = None):
         """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
 
         ``sample_weight`` must be None: weights would need a public bound to scale the noise by (refused).
+
+        ``user_ids`` (with ``privacy_unit="user"``): the user owning each row of ``X`` -- integers or
+        strings, one per row -- or, for a Spark DataFrame, the name of its user column.
 
         ``X`` is an array-like, or a PySpark DataFrame of numeric feature
         columns: then the executors compute the exact aggregates and the driver
@@ -265,22 +288,32 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         """
         budget, options = self._check_params()
         check_sample_weight(sample_weight)
+        unit = self._unit(user_ids)
         warn_ignored(self._ignored())
         with fit_threads(threads(self.n_jobs)):
-            return self._fit(X, budget, options, Progress(self.verbose, callback))
+            return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids)
 
-    def _fit(self, X, budget: Budget | None, options: dict, progress: Progress):
+    def _fit(self, X, budget: Budget | None, options: dict, progress: Progress, unit: PrivacyUnit, user_ids):
         algorithm = self._algorithm
         spend = "not private" if budget is None else f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
         progress.say(f"fitting algorithm={algorithm!r}, k={self.n_clusters}, {spend}")
 
         def oracle(accountant, randomness):
+            # user level: each user's rows bounded to m by secret coins, on the first read (privacy.unit)
+            users = None if not unit.user else UserBound(user_ids, unit, randomness.secret())
             # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box);
             # the oracle plans within what is left (so does the algorithm: its context has the oracle's budget)
             bounds, algorithm_budget = find_fit_domain(
-                X, self.bounds, budget, accountant, randomness, self.privacy_model, partial(self._planned, options)
+                X,
+                self.bounds,
+                budget,
+                accountant,
+                randomness,
+                self.privacy_model,
+                partial(self._planned, options, unit=unit),
+                users,
             )
-            return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness)
+            return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness, users)
 
         with open_session(
             budget,
@@ -319,6 +352,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
             self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
+        if unit.user:  # public: the parameters
+            self.fit_info_["privacy_unit"] = unit.as_dict()
         if getattr(oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
             self.fit_info_["local_epsilon"] = oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
@@ -356,11 +391,25 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
         if budget is not None and (self.bounds is None or isinstance(self.bounds, dict)):
             raise ValueError("planned_spends needs declared bounds (a private domain's box is found first)")
-        return self._planned(options, budget, n_features)
+        return self._planned(options, budget, n_features, check_privacy_unit(self.privacy_unit, self.max_rows_per_user))
 
-    def _planned(self, options: dict, budget: Budget | None, n_features: int) -> list[list[Spend]]:
+    def _unit(self, user_ids) -> PrivacyUnit:
+        """The fit's privacy unit (parameters checked already); ``user_ids`` must come with a user-level one."""
+        unit = check_privacy_unit(self.privacy_unit, self.max_rows_per_user)
+        if unit.user and user_ids is None:
+            raise ValueError("privacy_unit='user' needs fit(X, user_ids=...): the user owning each row of X")
+        if not unit.user and user_ids is not None:
+            raise ValueError(
+                "user_ids are for a user-level fit: set privacy_unit='user' and max_rows_per_user "
+                "(a row-level fit would ignore them and protect rows only)"
+            )
+        return unit
+
+    def _planned(
+        self, options: dict, budget: Budget | None, n_features: int, unit: PrivacyUnit = ROW
+    ) -> list[list[Spend]]:
         """The spends of each plan the algorithm may make with ``budget`` on ``n_features`` columns (a value)."""
-        oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model")
+        oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model", unit)
         context = self._context(oracle, budget, Randomness(None), options)
         return oracle.spends(algorithm_spec(self._algorithm, context))
 

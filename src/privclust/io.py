@@ -38,6 +38,7 @@ __all__ = [
     "Table",
     "read_schema",
     "read_table",
+    "read_table_and_ids",
     "read_frame",
     "read_points",
     "check_separator",
@@ -258,10 +259,33 @@ def read_table(
             X = np.asarray(X)
             X = X[~np.isnan(X).any(axis=1)]
         return Table(check_data(X, what=str(path)), [names[p] for p in positions])
-    frame = read_frame(path, columns, header=header, sep=sep, dropna=dropna)
+    return _checked_table(read_frame(path, columns, header=header, sep=sep, dropna=dropna), path)
+
+
+def _checked_table(frame, path: Path) -> Table:
     if frame.shape[0] == 0:  # no values to infer types from: the columns are numbers with no rows
         frame = frame.astype(np.float64)
     return Table(check_data(frame, what=str(path)), [str(c) for c in frame.columns])
+
+
+def read_table_and_ids(
+    path: str | Path,
+    columns: Sequence[str],
+    id_column: str,
+    *,
+    header: bool | None = None,
+    sep: str | None = None,
+    dropna: bool = False,
+) -> tuple[Table, np.ndarray]:
+    """:func:`read_table` of the feature ``columns`` (names) and, row for row, the values of ``id_column``
+    (a user-level fit's user ids: numbers or text), read in one pass of a CSV or Parquet file.  A missing id
+    is a missing value like any other (refused naming the column, or its row dropped with ``dropna``)."""
+    path = _existing(path)
+    if _kind(path) == "npy":
+        raise ValueError(f"{path}: user ids come from a column of a CSV or Parquet table, not an .npy array")
+    frame = read_frame(path, [*columns, id_column], header=header, sep=sep, dropna=dropna)
+    ids = frame.pop(id_column).to_numpy()
+    return _checked_table(frame, path), ids
 
 
 def read_frame(

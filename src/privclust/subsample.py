@@ -146,6 +146,14 @@ class Subsampled(ClusterMixin, BaseEstimator):
             raise ValueError(
                 "subsampling amplifies central fits only (add/remove neighbours), not the local or shuffle model"
             )
+        if getattr(self.estimator, "privacy_unit", "row") != "row":
+            # Poisson sampling of rows amplifies a row-level guarantee; a user's rows would be sampled one by
+            # one, which that bound does not cover (and the user ids would no longer match the sample).
+            raise ValueError(
+                "subsampling amplifies row-level fits only: with privacy_unit='user' a user's rows would be "
+                "sampled one by one, which the amplification bound does not cover; fit the user-level KMeans "
+                "directly"
+            )
         delta = float(getattr(self.estimator, "delta", 0.0) or 0.0)
         if isinstance(getattr(self.estimator, "bounds", None), str):  # bounds="data": not private at all
             return math.inf, delta

@@ -352,6 +352,8 @@ class Source:
     default_bounds: object
     read: Callable[[], object]  # the rows of the feature columns
     on_spark: bool = False
+    # --user-column: (the rows, the user ids) -- on Spark, (the frame with the user column, its name)
+    read_with_users: Optional[Callable[[], tuple]] = None
 
     @property
     def columns(self) -> list[str]:
@@ -372,11 +374,13 @@ def _open_source(
     header: Optional[bool] = None,
     sep: Optional[str] = None,
     dropna: bool = False,
+    user_column: Optional[str] = None,
 ) -> Source:
     """The input's schema and the feature columns; no row is read (bundled public data sets aside).
 
-    ``header``, ``sep`` and ``dropna`` say how a CSV is read (:func:`privclust.io.read_frame`)."""
-    from ..io import read_schema, read_table, select_columns
+    ``header``, ``sep`` and ``dropna`` say how a CSV is read (:func:`privclust.io.read_frame`).
+    ``user_column``: a user-level fit's column of user ids (``--user-column``), not a feature."""
+    from ..io import read_schema, read_table, read_table_and_ids
 
     wanted = _split(columns)
     name = _bundled(data)
@@ -388,23 +392,62 @@ def _open_source(
 
         frame = read_spark_frame(data, spark_session(master), header=header, sep=sep)
         names = [str(c) for c in frame.columns]
-        positions = select_columns(names, wanted)
+        user_column = _user_column_name(names, user_column)
+        positions = _feature_positions(names, wanted, user_column)
         described = f"{data} (Spark, master {master}, {len(positions)} features)"
         chosen = [names[p] for p in positions]
-        rows = (lambda: frame.select(*chosen).dropna()) if dropna else (lambda: frame.select(*chosen))
-        return Source(described, names, positions, None, rows, True)
+
+        def selected(*extra):
+            picked = frame.select(*chosen, *extra)
+            return picked.dropna() if dropna else picked
+
+        with_users = None if user_column is None else (lambda: (selected(user_column), user_column))
+        return Source(described, names, positions, None, selected, True, with_users)
     if name is not None:
+        if user_column is not None:
+            raise ValueError("--user-column names a column of user ids in your table: a bundled data set has none")
         ds = datasets.load(name)  # public benchmark data
         names = [f"x{j}" for j in range(ds.X.shape[1])]
-        positions = select_columns(names, wanted)
+        positions = _feature_positions(names, wanted, None)
         described = f"bundled data set '{ds.name}' ({ds.description}, scaled to [-1, 1])"
         return Source(described, names, positions, ds.bounds, lambda: ds.X[:, positions])
     names = read_schema(data, header=header, sep=sep)
-    positions = select_columns(names, wanted)
+    user_column = _user_column_name(names, user_column)
+    positions = _feature_positions(names, wanted, user_column)
     chosen = [names[p] for p in positions]
+    options = {"header": header, "sep": sep, "dropna": dropna}
+
+    def with_users():
+        table, ids = read_table_and_ids(data, chosen, user_column, **options)
+        return table.X, ids
+
     return Source(
-        str(data), names, positions, None, lambda: read_table(data, chosen, header=header, sep=sep, dropna=dropna).X
+        str(data),
+        names,
+        positions,
+        None,
+        lambda: read_table(data, chosen, **options).X,
+        read_with_users=None if user_column is None else with_users,
     )
+
+
+def _user_column_name(names: list[str], user_column: Optional[str]) -> Optional[str]:
+    """The name of the --user-column (given by name or position), checked against the schema."""
+    from ..io import select_columns
+
+    return None if user_column is None else names[select_columns(names, [user_column])[0]]
+
+
+def _feature_positions(names: list[str], wanted, user_column: Optional[str]) -> list[int]:
+    """The feature columns: ``wanted`` (--columns) or every column but the user column (a name), never it."""
+    from ..io import select_columns
+
+    positions = select_columns(names, wanted)
+    if user_column is None:
+        return positions
+    if wanted is not None and user_column in [names[p] for p in positions]:
+        raise ValueError(f"--user-column {user_column!r} is also among --columns: user ids are not a feature")
+    return [p for p in positions if names[p] != user_column]
 
 
 def _reserve_outputs(staged: StagedFiles, **outputs) -> dict:
@@ -579,10 +622,20 @@ def fit(
     ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
     engine: str = ENGINE_OPTION,
     spark_master: str = SPARK_MASTER_OPTION,
+    user_column: Optional[str] = typer.Option(
+        None,
+        "--user-column",
+        help="Protect users, not rows: the column of user ids (not a feature); give --max-rows-per-user too.",
+    ),
+    max_rows_per_user: Optional[int] = typer.Option(
+        None,
+        "--max-rows-per-user",
+        help="With --user-column: each user's rows are cut to this many, at random, before anything is released.",
+    ),
 ) -> None:
     """Cluster a table privately and report what it cost.
 
-    Every column of the input is a feature unless --columns names the features.
+    Every column of the input is a feature unless --columns names the features (never the --user-column).
     """
     from ..algorithms.base import NON_PRIVATE
     from ..estimator import KMeans
@@ -591,6 +644,7 @@ def fit(
     with _interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k, epsilon, delta, algorithm)
+            unit = _user_level(user_column, max_rows_per_user)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
             _split(columns)  # the syntax; the names are matched to the input's schema below
             check_separator(sep)
@@ -613,7 +667,7 @@ def fit(
             }
             private = algorithm not in NON_PRIVATE and not wanted_bounds.from_data
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
-                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
+                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna, user_column)
                 chosen_bounds = _checked_bounds(wanted_bounds, source, private=private, outer=outer_bounds)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
@@ -626,16 +680,37 @@ def fit(
                     random_state=seed,
                     public_n=public_n,
                     accountant=accountant,
+                    **unit,
                 )
-                X = source.read()
+                X, user_ids = source.read_with_users() if user_column is not None else (source.read(), None)
+                users = {} if user_ids is None else {"user_ids": user_ids}
                 with _progress(disable=as_json) as progress:
                     task = progress.add_task(f"{algorithm} on {_rows_shown(X, on_spark)}", total=None)
-                    model.fit(X, callback=lambda done, planned: progress.update(task, completed=done, total=planned))
+                    model.fit(
+                        X, **users, callback=lambda done, planned: progress.update(task, completed=done, total=planned)
+                    )
+                if on_spark and user_ids is not None:  # the outputs read the feature columns only
+                    X = X.select(*source.columns)
         except USER_ERRORS as exc:
             fail(_with_hint(str(exc), columns))
         described = source.description if on_spark or name else f"{source.description} ({X.shape[0]} x {X.shape[1]})"
         result = _write_fit_outputs(staged, outputs, model, source, X, algorithm, k)
     _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
+
+
+def _user_level(user_column: Optional[str], max_rows_per_user: Optional[int]) -> dict:
+    """The estimator's privacy unit from --user-column and --max-rows-per-user (public), checked now."""
+    from ..privacy.unit import check_privacy_unit
+
+    if (user_column is None) != (max_rows_per_user is None):
+        raise ValueError(
+            "--user-column and --max-rows-per-user go together: the column of user ids, and the public maximum "
+            "of rows kept per user (e.g. --user-column user --max-rows-per-user 5)"
+        )
+    if user_column is None:
+        return {}
+    check_privacy_unit("user", max_rows_per_user)
+    return {"privacy_unit": "user", "max_rows_per_user": max_rows_per_user}
 
 
 def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False, outer: bool = False):
@@ -822,6 +897,12 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
     console.print(f"data: {described} [dim](for you only: not private)[/]", highlight=False)
     console.print(f"features: {', '.join(source.columns)}", highlight=False)
     console.print(table)
+    unit = spent.privacy_unit
+    if unit["unit"] == "user":  # the neighbours the guarantee is for
+        console.print(
+            f"privacy unit: a user (each user's rows cut to at most {unit['max_rows_per_user']}, at random)",
+            highlight=False,
+        )
     console.print(
         "* NICV = k-means cost / n on the data scaled to [-1, 1]^d, computed on your data"
         + (f" (its first {PLOT_SAMPLE:,} rows on Spark)" if source.on_spark else "")

@@ -457,6 +457,43 @@ def onecluster(
     console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
 
 
+@bench_app.command("userlevel")
+def userlevel(
+    dataset: str = typer.Option("adult", help="A bundled data set (its rows go to synthetic users)."),
+    algorithms: str = typer.Option("fastlloyd,auto", help="Comma-separated algorithms."),
+    epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
+    runs: int = typer.Option(10, help="Seeds per (algorithm, unit, epsilon)."),
+    rows_per_user: int = typer.Option(5, help="Synthetic rows per user."),
+    max_rows_per_user: int = typer.Option(5, help="The user-level fits' max_rows_per_user (m)."),
+    assignment: str = typer.Option("exact", help="exact (every user holds rows_per_user rows) or random."),
+    out: Path = typer.Option(Path("bench-results/userlevel"), help="Output folder."),
+) -> None:
+    """NICV vs epsilon of user-level fits (privacy_unit='user') beside row-level ones, on synthetic users."""
+    from .. import datasets as ds_module
+    from ..algorithms import ALGORITHMS
+    from ..bench import userlevel as bench
+
+    chosen = _split(algorithms)
+    unknown = [a for a in chosen if a not in ALGORITHMS]
+    if unknown or dataset not in ds_module.DATASETS or assignment not in bench.ASSIGNMENTS:
+        raise typer.BadParameter(
+            f"algorithms from {sorted(ALGORITHMS)}, a data set from {list(ds_module.DATASETS)}, "
+            f"an assignment from {bench.ASSIGNMENTS}"
+        )
+    if rows_per_user < 1 or max_rows_per_user < 1 or runs < 1:
+        raise typer.BadParameter("--rows-per-user, --max-rows-per-user and --runs must be at least 1")
+    eps = _split(epsilons, float)
+    total = len(chosen) * len(eps) * runs * 2
+    result = _with_progress(
+        "fits",
+        total,
+        lambda on_done: bench.run(
+            dataset, chosen, eps, list(range(runs)), rows_per_user, max_rows_per_user, assignment, on_done
+        ),
+    )
+    console.print(bench.write_report(result, out, machine_description()).read_text())
+
+
 @bench_app.command("greedy")
 def greedy(
     datasets: str = typer.Option("s1,birch2", help="Comma-separated bundled data sets."),

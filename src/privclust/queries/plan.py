@@ -54,6 +54,7 @@ from typing import Callable, Iterable, TypeVar
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.gdp import gdp_mu
+from ..privacy.unit import EXACT_AT_USER_LEVEL, ROW, PrivacyUnit
 from .base import Released, SumQuery
 
 __all__ = [
@@ -296,10 +297,15 @@ class Plan:
 
 
 class Oracle(ABC):
-    """One privacy model: it plans, calibrates, draws every noise value and charges every spend."""
+    """One privacy model: it plans, calibrates, draws every noise value and charges every spend.
+
+    ``unit`` is what its guarantee protects (``privacy.unit``): a row, or a user owning up to m rows.  Every
+    spend it reserves and charges is stated for that unit's neighbours, and a user-level oracle refuses the
+    mechanisms over exact rows (their proofs price one row)."""
 
     capabilities: frozenset[str] = frozenset()
     model = "this privacy model"
+    unit: PrivacyUnit = ROW
 
     def __init__(self, n_features: int, budget: Budget | None, accountant: PrivacyAccountant):
         self.n_features = int(n_features)
@@ -363,6 +369,12 @@ class Oracle(ABC):
 
     def require(self, needs: Iterable[str], what: str = "it") -> None:
         """Refuse, before anything is read or spent, an algorithm needing what this model does not offer."""
+        if self.unit.user and EXACT in set(needs):
+            raise CapabilityError(
+                f"{what} needs {EXACT}, which a user-level fit (privacy_unit='user') does not offer: "
+                f"{EXACT_AT_USER_LEVEL}; nothing was spent. Choose an algorithm built on noisy sums (fastlloyd, "
+                "glloyd, sulloyd, the greedy with selection='histogram', or auto)."
+            )
         missing = sorted(set(needs) - self.capabilities)
         if missing:
             raise CapabilityError(
@@ -371,8 +383,9 @@ class Oracle(ABC):
             )
 
     def reserved(self, plan: Plan) -> list[Spend]:
-        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends."""
-        return plan.reserved()
+        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends,
+        stated for the unit's neighbours."""
+        return [self.unit.stated(spend) for spend in plan.reserved()]
 
     @abstractmethod
     def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
@@ -433,9 +446,11 @@ class PlanningOracle(Oracle):
     split) and answers nothing.  For checking an algorithm against a model before any row or party is
     there -- e.g. a federated job, announced before the parties join."""
 
-    def __init__(self, n_features: int, budget: Budget | None, capabilities: Iterable[str], model: str):
+    def __init__(
+        self, n_features: int, budget: Budget | None, capabilities: Iterable[str], model: str, unit: PrivacyUnit = ROW
+    ):
         super().__init__(n_features, budget, PrivacyAccountant(budget))
-        self.capabilities, self.model = frozenset(capabilities), model
+        self.capabilities, self.model, self.unit = frozenset(capabilities), model, unit
 
     def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
         return pooled_allotments(self.budget, parts, family)
