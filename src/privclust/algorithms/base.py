@@ -68,6 +68,7 @@ class FitResult:
 
 ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
 NON_PRIVATE = frozenset({"lloyd"})  # the baseline: exact releases, epsilon = inf
+NEARLY_EMPTY = 0.01  # a center whose noisy size is below 1% of the noisy row count serves (nearly) nobody
 SPECS: dict[str, Callable[[FitContext], Spec | Staged]] = {}  # each algorithm's plan as a value
 MAX_ROW_ESTIMATE = 2.0**53
 
