@@ -203,6 +203,9 @@ def test_dead_centers_split_the_largest_cells_into_pieces_above_the_noise():
     np.testing.assert_array_equal(reseed_dead(centers, counts, 100.0, step, np.random.default_rng(0)), centers)
     alive = np.array([500.0, 300.0, 50.0, 40.0, 30.0])
     np.testing.assert_array_equal(reseed_dead(centers, alive, 1.0, step, np.random.default_rng(0)), centers)
+    # within 2 noise stds of nothing but over 1% of the rows: a small cluster's center, not a dead one
+    small = np.array([600.0, 350.0, 15.0, 12.0, 11.0])
+    np.testing.assert_array_equal(reseed_dead(centers, small, 10.0, step, np.random.default_rng(0)), centers)
 
 
 def test_shrinkage_keeps_a_noisy_move_and_drops_a_pure_noise_one():

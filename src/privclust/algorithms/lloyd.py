@@ -99,7 +99,7 @@ from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .base import NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 from .greedy import GreedySpec, greedy_spec, run_greedy
 from .params import (
     ALPHA,
@@ -243,13 +243,15 @@ def shrink_moves(centers: np.ndarray, new: np.ndarray, usable: np.ndarray, count
     return centers + factor[:, None] * move
 
 
-DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds holds (nearly) no row
+DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds (and under NEARLY_EMPTY of the rows) holds no row
 SPLIT_Z = 4.0  # a cell is split only into pieces of at least 4 noise stds each (expected): none can die of noise
 SPLIT_REACH = 1e-3  # the new centers' distance from the split cell's center, in units of the step's radius
 
 
 def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydStep, rng) -> np.ndarray:
-    """Split the largest cells with the centers whose noisy cell size is noise.
+    """Split the largest cells with the dead centers: those whose noisy cell size is both within ``DEAD_Z``
+    noise stds of nothing and under ``NEARLY_EMPTY`` of the released sizes' total (on a few hundred rows
+    the noise alone is more than a real cluster's size: a center on one is not dead).
 
     A center whose cell is empty gets a noise-only update and never moves back to the data.  Each dead
     center in turn goes to the live cell whose pieces would be the largest (noisy size / (pieces + 1)),
@@ -260,8 +262,8 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
     farther from the cell's rows than their own center, and catches none).  Dead centers left over stay.
     Post-processing of the released sizes, their public noise std and public randomness."""
     std = max(1.0, float(np.max(count_std)))
-    dead = np.flatnonzero(counts < DEAD_Z * std)
-    live = np.flatnonzero(counts >= DEAD_Z * std)
+    dead = counts < min(DEAD_Z * std, NEARLY_EMPTY * float(np.sum(np.maximum(counts, 0.0))))
+    dead, live = np.flatnonzero(dead), np.flatnonzero(~dead & (counts >= DEAD_Z * std))
     if dead.size == 0 or live.size == 0:
         return centers
     pieces = np.zeros(live.size, dtype=np.int64)  # new centers per live cell
