@@ -240,6 +240,18 @@ def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
         )
 
 
+def test_auto_fit_on_mnist_leaves_few_centers_nearly_empty():
+    """Issue 27: ``auto`` on MNIST at epsilon = 1 left 6-8 of 10 centers under 1% of the rows (noisy sizes)."""
+    from privclust import datasets
+
+    ds = datasets.load("mnist")
+    empty = [
+        KMeans(10, bounds=ds.bounds, epsilon=1.0, random_state=seed).fit(ds.X).fit_info_["nearly_empty_centers"]
+        for seed in range(3)
+    ]
+    assert max(empty) <= 2
+
+
 def test_reseeding_is_an_option_of_the_private_lloyd_family(blobs):
     X, _ = blobs
     for algorithm in ("fastlloyd", "glloyd", "sulloyd"):
