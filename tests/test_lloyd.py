@@ -195,17 +195,23 @@ def test_dead_centers_split_the_largest_cells_into_pieces_above_the_noise():
     step = LloydStep(Block("sum", 2, 1.0), count_share=0.5, radius=0.2)
     moved = reseed_dead(centers, counts, 10.0, step, np.random.default_rng(0))
     reach = SPLIT_REACH * 0.2
-    # the largest cell takes two (pieces of 200 rows), the second one (175 rows each): all above 4 stds
+    # the largest cell takes two (pieces of 200 rows), the second one (175 rows each): all above 8 stds
     near_first = np.isclose(np.linalg.norm(moved - centers[0], axis=1), reach)
     near_second = np.isclose(np.linalg.norm(moved - centers[1], axis=1), reach)
     assert near_first.sum() == 3 and near_second.sum() == 2  # the cells' own centers move by the reach too
-    # with a noise std of 100, no piece would clear 4 stds: nothing moves
+    # with a noise std of 100, no piece would clear 8 stds: nothing moves
     np.testing.assert_array_equal(reseed_dead(centers, counts, 100.0, step, np.random.default_rng(0)), centers)
     alive = np.array([500.0, 300.0, 50.0, 40.0, 30.0])
     np.testing.assert_array_equal(reseed_dead(centers, alive, 1.0, step, np.random.default_rng(0)), centers)
     # within 2 noise stds of nothing but over 1% of the rows: a small cluster's center, not a dead one
     small = np.array([600.0, 350.0, 15.0, 12.0, 11.0])
     np.testing.assert_array_equal(reseed_dead(centers, small, 10.0, step, np.random.default_rng(0)), centers)
+    # with k = 20 a cell of 1% of the rows is a fifth of the mean cell: dead only under a tenth of it (50)
+    many = np.r_[np.full(19, 10_000.0 / 19), 60.0]  # 60: within 2 stds (31) and under 1%, over a tenth (50)
+    spread = np.random.default_rng(1).uniform(-1.0, 1.0, size=(20, 2))
+    np.testing.assert_array_equal(reseed_dead(spread, many, 31.0, step, np.random.default_rng(0)), spread)
+    many[-1] = 30.0
+    assert not np.array_equal(reseed_dead(spread, many, 31.0, step, np.random.default_rng(0))[-1], spread[-1])
 
 
 def test_shrinkage_keeps_a_noisy_move_and_drops_a_pure_noise_one():

@@ -244,14 +244,16 @@ def shrink_moves(centers: np.ndarray, new: np.ndarray, usable: np.ndarray, count
 
 
 DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds (and under NEARLY_EMPTY of the rows) holds no row
-SPLIT_Z = 4.0  # a cell is split only into pieces of at least 4 noise stds each (expected): none can die of noise
+DEAD_SHARE_OF_MEAN = 10.0  # ... and under a tenth of the mean cell (with more than 10 centers 1% of the rows is a cell)
+SPLIT_Z = 8.0  # a cell is split only into pieces of at least 8 noise stds each (expected): none dies of noise
 SPLIT_REACH = 1e-3  # the new centers' distance from the split cell's center, in units of the step's radius
 
 
 def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydStep, rng) -> np.ndarray:
     """Split the largest cells with the dead centers: those whose noisy cell size is both within ``DEAD_Z``
-    noise stds of nothing and under ``NEARLY_EMPTY`` of the released sizes' total (on a few hundred rows
-    the noise alone is more than a real cluster's size: a center on one is not dead).
+    noise stds of nothing and under ``NEARLY_EMPTY`` of the released sizes' total -- and of a tenth of
+    the mean cell (``DEAD_SHARE_OF_MEAN``) when k > 10 -- (on a few hundred rows the noise alone is more
+    than a real cluster's size: a center on one is not dead).
 
     A center whose cell is empty gets a noise-only update and never moves back to the data.  Each dead
     center in turn goes to the live cell whose pieces would be the largest (noisy size / (pieces + 1)),
@@ -262,7 +264,8 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
     farther from the cell's rows than their own center, and catches none).  Dead centers left over stay.
     Post-processing of the released sizes, their public noise std and public randomness."""
     std = max(1.0, float(np.max(count_std)))
-    dead = counts < min(DEAD_Z * std, NEARLY_EMPTY * float(np.sum(np.maximum(counts, 0.0))))
+    total = float(np.sum(np.maximum(counts, 0.0)))
+    dead = counts < min(DEAD_Z * std, NEARLY_EMPTY * total, total / (DEAD_SHARE_OF_MEAN * counts.size))
     dead, live = np.flatnonzero(dead), np.flatnonzero(~dead & (counts >= DEAD_Z * std))
     if dead.size == 0 or live.size == 0:
         return centers
