@@ -106,7 +106,7 @@ def test_headerless_csv(tmp_path):
     "args,message",
     [
         (("fit", "missing.csv", "--k", "2", "--bounds", "0,1"), "no such file"),
-        (("fit", "{csv}", "--k", "2", "-a", "lloyd"), "needs public bounds"),  # private fits find a box
+        (("fit", "{csv}", "--k", "2", "-a", "nonprivate-lloyd"), "needs public bounds"),  # private fits find a box
         (("fit", "{csv}", "--bounds", "0,1"), "--k"),
         (("fit", "{csv}", "--k", "2", "--bounds", "zero,one"), "LOWER,UPPER"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "--radius", "2"), "not both"),
@@ -115,6 +115,8 @@ def test_headerless_csv(tmp_path):
         (("fit", "{bad}", "--k", "2", "--bounds", "0,1"), "non-numeric columns"),
         (("fit", "{nan}", "--k", "2", "--bounds", "0,1"), "NaN"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "magic"), "unknown algorithm"),
+        # scikit-learn's name for its non-private Lloyd: refused, naming the private and the non-private choice
+        (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "lloyd"), "fastlloyd for private Lloyd, or nonprivate"),
     ],
 )
 def test_bad_input_exits_cleanly(tmp_path, args, message):
@@ -206,6 +208,17 @@ def test_elbow_command_refuses_files_without_bounds(tmp_path):
     path.write_text("a,b\n1,2\n3,4\n5,6\n")
     out = run("elbow", str(path), "--k-max", "2")
     assert out.exit_code == 2 and "bounds" in out.output
+
+
+def test_elbow_reads_its_file_as_fit_does(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a;b\n" + "".join(f"{i % 5};{(i * 7) % 5}\n" for i in range(60)) + "1;\n")
+    common = ("elbow", str(path), "--k-max", "3", "--bounds", "0,5", "--sep", ";", "--seed", "0")
+    out = run(*common, "--plot", str(tmp_path / "e.png"))
+    assert out.exit_code == 2 and "column 'b'" in out.output and not (tmp_path / "e.png").exists()
+    out = run(*common, "--dropna", "--plot", str(tmp_path / "e.png"), "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["columns"] == ["a", "b"]
 
 
 def test_bench_onecluster_small(tmp_path):
@@ -550,7 +563,7 @@ def test_the_ledger_records_runs_and_refuses_one_over_budget_before_reading(tmp_
         str(tmp_path / "e.png"),
     )
     assert elbow.exit_code == 0, elbow.output
-    non_private = run("fit", "iris", "-a", "lloyd", "--ledger", str(ledger), "-o", str(tmp_path / "d.csv"))
+    non_private = run("fit", "iris", "-a", "nonprivate-lloyd", "--ledger", str(ledger), "-o", str(tmp_path / "d.csv"))
     assert non_private.exit_code == 2 and "non-private" in non_private.output
     shown = run("ledger", "show", str(ledger), "--json")
     assert shown.exit_code == 0, shown.output

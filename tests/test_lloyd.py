@@ -147,7 +147,7 @@ def test_private_algorithms_find_well_separated_clusters(algorithm):
     rng = np.random.default_rng(11)
     centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
     X = np.clip(centers[rng.integers(0, 3, 30_000)] + rng.normal(0, 0.06, (30_000, 2)), -1, 1)
-    floor = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X).inertia_
+    floor = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X).inertia_
     costs = [
         KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=s).fit(X).inertia_
         for s in range(5)
@@ -179,7 +179,7 @@ def test_fastlloyd_beats_baselines_in_high_dimension():
 
 def test_lloyd_baseline_is_non_private_and_converges(blobs):
     X, centers = blobs
-    m = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X)
+    m = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X)
     assert m.privacy_spent_.epsilon == math.inf
     assert m.n_iter_ < 100
     found = np.sort(m.cluster_centers_[:, 0])
@@ -244,6 +244,16 @@ def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": "auto", "init_share": 0.1}).fit(
             rng.uniform(-1.0, 1.0, size=(50, 4))
         )
+
+
+def test_auto_init_keeps_a_public_start_in_many_dimensions():
+    """init=<array> is the user's public start: auto's FastLloyd (init='auto') starts there, not at the noisy mean."""
+    from privclust.algorithms.lloyd import MEAN_START_MIN_D
+
+    X = np.random.default_rng(4).uniform(-1.0, 1.0, size=(300, MEAN_START_MIN_D))
+    model = KMeans(3, bounds=(-1, 1), init=X[:3].copy(), public_n=300, random_state=0).fit(X)
+    assert model.fit_info_["auto"]["chose"] == "fastlloyd"
+    assert model.fit_info_["init"]["start"] == "public centers (init)"
 
 
 def test_auto_fit_on_mnist_leaves_few_centers_nearly_empty():

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from threadpoolctl import ThreadpoolController
 
 T = TypeVar("T")
 
-__all__ = ["map_chunks", "n_workers", "one_thread", "use_single_thread"]
+__all__ = ["map_chunks", "n_workers", "one_thread", "use_single_thread", "fit_threads"]
 
 _max_workers: int | None = None
+_fit_workers: ContextVar[int | None] = ContextVar("privclust_fit_workers", default=None)  # KMeans(n_jobs=...)
 
 
 @lru_cache(maxsize=1)
@@ -28,7 +31,23 @@ def _controller() -> ThreadpoolController:
 
 
 def n_workers() -> int:
-    return _max_workers or max(1, os.cpu_count() or 1)
+    return _fit_workers.get() or _max_workers or max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def fit_threads(workers: int | None) -> Iterator[None]:
+    """Within the block, at most ``workers`` threads: for chunks of rows (``map_chunks``) and for BLAS and
+    OpenMP; ``None`` changes nothing.  The chunk count is this thread's (a context variable), the BLAS limit
+    the process's (threadpoolctl), restored when the block ends."""
+    if workers is None:
+        yield
+        return
+    token = _fit_workers.set(int(workers))
+    try:
+        with _controller().limit(limits=int(workers)):
+            yield
+    finally:
+        _fit_workers.reset(token)
 
 
 def use_single_thread() -> None:

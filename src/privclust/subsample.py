@@ -33,6 +33,7 @@ from scipy.stats import binom
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from ._validation import check_data
+from .algorithms.base import BASELINE, NON_PRIVATE
 from .estimator import ON_TRAINING_ROWS
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
 from .queries.rows import poisson_indices
@@ -137,8 +138,8 @@ class Subsampled(ClusterMixin, BaseEstimator):
         self.accountant = accountant
 
     def _planned_base(self) -> tuple[float, float]:
-        if getattr(self.estimator, "algorithm", None) == "lloyd":
-            raise ValueError("subsampling amplifies a private algorithm; 'lloyd' is the non-private baseline")
+        if getattr(self.estimator, "algorithm", None) in NON_PRIVATE:
+            raise ValueError(f"subsampling amplifies a private algorithm; {BASELINE!r} is the non-private baseline")
         if getattr(self.estimator, "privacy_model", "central") != "central":
             # The amplification theorem is for add/remove neighbours; a local or shuffle round is replace-one
             # and publishes its number of reports (here, the sample's size).

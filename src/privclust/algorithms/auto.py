@@ -17,6 +17,10 @@ rows themselves -- so it is post-processing of public values and releases:
   than the sphere packing;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
 
+A public start (the estimator's ``init=<array>``, option ``start``) is a public parameter too:
+given one, ``auto`` runs FastLloyd from it (the greedy takes no start), and refuses it where only
+the greedy can run (one round of reports).
+
 The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
 in docs/choosing.md): the greedy's NICV is below FastLloyd's on S1 and Birch2 from n epsilon / k
 of about 60-170 on, and above it on every set with d >= 3 but adult, where both are within 10%.
@@ -44,7 +48,7 @@ from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
 from .lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
-from .params import Params, declare, table
+from .params import START, Params, declare, table
 
 __all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
 
@@ -58,12 +62,18 @@ CHOICES = {
     GREEDY_START: ("fastlloyd", {"init": "greedy"}),
 }
 
-# auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes.
+# auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes
+# -- and a public start, which makes it choose FastLloyd.
 _CANDIDATES = tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))
 _SHARED = {
     key: p for key, p in table(_CANDIDATES[0]).options.items() if all(key in table(c).options for c in _CANDIDATES)
 }
-declare(Params("auto", "auto", options=_SHARED, candidates=_CANDIDATES))
+declare(Params("auto", "auto", options={**_SHARED, START: table("fastlloyd").options[START]}, candidates=_CANDIDATES))
+FROM_START = "a public start was given (init): FastLloyd from it (the greedy takes no start)"
+
+
+def _has_start(ctx: FitContext) -> bool:
+    return algorithm_params(ctx, "auto")[START] is not None
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
@@ -89,7 +99,9 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
 
 def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
-    computed from public parameters; nothing is checked or read."""
+    computed from public parameters; nothing is checked or read.  With a public start: FastLloyd's only."""
+    if _has_start(ctx):
+        return {"fastlloyd": lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False)}
     return {
         "greedy": greedy_spec(ctx).plan_spec,
         "fastlloyd": lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False),
@@ -126,26 +138,42 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
     """``auto``'s plan as a value: with a private n and several rounds, the count then one candidate
     (:func:`staged_spec`); with a public n, one candidate (any of them); in one round, the greedy's."""
     if ADAPTIVE not in ctx.oracle.capabilities:
+        _one_round_takes_no_start(ctx)
         return greedy_spec(ctx).plan_spec
     if ctx.public_n is None:
         return staged_spec(ctx)
     return Staged("auto", (Stage(1.0, tuple(candidate_specs(ctx).values())),))
 
 
+def _one_round_takes_no_start(ctx: FitContext) -> None:
+    if _has_start(ctx):
+        raise ValueError(
+            "init: this privacy model answers one round of queries, which only the greedy can use, and it takes "
+            "no start: leave init at its default (None)"
+        )
+
+
 @register("auto", spec=auto_spec)
 def auto(ctx: FitContext) -> FitResult:
     """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
     if ctx.non_private:
-        raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
-    algorithm_params(ctx, "auto")  # only what every candidate takes: the chosen one runs with its defaults
+        raise ValueError(
+            "algorithm='auto' chooses among the private algorithms; use 'nonprivate-lloyd' for the baseline"
+        )
+    algorithm_params(ctx, "auto")  # what every candidate takes, and a start: the chosen one runs with its defaults
     adaptive = ADAPTIVE in ctx.oracle.capabilities
+    if not adaptive:
+        _one_round_takes_no_start(ctx)
     if ctx.public_n is not None:
         n, run_ctx = float(ctx.public_n), ctx
     elif adaptive:
         n, run_ctx = _noisy_rows(ctx)
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
-    chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    if _has_start(ctx):
+        chosen, why = "fastlloyd", FROM_START
+    else:
+        chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
     algorithm, params = CHOICES[chosen]
     result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
     result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}

@@ -41,11 +41,15 @@ eps_L.  Giving the count's share to every coordinate instead -- as a widely
 used implementation does -- spends T (d cbrt(4 d rho^2) + 1) / (d + cbrt(4 d
 rho^2)) eps_L, more than eps_L whenever cbrt(4 d rho^2) > 1, i.e. d >= 5.
 
-``lloyd``: non-private Lloyd with the same initialisation, reported as
-epsilon = inf.
+``nonprivate-lloyd``: non-private Lloyd with the same initialisation, reported as
+epsilon = inf (named so that scikit-learn's ``algorithm="lloyd"`` cannot select it).
 
 Initial centers.  By default every member starts from public sphere-packing
-centers (``geometry.init``): data-independent, free.  FastLloyd also takes a
+centers (``geometry.init``): data-independent, free.  Every member also takes the
+user's own public centers (the estimator's ``init=<array>``, option ``start``):
+declared, not read off the rows, so mapping them into the unit box through the
+domain (clipped to it) and starting there costs nothing -- the map reads only the
+domain, which is public or a released box.  FastLloyd also takes a
 private, data-dependent start, ``algorithm_params={"init": "greedy"}`` (issue
 17): the private greedy (``algorithms.greedy``, its default options) in a public
 share s = ``init_share`` of the budget, then FastLloyd from the greedy's k
@@ -99,12 +103,14 @@ from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .base import BASELINE, NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 from .greedy import GreedySpec, greedy_spec, run_greedy
 from .params import (
     ALPHA,
     RADIUS_STRATEGY,
+    START,
     Boolean,
+    Centers,
     Interval,
     OneOf,
     Param,
@@ -294,8 +300,24 @@ def _clamp_iterations(estimate: float) -> int:
     return int(max(min(estimate, MAX_ITERATIONS), MIN_ITERATIONS))
 
 
-def _initial_centers(ctx: FitContext) -> np.ndarray:
-    return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+def _checked_start(ctx: FitContext, params: dict) -> np.ndarray | None:
+    """The public start (data units), if one is given, checked against k and d before anything is planned."""
+    start = params[START]
+    if start is not None and start.shape != (ctx.n_clusters, ctx.n_features):
+        raise ValueError(
+            f"init must hold one center per cluster, each with one value per feature: a {ctx.n_clusters} x "
+            f"{ctx.n_features} array, got {start.shape[0]} x {start.shape[1]}"
+        )
+    return start
+
+
+def _initial_centers(ctx: FitContext, start: np.ndarray | None = None) -> np.ndarray:
+    """The public start mapped into the unit box (clipped to it), else public sphere-packing centers."""
+    if start is None:
+        return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+    if ctx.domain is None:
+        raise ValueError("a public start (init) needs the fit's domain to be mapped into the unit box")
+    return np.clip(ctx.domain.to_unit(np.array(start, dtype=np.float64)), -1.0, 1.0)
 
 
 def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = None) -> Spec:
@@ -331,6 +353,7 @@ _RESEED = {
 # FastLloyd as ``auto`` runs it: the paper's algorithm (the defaults, which stand in for its code in the
 # benchmarks) with the mean start in many dimensions, dead centers reseeded and moves shrunk (docs/algorithms.md)
 AUTO_FASTLLOYD = {"init": "auto", "reseed": True, "shrink": True}
+_START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
     Params(
@@ -341,6 +364,7 @@ declare(
             "alpha": ALPHA,
             "radius_strategy": RADIUS_STRATEGY,
             "postprocess": Param(_POSTPROCESS, "fold"),
+            START: _START,
         },
         params={**_RESEED, "init": Param(OneOf(INITS), "sphere"), "init_share": Param(Interval(*INIT_SHARE_RANGE))},
     )
@@ -350,23 +374,27 @@ for _name, _label in (("glloyd", "GLloyd"), ("sulloyd", "SuLloyd")):
         Params(
             _name,
             _label,
-            options={"max_iter": max_iter_param(), "postprocess": Param(_POSTPROCESS, "clip")},
+            options={"max_iter": max_iter_param(), "postprocess": Param(_POSTPROCESS, "clip"), START: _START},
             params=_RESEED,
         )
     )
-declare(Params("lloyd", "Lloyd", options={"max_iter": max_iter_param(100)}))
+declare(Params(BASELINE, "non-private Lloyd", options={"max_iter": max_iter_param(100), START: _START}))
 
 
 def _init_option(params: dict, d: int) -> tuple[str, float | None]:
     """FastLloyd's ``init`` (``"auto"`` resolved from d) and, for a private start, its ``init_share``."""
     init, share = params["init"], params["init_share"]
-    if init == "auto":
-        init = "mean" if d >= MEAN_START_MIN_D else "sphere"
+    if init == "auto":  # FastLloyd's own start by d -- unless the user gave one (init=<array>), which is public
+        init = "sphere" if params[START] is not None or d < MEAN_START_MIN_D else "mean"
         if init == "sphere" and share is not None:
             raise ValueError(
-                f"init_share is the mean start's share of the budget, and init='auto' uses sphere packing (free) "
-                f"below d = {MEAN_START_MIN_D}: drop init_share or pass init='mean'"
+                f"init_share is the mean start's share of the budget, and init='auto' uses no private start here "
+                f"(below d = {MEAN_START_MIN_D}, or with a public init): drop init_share or pass init='mean'"
             )
+    if params[START] is not None and init != "sphere":
+        raise ValueError(
+            f"init=<array> is a public start and algorithm_params init={init!r} a private one: give one of them"
+        )
     if init == "sphere":
         if share is not None:
             raise ValueError("init_share is a private start's share of the budget: it needs init='greedy' or 'mean'")
@@ -480,9 +508,10 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     params = algorithm_params(ctx, "fastlloyd")
     alpha, strategy, postprocess = params["alpha"], params["radius_strategy"], params["postprocess"]
     init, share, start, spec = _fastlloyd_start(ctx, params)
+    public_start = _checked_start(ctx, params)
     plan = ctx.oracle.open(spec)
     if init == "sphere":
-        centers = _initial_centers(ctx)
+        centers = _initial_centers(ctx, public_start)
     n = estimate_rows(ctx, plan)
     if start is not None:
         sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
@@ -509,7 +538,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     elif init == "mean":
         info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
     else:
-        info["init"] = {"start": "sphere packing"}
+        info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}
     return FitResult(centers, done, n, info)
 
 
@@ -518,8 +547,9 @@ def glloyd(ctx: FitContext) -> FitResult:
     """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
     params = algorithm_params(ctx, "glloyd")
+    start = _checked_start(ctx, params)
     plan = lloyd_plan(ctx, "gaussian", "GLloyd")
-    centers = _initial_centers(ctx)
+    centers = _initial_centers(ctx, start)
     n = estimate_rows(ctx, plan)
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
@@ -550,8 +580,9 @@ def sulloyd(ctx: FitContext) -> FitResult:
     """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
     k, d = ctx.n_clusters, ctx.n_features
     params = algorithm_params(ctx, "sulloyd")
+    start = _checked_start(ctx, params)
     plan = lloyd_plan(ctx, "laplace", "SuLloyd")
-    centers = _initial_centers(ctx)
+    centers = _initial_centers(ctx, start)
     n = estimate_rows(ctx, plan)
 
     eps_lloyd = plan.allotment(LLOYD_PART).epsilon
@@ -572,14 +603,15 @@ def _baseline_spec(ctx: FitContext) -> Spec:
     return Spec("Lloyd", (Part(LLOYD_PART, share=1.0),), "gaussian", frozenset({ADAPTIVE}))
 
 
-@register("lloyd", spec=_baseline_spec)
+@register(BASELINE, spec=_baseline_spec)
 def lloyd(ctx: FitContext) -> FitResult:
-    """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
+    """Non-private Lloyd from the same sphere-packing start, or the public one (a baseline; epsilon = inf)."""
     d = ctx.n_features
-    max_iter = algorithm_params(ctx, "lloyd")["max_iter"]
+    params = algorithm_params(ctx, BASELINE)
+    max_iter, start = params["max_iter"], _checked_start(ctx, params)
     plan = ctx.oracle.open(_baseline_spec(ctx))
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done, sizes = run_lloyd(
-        ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
+        ctx, plan, _initial_centers(ctx, start), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
     )
     return FitResult(centers, done, None, {"sizes": sizes})

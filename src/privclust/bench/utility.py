@@ -25,6 +25,7 @@ import numpy as np
 from .. import datasets, metrics
 from .._parallel import use_single_thread
 from ..algorithms import ALGORITHMS
+from ..algorithms.base import BASELINE
 from ..algorithms.lloyd import AUTO_FASTLLOYD
 from ..estimator import KMeans
 from . import peers, synthetic
@@ -48,7 +49,7 @@ __all__ = [
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
 ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering must beat to say anything
-NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
+NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, BASELINE)
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 # Methods that are an algorithm with non-default parameters: name -> (algorithm, algorithm_params)
 VARIANTS = {
@@ -382,7 +383,7 @@ def write_utility_report(
     return report
 
 
-SEED_003_METHODS = ("lloyd", "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd paper's comparison
+SEED_003_METHODS = (BASELINE, "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd paper's comparison
 
 
 def default_methods() -> list[str]:

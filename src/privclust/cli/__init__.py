@@ -88,7 +88,7 @@ PAPERS = {  # every registered algorithm (a test keeps this list and the registr
     "maxcover": "Nguyen, Chaturvedi & Xu, AAAI 2021",
     "onecluster": "k balls by the 1-cluster of Nissim, Stemmer & Vadhan, PODS 2016",
     "greedy": "the private greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024",
-    "lloyd": "not private: a baseline",
+    "nonprivate-lloyd": "not private: a baseline",
 }
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot
 
@@ -203,12 +203,19 @@ def _check_public(
 ) -> None:
     """The parameters that need no data, checked before anything else (KMeans checks them again)."""
     from .._validation import check_delta, check_epsilon, check_n_clusters
+    from ..algorithms.base import BASELINE, NON_PRIVATE, SKLEARN_ALGORITHMS
 
+    if algorithm in SKLEARN_ALGORITHMS:  # no scikit-learn code to carry over here: say which is which
+        raise ValueError(
+            f"--algorithm {algorithm} is not a privclust algorithm (scikit-learn names its non-private Lloyd so): "
+            f"leave --algorithm at auto or choose fastlloyd for private Lloyd, or {BASELINE} for the non-private "
+            "baseline (docs/sklearn.md)"
+        )
     if algorithm is not None and algorithm not in PAPERS:
         raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(PAPERS)}")
     if k is not None:
         check_n_clusters(k, k_name)
-    if algorithm != "lloyd":
+    if algorithm not in NON_PRIVATE:
         check_epsilon(epsilon)
         check_delta(delta)
 
@@ -551,6 +558,12 @@ def fit(
     bounds: Optional[List[str]] = BOUNDS_OPTION,
     bounds_file: Optional[Path] = BOUNDS_FILE_OPTION,
     radius: Optional[float] = RADIUS_OPTION,
+    outer_bounds: bool = typer.Option(
+        False,
+        "--outer-bounds",
+        help="The declared bounds (--bounds, --bounds-file or --radius) are only an outer limit: 10% of the "
+        "budget finds a tighter box inside them privately (as without bounds), which helps when they are loose.",
+    ),
     public_n: Optional[int] = typer.Option(None, help="A public row count (else a little budget buys a noisy one)."),
     seed: Optional[int] = typer.Option(
         None, help="Seed for reproducible experiments (numpy noise: not for releasing real data)."
@@ -571,6 +584,7 @@ def fit(
 
     Every column of the input is a feature unless --columns names the features.
     """
+    from ..algorithms.base import NON_PRIVATE
     from ..estimator import KMeans
 
     on_spark = _on_spark(engine)
@@ -597,10 +611,10 @@ def fit(
                 "delta": delta,
                 "secure_noise": seed is None,
             }
-            private = algorithm != "lloyd" and not wanted_bounds.from_data
+            private = algorithm not in NON_PRIVATE and not wanted_bounds.from_data
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
-                chosen_bounds = _checked_bounds(wanted_bounds, source, private=private)
+                chosen_bounds = _checked_bounds(wanted_bounds, source, private=private, outer=outer_bounds)
                 if k is None:
                     raise ValueError("give the number of clusters with --k")
                 model = KMeans(
@@ -624,11 +638,22 @@ def fit(
     _print_fit(model, source, result, described, algorithm, k, output, plot, labels, as_json, steps, seed, accounts)
 
 
-def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False):
-    """The bounds for ``source``'s feature columns, checked against its schema before any row is read."""
+def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False, outer: bool = False):
+    """The bounds for ``source``'s feature columns, checked against its schema before any row is read;
+    ``outer``: the declared bounds are an outer limit inside which the fit finds a box privately."""
     from ..geometry.domain import make_domain
 
     chosen = wanted.resolve(source.names, source.positions, source.default_bounds)
+    if outer:
+        if not wanted.given or wanted.from_data or not private:
+            raise ValueError(
+                "--outer-bounds makes declared public bounds an outer limit for a private fit: declare them with "
+                "--bounds, --bounds-file or --radius (not 'data'), and use a private algorithm"
+            )
+        if source.on_spark:
+            raise ValueError("--engine spark needs public bounds that are the domain itself: drop --outer-bounds")
+        make_domain(chosen, len(source.positions))
+        return {"outer": chosen}
     if chosen is None and private:  # no bounds: a share of the budget finds a box privately (private_box)
         if source.on_spark:
             raise ValueError("--engine spark needs public bounds: --bounds, --bounds-file or --radius")
@@ -874,6 +899,9 @@ def elbow(
     ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
     engine: str = ENGINE_OPTION,
     spark_master: str = SPARK_MASTER_OPTION,
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
 ) -> None:
     """The private elbow curve: one run of the private greedy of Dupré la Tour, Henzinger & Saulpic (ICML 2024)
     gives a noisy cost for every k <= k-max, for the price of that one run.
@@ -894,7 +922,7 @@ def elbow(
             about["secure_noise"] = seed is None
             private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
             with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
-                source = _open_source(data, columns, on_spark, spark_master)
+                source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
                 with err_console.status(f"private greedy with k = {k_max} on {_rows_shown(X, on_spark)}"):

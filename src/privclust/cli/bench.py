@@ -128,11 +128,12 @@ def speed(
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents; noise draws
     per second, seeded and secure."""
     from ..algorithms import ALGORITHMS
+    from ..algorithms.base import NON_PRIVATE
     from ..bench.peers import PEERS
     from ..bench.speed import SKLEARN, noise_rates, run_speed, write_speed_report
 
     available = [*ALGORITHMS, SKLEARN, *PEERS]
-    chosen = _split(methods) if methods else [m for m in available if m != "lloyd"]
+    chosen = _split(methods) if methods else [m for m in available if m not in NON_PRIVATE]
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(available)}")

@@ -30,7 +30,7 @@ from .spark import is_spark_frame
 __all__ = ["Curated", "central_oracle", "fit_ledger", "input_features", "DATA_BOUNDS"]
 
 # bounds="data" reads the domain off the rows: no DP guarantee survives that, so it is charged as a
-# non-private step -- reported as epsilon = inf and refused by any finite shared budget, like "lloyd".
+# non-private step -- reported as epsilon = inf and refused by any finite shared budget, like "nonprivate-lloyd".
 DATA_BOUNDS = Spend("bounds read off the data (not private)", epsilon=math.inf)
 
 
