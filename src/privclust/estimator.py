@@ -20,7 +20,7 @@ from ._validation import (
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
-from .algorithms.base import NON_PRIVATE, algorithm_spec
+from .algorithms.base import NEARLY_EMPTY, NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_params
 from .compat import Progress, check_sample_weight, ignored, public_start, resolve_algorithm, threads, warn_ignored
 from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
@@ -37,9 +37,15 @@ from .session import open_session
 __all__ = ["KMeans"]
 
 IN_MEMORY_CAPABILITIES = CentralOracle.capabilities | {SAMPLED}  # the curator over rows in this process
-NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.
 ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
+
+
+def nearly_empty(sizes: np.ndarray, n_estimate: float | None) -> int:
+    """How many centers' noisy sizes are below ``NEARLY_EMPTY`` of the noisy row count: ``n_estimate`` (public
+    or released), else the noisy sizes' total.  Released values only: post-processing, free."""
+    n = n_estimate if n_estimate is not None else float(np.sum(np.maximum(sizes, 0.0)))
+    return int(np.sum(sizes < max(NEARLY_EMPTY * n, 1.0)))
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
@@ -351,7 +357,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             self.fit_info_["domain"] = found.box.as_dict()
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
-            self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
+            self.fit_info_["nearly_empty_centers"] = nearly_empty(self.cluster_sizes_, result.n_estimate)
         if unit.user:  # public: the parameters
             self.fit_info_["privacy_unit"] = unit.as_dict()
         if getattr(oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon

@@ -47,7 +47,7 @@ from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
-from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
+from .lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
 from .params import START, Params, declare, table
 
 __all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
@@ -58,7 +58,7 @@ GREEDY_START = "fastlloyd-greedy-start"
 # What ``choose`` may name -> (the algorithm, its algorithm_params)
 CHOICES = {
     "greedy": ("greedy", None),
-    "fastlloyd": ("fastlloyd", None),
+    "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
     GREEDY_START: ("fastlloyd", {"init": "greedy"}),
 }
 

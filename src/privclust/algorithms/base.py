@@ -79,6 +79,7 @@ ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
 BASELINE = "nonprivate-lloyd"
 NON_PRIVATE = frozenset({BASELINE})
 SKLEARN_ALGORITHMS = ("lloyd", "elkan")  # scikit-learn's KMeans(algorithm=...): its implementations of Lloyd
+NEARLY_EMPTY = 0.01  # a center whose noisy size is below 1% of the noisy row count serves (nearly) nobody
 SPECS: dict[str, Callable[[FitContext], Spec | Staged]] = {}  # each algorithm's plan as a value
 MAX_ROW_ESTIMATE = 2.0**53
 

@@ -26,6 +26,7 @@ from .. import datasets, metrics
 from .._parallel import use_single_thread
 from ..algorithms import ALGORITHMS
 from ..algorithms.base import BASELINE
+from ..algorithms.lloyd import AUTO_FASTLLOYD
 from ..estimator import KMeans
 from . import peers, synthetic
 from .stats import mean_ci
@@ -54,6 +55,7 @@ DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
+    "fastlloyd-auto": ("fastlloyd", AUTO_FASTLLOYD),  # FastLloyd as auto runs it (dead centers, shrinkage)
 }
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).

@@ -933,7 +933,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 else ("noisy cluster sizes (private)" if private else "noisy cluster sizes [bold](NOT private)[/]")
             )
             + f": {', '.join(f'{s:,.0f}' for s in sizes)}"
-            + (f" -- [yellow]{empty} center(s) nearly empty[/]" if empty else ""),
+            + (f" -- [yellow]{empty} center(s) nearly empty (under 1% of the rows)[/]" if empty else ""),
             highlight=False,
         )
     clipped = getattr(model, "n_rows_clipped_", None)
