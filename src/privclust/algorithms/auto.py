@@ -44,9 +44,21 @@ from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
 from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
-from .params import Params, declare, table
+from .params import OneOf, Param, Params, declare, table
+from .select import Selection
 
-__all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
+__all__ = [
+    "auto",
+    "choose",
+    "selects",
+    "GREEDY_SIGNAL",
+    "GREEDY_START_SIGNAL",
+    "GREEDY_START",
+    "CHOICES",
+    "MEAN_START",
+    "SELECTION_CANDIDATES",
+    "CHOICE_MODES",
+]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
@@ -57,13 +69,30 @@ CHOICES = {
     "fastlloyd": ("fastlloyd", None),
     GREEDY_START: ("fastlloyd", {"init": "greedy"}),
 }
+MEAN_START = "fastlloyd-mean-start"
+# What a private selection runs where the rule cannot tell them apart (``selects``), each in its share of one pool
+SELECTION_CANDIDATES = {
+    "fastlloyd": CHOICES["fastlloyd"],
+    GREEDY_START: CHOICES[GREEDY_START],
+    MEAN_START: ("fastlloyd", {"init": "mean"}),
+}
+# auto's "choice": the public rule everywhere, or a private selection where the rule cannot tell (``selects``)
+CHOICE_MODES = ("rule", "private")
 
-# auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes.
+# auto's table (algorithms.params): its "choice", and only the options every algorithm it may choose takes.
 _CANDIDATES = tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))
 _SHARED = {
     key: p for key, p in table(_CANDIDATES[0]).options.items() if all(key in table(c).options for c in _CANDIDATES)
 }
-declare(Params("auto", "auto", options=_SHARED, candidates=_CANDIDATES))
+declare(
+    Params(
+        "auto",
+        "auto",
+        options=_SHARED,
+        params={"choice": Param(OneOf(CHOICE_MODES), "rule")},
+        candidates=_CANDIDATES,
+    )
+)
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
@@ -87,14 +116,39 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
 
 
+def selects(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> bool:
+    """Whether ``choice="private"`` chooses privately: where the public rule cannot tell the candidates
+    apart -- several rounds, d >= 4 and n epsilon / k below ``GREEDY_START_SIGNAL`` (the greedy start wins on
+    some such sets and loses by up to 1.9x on others; the mean start likewise)."""
+    return adaptive and d >= 4 and n * epsilon / k < GREEDY_START_SIGNAL
+
+
 def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
-    computed from public parameters; nothing is checked or read."""
-    return {
+    computed from public parameters; nothing is checked or read.  With ``choice="private"`` in d >= 4,
+    the private selection's plan too (it may run wherever the count falls below the signal)."""
+    private = algorithm_params(ctx, "auto")["choice"] == "private"
+    ctx = _without_params(ctx)  # each candidate with its own defaults
+    specs = {
         "greedy": greedy_spec(ctx).plan_spec,
         "fastlloyd": lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False),
         GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
     }
+    if private and ctx.n_features >= 4:
+        # the plan's shape does not depend on n's value, only on n being known (a count made before it)
+        known = ctx if ctx.public_n is not None else dataclasses.replace(ctx, public_n=1)
+        specs["private selection"] = _selection(known).spec
+    return specs
+
+
+def _selection(ctx: FitContext) -> Selection:
+    """The private selection among ``SELECTION_CANDIDATES``, each with its defaults (``auto``'s options only)."""
+    return Selection.of(_without_params(ctx), SELECTION_CANDIDATES)
+
+
+def _without_params(ctx: FitContext) -> FitContext:
+    """``ctx`` without auto's own ``algorithm_params``: what every candidate shares."""
+    return dataclasses.replace(ctx, options={k: v for k, v in ctx.options.items() if k != "params"})
 
 
 def staged_spec(ctx: FitContext) -> Staged:
@@ -137,7 +191,7 @@ def auto(ctx: FitContext) -> FitResult:
     """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
     if ctx.non_private:
         raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
-    algorithm_params(ctx, "auto")  # only what every candidate takes: the chosen one runs with its defaults
+    mode = algorithm_params(ctx, "auto")["choice"]  # and the options every candidate takes
     adaptive = ADAPTIVE in ctx.oracle.capabilities
     if ctx.public_n is not None:
         n, run_ctx = float(ctx.public_n), ctx
@@ -145,10 +199,35 @@ def auto(ctx: FitContext) -> FitResult:
         n, run_ctx = _noisy_rows(ctx)
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
+    if mode == "private" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive):
+        return _select_privately(run_ctx, n)
     chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
     algorithm, params = CHOICES[chosen]
     result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
     result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}
+    if result.n_estimate is None:
+        result.n_estimate = n
+    return result
+
+
+def _select_privately(ctx: FitContext, n: float) -> FitResult:
+    """Run every selection candidate in its share of the pool and keep the one with the lowest noisy cost
+    (``algorithms.select``); ``fit_info_["auto"]`` says which, what the others cost (noisy) and the split."""
+    chosen, result, info = _selection(ctx).run(ctx)
+    algorithm, params = SELECTION_CANDIDATES[chosen]
+    signal = n * ctx.budget.epsilon / ctx.n_clusters
+    why = (
+        f"d = {ctx.n_features} >= 4 and n epsilon / k = {signal:.3g} < {GREEDY_START_SIGNAL:g}: the public rule cannot "
+        f"tell the candidates apart, so each ran in {info['candidate_share']:.3g} of the pool and the lowest noisy "
+        f"cost (in {info['share']:g} of it) chose"
+    )
+    result.info["auto"] = {
+        "chose": chosen,
+        "because": why,
+        "algorithm": algorithm,
+        "algorithm_params": params,
+        "selection": info,
+    }
     if result.n_estimate is None:
         result.n_estimate = n
     return result
