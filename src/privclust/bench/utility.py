@@ -53,6 +53,7 @@ DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
+    "auto-private-choice": ("auto", {"choice": "private"}),  # auto's private selection where its rule cannot tell
 }
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
