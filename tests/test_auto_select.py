@@ -116,3 +116,15 @@ def test_a_selection_the_ledger_cannot_afford_is_refused_before_the_count():
 def test_choice_is_checked_before_anything_runs():
     with pytest.raises(ValueError, match="choice must be one of"):
         KMeans(2, bounds=(-1, 1), algorithm_params={"choice": "best"}).fit(np.zeros((10, 4)))
+
+
+def test_the_opendp_map_covers_the_selection_plan_at_no_more_than_the_rule():
+    from privclust.opendp import make_private_kmeans
+
+    for public_n in (None, 3_000):
+        chooser = KMeans(3, bounds=(-1, 1), public_n=public_n, algorithm_params=PRIVATE)
+        labels = {s.label for spends in chooser.planned_spends(5) for s in spends}
+        assert "selection: the candidates' costs" in labels  # the selection's plan is in the map's union
+        rule = make_private_kmeans(KMeans(3, bounds=(-1, 1), public_n=public_n), n_features=5)
+        private = make_private_kmeans(chooser, n_features=5)
+        assert private.map(1) == pytest.approx(rule.map(1))  # one pool, whichever way auto chooses
