@@ -23,9 +23,9 @@ half the sensitivity of the costs themselves.  The choice -- the smallest noisy 
 and the chosen candidate's centers are post-processing of its own releases.
 
 Privacy: every release is Gaussian and the parts share one pool, so in GDP the whole is mu-GDP with mu the
-pool's -- the candidates' parts take (1 - s) of mu^2, the selection s -- and with the greedy start's
-partition-selection delta (from its nominal delta, below) by basic composition the fit is (epsilon,
-delta)-DP, exactly what one candidate alone would spend.  The candidates' releases are all charged (they
+pool's -- the candidates' parts take (1 - s) of mu^2, the selection s -- and with any candidate's
+partition-selection delta (a greedy start's, from its nominal delta, below) by basic composition the fit
+is (epsilon, delta)-DP, exactly what one candidate alone would spend.  The candidates' releases are all charged (they
 were all made); the ledger lists them under the candidate's name.
 
 Each candidate plans with a nominal budget that its public heuristics read (FastLloyd's sample rate, the
