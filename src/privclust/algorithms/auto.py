@@ -39,13 +39,14 @@ from __future__ import annotations
 import dataclasses
 
 from ..privacy.budget import Budget
+from ..privacy.gdp import gdp_mu
 from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
 from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
 from .params import OneOf, Param, Params, declare, table
-from .select import Selection
+from .select import SELECTION_NOISE, Selection, comparison_noise
 
 __all__ = [
     "auto",
@@ -58,6 +59,8 @@ __all__ = [
     "MEAN_START",
     "SELECTION_CANDIDATES",
     "CHOICE_MODES",
+    "DEFAULT_CHOICE",
+    "precise",
 ]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
@@ -78,8 +81,10 @@ SELECTION_CANDIDATES = {
     "fastlloyd": CHOICES["fastlloyd"],
     MEAN_START: ("fastlloyd", {"init": "mean"}),
 }
-# auto's "choice": the public rule everywhere, or a private selection where the rule cannot tell (``selects``)
-CHOICE_MODES = ("rule", "private")
+# auto's "choice": the public rule everywhere; a private selection where the rule cannot tell (``selects``) and the
+# comparison is precise enough (``precise``); or a private selection wherever the rule cannot tell
+CHOICE_MODES = ("rule", "precise", "private")
+DEFAULT_CHOICE = "rule"
 
 # auto's table (algorithms.params): its "choice", and only the options every algorithm it may choose takes.
 _CANDIDATES = tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))
@@ -91,7 +96,7 @@ declare(
         "auto",
         "auto",
         options=_SHARED,
-        params={"choice": Param(OneOf(CHOICE_MODES), "rule")},
+        params={"choice": Param(OneOf(CHOICE_MODES), DEFAULT_CHOICE)},
         candidates=_CANDIDATES,
     )
 )
@@ -125,11 +130,21 @@ def selects(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> 
     return adaptive and d >= 4 and n * epsilon / k < GREEDY_START_SIGNAL
 
 
+def precise(n: float, budget: Budget) -> bool:
+    """Whether a private selection in ``budget`` can tell its candidates apart on n rows: its comparison's
+    noise (``algorithms.select.comparison_noise``, a function of n and the pool's mu) at most
+    ``SELECTION_NOISE``.  Public values only."""
+    if budget.delta <= 0:  # the candidates are Gaussian: no pool without a delta (they refuse it themselves)
+        return False
+    mu = gdp_mu(budget.epsilon, budget.delta)
+    return comparison_noise(n, mu, len(SELECTION_CANDIDATES)) <= SELECTION_NOISE
+
+
 def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
     computed from public parameters; nothing is checked or read.  With ``choice="private"`` in d >= 4,
     the private selection's plan too (it may run wherever the count falls below the signal)."""
-    private = algorithm_params(ctx, "auto")["choice"] == "private"
+    private = algorithm_params(ctx, "auto")["choice"] != "rule"
     ctx = _without_params(ctx)  # each candidate with its own defaults
     specs = {
         "greedy": greedy_spec(ctx).plan_spec,
@@ -201,9 +216,12 @@ def auto(ctx: FitContext) -> FitResult:
         n, run_ctx = _noisy_rows(ctx)
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
-    if mode == "private" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive):
+    undecided = mode != "rule" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    if undecided and (mode == "private" or precise(n, run_ctx.budget)):
         return _select_privately(run_ctx, n)
     chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    if undecided:
+        why += f"; a private choice on these n and budget could not tell the candidates apart (its noise > {SELECTION_NOISE:g})"
     algorithm, params = CHOICES[chosen]
     result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
     result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}

@@ -47,11 +47,27 @@ from ..queries.plan import Part, Portion, Spec, shared_pool
 from ..queries.voronoi import nearest_center
 from .base import ALGORITHMS, FitContext, FitResult, algorithm_spec
 
-__all__ = ["SELECTION_SHARE", "CLIP_PER_FEATURE", "SELECTION_PART", "selection_query", "Selection"]
+__all__ = [
+    "SELECTION_SHARE",
+    "CLIP_PER_FEATURE",
+    "SELECTION_PART",
+    "SELECTION_NOISE",
+    "selection_query",
+    "comparison_noise",
+    "Selection",
+]
 
 SELECTION_SHARE = 0.1  # the selection's share of the pool's mu^2 (measured: docs/choosing.md)
 CLIP_PER_FEATURE = 1.0  # a row's squared distance counts up to this times d (unit box: at most 4 d)
 SELECTION_PART = "selection: the candidates' costs"
+SELECTION_NOISE = 0.01  # the comparison's noise (per row, per feature) below which it is worth its shares: measured
+
+
+def comparison_noise(n: float, mu: float, candidates: int) -> float:
+    """The standard deviation of the comparison's noise on a difference of two candidates' costs per row and
+    per feature, sqrt(T) R^2 / 2 / (sqrt(s) mu) / (n d), from public values (n public or already released,
+    the pool's mu): a comparison this noisy cannot tell candidates apart whose costs differ by less."""
+    return math.sqrt(candidates) * CLIP_PER_FEATURE / 2.0 / (math.sqrt(SELECTION_SHARE) * mu * n)
 
 
 def selection_query(centers: list[np.ndarray], clip: float) -> SumQuery:
@@ -123,6 +139,9 @@ class Selection:
             "share": SELECTION_SHARE,
             "candidate_share": (1.0 - SELECTION_SHARE) / len(self.names),
             "mu": plan.allotment(SELECTION_PART).mu,
+            "comparison_noise": comparison_noise(
+                ctx.public_n, gdp_mu(ctx.budget.epsilon, ctx.budget.delta), len(self.names)
+            ),
         }
         return self.names[best], results[best], info
 

@@ -53,7 +53,11 @@ DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
-    "auto-private-choice": ("auto", {"choice": "private"}),  # auto's private selection where its rule cannot tell
+    # auto's choice (its algorithm_params["choice"]): the public rule; a private selection where the rule cannot
+    # tell and the comparison is precise; or wherever the rule cannot tell
+    "auto-rule": ("auto", {"choice": "rule"}),
+    "auto-precise-choice": ("auto", {"choice": "precise"}),
+    "auto-private-choice": ("auto", {"choice": "private"}),
 }
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
