@@ -128,3 +128,24 @@ def test_the_opendp_map_covers_the_selection_plan_at_no_more_than_the_rule():
         rule = make_private_kmeans(KMeans(3, bounds=(-1, 1), public_n=public_n), n_features=5)
         private = make_private_kmeans(chooser, n_features=5)
         assert private.map(1) == pytest.approx(rule.map(1))  # one pool, whichever way auto chooses
+
+
+def test_precise_selects_privately_only_where_the_comparison_can_tell():
+    from privclust.algorithms.auto import precise
+    from privclust.algorithms.select import SELECTION_NOISE, comparison_noise
+
+    budget = Budget(1.0, 1e-6)
+    mu = gdp_mu(1.0, 1e-6)
+    T = len(SELECTION_CANDIDATES)
+    edge = math.sqrt(T) * CLIP_PER_FEATURE / 2 / (math.sqrt(SELECTION_SHARE) * mu * SELECTION_NOISE)  # noise = 0.01
+    assert comparison_noise(edge, mu, T) == pytest.approx(SELECTION_NOISE)
+    assert precise(edge * 1.01, budget) and not precise(edge * 0.99, budget)
+    assert not precise(1e9, Budget(1.0, 0.0))  # no Gaussian pool without a delta
+
+    few = KMeans(3, bounds=(-1, 1), public_n=300, random_state=0, algorithm_params={"choice": "precise"})
+    few.fit(blobs(300, 5, 3))
+    assert few.fit_info_["auto"]["chose"] == "fastlloyd" and "could not tell" in few.fit_info_["auto"]["because"]
+    assert "selection/cost" not in {s.label for s in few.privacy_spent_.steps}
+    many = KMeans(3, bounds=(-1, 1), public_n=20_000, random_state=0, algorithm_params={"choice": "precise"})
+    many.fit(blobs(20_000, 5, 3))  # n epsilon / k = 6,667: below the greedy start's signal, and precise
+    assert many.fit_info_["auto"]["selection"]["comparison_noise"] <= SELECTION_NOISE
