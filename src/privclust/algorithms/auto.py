@@ -26,6 +26,16 @@ The greedy start wins on House (d = 3) and on every held-out 3-d Gaussian mixtur
 that it wins on some sets and loses on others by up to 1.9x, so FastLloyd stays there.
 ``fit_info_["auto"]`` says which was chosen and why.
 
+A private choice (issue 27; ``algorithm_params={"choice": ...}``).  Where the rule cannot tell the
+candidates apart (``selects``: several rounds, d >= 4, n epsilon / k < ``GREEDY_START_SIGNAL``),
+``"private"`` runs each of ``SELECTION_CANDIDATES`` (FastLloyd from sphere packing and from the noisy
+mean) in its share of one pool and keeps the one with the lowest noisy cost (``algorithms.select``);
+``"precise"`` does so only where that comparison's noise, a public function of n and the pool's mu,
+is at most ``SELECTION_NOISE`` (``precise``), and keeps the rule elsewhere; ``"rule"`` never does.
+The selection's plan is one of the last stage's options, so it is checked with the count before the
+count is released.  Measured in docs/choosing.md ("A private choice"), which says why the default is
+``DEFAULT_CHOICE``.
+
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
 delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (epsilon (1 - f),
 delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
