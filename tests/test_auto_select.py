@@ -149,3 +149,12 @@ def test_precise_selects_privately_only_where_the_comparison_can_tell():
     many = KMeans(3, bounds=(-1, 1), public_n=20_000, random_state=0, algorithm_params={"choice": "precise"})
     many.fit(blobs(20_000, 5, 3))  # n epsilon / k = 6,667: below the greedy start's signal, and precise
     assert many.fit_info_["auto"]["selection"]["comparison_noise"] <= SELECTION_NOISE
+
+
+@pytest.mark.parametrize("public_n", [None, 500])
+def test_a_private_choice_without_delta_is_refused_with_the_way_out(public_n):
+    shared = PrivacyAccountant()
+    model = KMeans(3, bounds=(-1, 1), delta=0.0, public_n=public_n, accountant=shared, algorithm_params=PRIVATE)
+    with pytest.raises(ValueError, match="delta > 0.*sulloyd"):
+        model.fit(blobs(500, 5, 3))
+    assert shared.spends == []

@@ -101,6 +101,11 @@ class Selection:
         already released count: a candidate counts no rows of its own)."""
         if ctx.budget is None or ctx.public_n is None:
             raise ValueError("a private selection needs a budget and a known row count")
+        if ctx.budget.delta <= 0:
+            raise ValueError(
+                "a private choice runs Gaussian candidates in one pool, which needs delta > 0; use a pure "
+                "epsilon-DP algorithm (e.g. algorithm='sulloyd') for delta = 0"
+            )
         w = (1.0 - SELECTION_SHARE) / len(candidates)
         budget = ctx.budget
         nominal = Budget(
