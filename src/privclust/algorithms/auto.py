@@ -134,9 +134,10 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
 
 
 def selects(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> bool:
-    """Whether ``choice="private"`` chooses privately: where the public rule cannot tell the candidates
-    apart -- several rounds, d >= 4 and n epsilon / k below ``GREEDY_START_SIGNAL`` (the greedy start wins on
-    some such sets and loses by up to 1.9x on others; the mean start likewise)."""
+    """Whether the public rule cannot tell the candidates apart, so that a private choice (``choice``
+    "private", or "precise" where ``precise``) decides: several rounds, d >= 4 and n epsilon / k below
+    ``GREEDY_START_SIGNAL`` (the greedy start wins on some such sets and loses by up to 1.9x on others; the
+    mean start likewise)."""
     return adaptive and d >= 4 and n * epsilon / k < GREEDY_START_SIGNAL
 
 
@@ -152,8 +153,9 @@ def precise(n: float, budget: Budget) -> bool:
 
 def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
-    computed from public parameters; nothing is checked or read.  With ``choice="private"`` in d >= 4,
-    the private selection's plan too (it may run wherever the count falls below the signal)."""
+    computed from public parameters; nothing is checked or read.  With a private choice (``choice`` other
+    than "rule") in d >= 4, the private selection's plan too (it may run wherever the count falls below the
+    signal)."""
     private = algorithm_params(ctx, "auto")["choice"] != "rule"
     ctx = _without_params(ctx)  # each candidate with its own defaults
     specs = {
@@ -215,7 +217,8 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
 
 @register("auto", spec=auto_spec)
 def auto(ctx: FitContext) -> FitResult:
-    """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
+    """Choose among privclust's algorithms from public parameters, or by a private comparison where they
+    cannot tell (``choice``; see the module docstring), and run it."""
     if ctx.non_private:
         raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
     mode = algorithm_params(ctx, "auto")["choice"]  # and the options every candidate takes
