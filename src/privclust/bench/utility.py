@@ -56,6 +56,11 @@ VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
     "fastlloyd-auto": ("fastlloyd", AUTO_FASTLLOYD),  # FastLloyd as auto runs it (dead centers, shrinkage)
+    # auto's choice (its algorithm_params["choice"]): the public rule; a private selection where the rule cannot
+    # tell and the comparison is precise; or wherever the rule cannot tell
+    "auto-rule": ("auto", {"choice": "rule"}),
+    "auto-precise-choice": ("auto", {"choice": "precise"}),
+    "auto-private-choice": ("auto", {"choice": "private"}),
 }
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
