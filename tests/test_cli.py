@@ -571,8 +571,31 @@ def test_the_progress_bar_says_planning_until_it_knows_the_total():
     progress = Progress()
     task_id = progress.add_task("fit", total=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "planning"
-    progress.update(task_id, completed=2, total=7)
+    progress.update(task_id, completed=0.35, total=1.0, stage="placing the starting centers")
+    assert IterationsColumn().render(progress.tasks[task_id]).plain == "placing the starting centers 35%"
+    progress.update(task_id, completed=2, total=7, stage=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "2/7 iterations"
+
+
+def test_the_fit_command_reports_the_starting_centers_as_they_are_placed(tmp_path, monkeypatch):
+    from privclust.estimator import KMeans
+
+    seen = []
+    real_fit = KMeans.fit
+
+    def spy(self, X, y=None, *, callback=None, progress=None):
+        def listen(what, fraction):
+            seen.append((what, fraction))
+            progress(what, fraction)
+
+        return real_fit(self, X, callback=callback, progress=listen)
+
+    monkeypatch.setattr(KMeans, "fit", spy)
+    args = ["fit", "iris", "--k", "300", "--algorithm", "fastlloyd", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    out = run(*args)
+    assert out.exit_code == 0, out.output
+    fractions = [f for what, f in seen if what == "placing the starting centers"]
+    assert len(fractions) > 10 and fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
 def test_the_plot_is_captioned_as_raw_data(tmp_path, monkeypatch):

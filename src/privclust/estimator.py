@@ -216,8 +216,16 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             return Budget(check_epsilon(self.epsilon)), options
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
-    def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
-        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
+    def fit(
+        self,
+        X,
+        y=None,
+        *,
+        callback: Callable[[int, int], None] | None = None,
+        progress: Callable[[str, float], None] | None = None,
+    ):
+        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration, and ``progress(what,
+        fraction)`` as a long stage before them goes (placing many starting centers; public work only).
 
         ``X`` is an array-like, or a PySpark DataFrame of numeric feature
         columns: then the executors compute the exact aggregates and the driver
@@ -245,6 +253,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
             context = self._context(session.oracle, session.oracle.budget, session.randomness, options, callback)
+            context.progress = progress
             result = ALGORITHMS[self.algorithm](context)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
         found = domain if isinstance(domain, PrivateDomain) else None

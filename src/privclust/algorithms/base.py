@@ -48,6 +48,15 @@ class FitContext:
     # The estimator-level options and 'params' (the algorithm_params), as algorithms.params.check_params takes them
     options: dict = field(default_factory=dict)
     callback: Callable[[int, int], None] | None = None  # (iterations done, iterations planned)
+    # (what, fraction done) of a long public stage before the iterations, e.g. placing many starting centers
+    progress: Callable[[str, float], None] | None = None
+
+    def stage(self, what: str) -> Callable[[float], None] | None:
+        """``progress`` for one stage, or None when nobody listens."""
+        if self.progress is None:
+            return None
+        report = self.progress
+        return lambda fraction: report(what, fraction)
 
     @property
     def n_features(self) -> int:

@@ -241,7 +241,9 @@ def _clamp_iterations(estimate: float) -> int:
 
 
 def _initial_centers(ctx: FitContext) -> np.ndarray:
-    return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+    return sphere_packing(
+        ctx.n_clusters, ctx.n_features, ctx.randomness.geometry(), progress=ctx.stage("placing the starting centers")
+    )
 
 
 def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = None) -> Spec:
