@@ -349,3 +349,31 @@ def test_a_narrowing_sparse_query_draws_noise_only_at_the_candidates_of_the_rele
     assert sorted(second.ids.tolist()) == [10, 20]  # 21 and 77 are not candidates (coarse 1 and 2 -> 10, 20)
     assert drawn == [4, 2]  # noise for the coarse buckets and the two non-empty candidates only
     assert o.accountant.report().epsilon > 0  # both releases are charged as before
+
+
+def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
+    """The chunk pool is started once per process (not per pass), a pass holds at most two chunks per worker
+    in flight, answers come back in chunk order, and a chunk function that maps chunks itself runs inline."""
+    import threading
+
+    from privclust import _parallel
+
+    seen_threads, in_flight, most = set(), [0], [0]
+    lock = threading.Lock()
+
+    def work(i):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            seen_threads.add(threading.get_ident())
+        inner = _parallel.map_chunks(lambda j: j * j, range(3))  # nested: inline, no deadlock
+        with lock:
+            in_flight[0] -= 1
+        return i, inner
+
+    first = _parallel.map_chunks(work, range(50), workers=2)
+    pool = _parallel._shared_pool()
+    second = list(_parallel.imap_chunks(work, range(50), workers=2))
+    assert first == second == [(i, [0, 1, 4]) for i in range(50)]
+    assert _parallel._shared_pool() is pool and len(seen_threads) <= _parallel.n_workers()
+    assert most[0] <= 2 * 2

@@ -33,7 +33,7 @@ from typing import Callable, TypeVar
 import numpy as np
 from scipy import sparse
 
-from .._parallel import map_chunks, n_workers
+from .._parallel import imap_chunks, map_chunks
 from .._validation import check_data, check_int
 from .base import ROW_COUNT, SumQuery, clip_blocks
 from .reduce import leaf_selections, merge_and_reduce, split, tree_height
@@ -319,10 +319,9 @@ class MemoryRows(Rows):
             chunks, read = self._prepared, _as_is
         else:  # memory map: one chunk read per worker at a time
             chunks, read = self._slices, self._prepare
-        group = max(1, n_workers())  # chunks in flight: memory stays a few partial answers, whatever n is
-        for start in range(0, len(chunks), group):
-            for parts in map_chunks(lambda c: answers.of_chunk(read(c)), chunks[start : start + group]):
-                answers.add(parts)
+        # A few chunks in flight (imap_chunks): memory stays a few partial answers, whatever n is.
+        for parts in imap_chunks(lambda c: answers.of_chunk(read(c)), chunks):
+            answers.add(parts)
         return answers.result()
 
     def contributions(self, query, select=None):
