@@ -186,6 +186,21 @@ def test_bench_speed_small(tmp_path):
     assert (tmp_path / "speed_d10_k10.png").exists()
 
 
+def test_bench_speed_reports_issue_28s_rows_as_alternating_pairs_against_scikit_learn(tmp_path):
+    args = ["bench", "speed", "--targets", "default,greedy,large-k", "--n", "3000", "--repeats", "2"]
+    out = run(*args, "--large-k", "20,40", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "targets.json").read_text())
+    assert [r["target"] for r in rows] == ["default", "greedy", "large-k", "large-k"]
+    for r in rows[:2]:
+        assert len(r["seconds"]) == len(r["sklearn_seconds"]) == 2
+        assert r["ratios"] == [a / b for a, b in zip(r["seconds"], r["sklearn_seconds"])]
+    assert [r["what"].rsplit("k = ", 1)[1] for r in rows[2:]] == ["20", "40"]
+    report = (tmp_path / "speed.md").read_text()
+    assert "| median ratio |" in report and "3,000 x 10" in report and "<= 2x scikit-learn" in report
+    assert run("bench", "speed", "--targets", "nope", "--out", str(tmp_path)).exit_code != 0
+
+
 def test_bench_rejects_unknown_names(tmp_path):
     assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
     assert run("bench", "utility", "--datasets", "iris,synth:k=2,seed=1", "--out", str(tmp_path)).exit_code != 0
