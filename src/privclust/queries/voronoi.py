@@ -33,13 +33,27 @@ def nearest_center(
     chunk: np.ndarray, centers: np.ndarray, sq_norms: np.ndarray | None = None, scores: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Index of the nearest center and the squared distance to it, for each row (``scores``: a work array of
-    at least (rows, centers) to reuse)."""
-    n = chunk.shape[0]
-    scores = np.matmul(chunk, -2.0 * centers.T, out=None if scores is None else scores[:n])
-    scores += np.einsum("ij,ij->i", centers, centers)
-    nearest = np.argmin(scores, axis=1)
+    at least (rows, centers) to reuse).  Without one, rows go in blocks of ``BLOCK_CELLS`` / centers through
+    one work array, so the (rows x centers) scores stay in cache whatever the chunk's length."""
+    n, k = chunk.shape[0], centers.shape[0]
     if sq_norms is None:
         sq_norms = np.einsum("ij,ij->i", chunk, chunk)
+    step = max(256, BLOCK_CELLS // max(k, 1))
+    if scores is not None or n <= step:
+        return _nearest_block(chunk, -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), sq_norms, scores)
+    nearest, sq = np.empty(n, dtype=np.intp), np.empty(n)
+    scaled, center_sq, work = -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), np.empty((step, k))
+    for start in range(0, n, step):
+        rows = slice(start, start + step)
+        nearest[rows], sq[rows] = _nearest_block(chunk[rows], scaled, center_sq, sq_norms[rows], work)
+    return nearest, sq
+
+
+def _nearest_block(chunk, scaled_centers_t, center_sq, sq_norms, scores) -> tuple[np.ndarray, np.ndarray]:
+    n = chunk.shape[0]
+    scores = np.matmul(chunk, scaled_centers_t, out=None if scores is None else scores[:n])
+    scores += center_sq
+    nearest = np.argmin(scores, axis=1)
     sq = scores[np.arange(n), nearest]
     sq += sq_norms
     return nearest, np.maximum(sq, 0.0, out=sq)
