@@ -134,7 +134,7 @@ def _noisy_max(scale: float, measure: str):
     return dp.m.make_noisy_max(domain, dp.linf_distance(T=float), output_measure, scale=scale)
 
 
-PARALLEL_DRAWS = 4096  # a release of at least twice this many values is noised on several threads
+PARALLEL_DRAWS = 512  # a release of at least twice this many values is noised on several threads (~8 ms a piece)
 
 
 def vector_pieces(size: int) -> np.ndarray:
