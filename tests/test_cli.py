@@ -195,9 +195,14 @@ def test_bench_speed_reports_issue_28s_rows_as_alternating_pairs_against_scikit_
     for r in rows[:2]:
         assert len(r["seconds"]) == len(r["sklearn_seconds"]) == 2
         assert r["ratios"] == [a / b for a, b in zip(r["seconds"], r["sklearn_seconds"])]
+        assert len(r["cpu_ratios"]) == 2 and all(x > 0 for x in r["cpu_ratios"])
     assert [r["what"].rsplit("k = ", 1)[1] for r in rows[2:]] == ["20", "40"]
     report = (tmp_path / "speed.md").read_text()
-    assert "| median ratio |" in report and "3,000 x 10" in report and "<= 2x scikit-learn" in report
+    assert (
+        "| median ratio | median CPU-time ratio |" in report
+        and "3,000 x 10" in report
+        and "<= 2x scikit-learn" in report
+    )
     assert run("bench", "speed", "--targets", "nope", "--out", str(tmp_path)).exit_code != 0
 
 
