@@ -188,6 +188,26 @@ def test_bench_speed_small(tmp_path):
     assert (tmp_path / "speed_d10_k10.png").exists()
 
 
+def test_bench_speed_reports_issue_28s_rows_as_alternating_pairs_against_scikit_learn(tmp_path):
+    args = ["bench", "speed", "--targets", "default,greedy,large-k", "--n", "3000", "--repeats", "2"]
+    out = run(*args, "--large-k", "20,40", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "targets.json").read_text())
+    assert [r["target"] for r in rows] == ["default", "greedy", "large-k", "large-k"]
+    for r in rows[:2]:
+        assert len(r["seconds"]) == len(r["sklearn_seconds"]) == 2
+        assert r["ratios"] == [a / b for a, b in zip(r["seconds"], r["sklearn_seconds"])]
+        assert len(r["cpu_ratios"]) == 2 and all(x > 0 for x in r["cpu_ratios"])
+    assert [r["what"].rsplit("k = ", 1)[1] for r in rows[2:]] == ["20", "40"]
+    report = (tmp_path / "speed.md").read_text()
+    assert (
+        "| median ratio | median CPU-time ratio |" in report
+        and "3,000 x 10" in report
+        and "<= 2x scikit-learn" in report
+    )
+    assert run("bench", "speed", "--targets", "nope", "--out", str(tmp_path)).exit_code != 0
+
+
 def test_bench_rejects_unknown_names(tmp_path):
     assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
     assert run("bench", "utility", "--datasets", "iris,synth:k=2,seed=1", "--out", str(tmp_path)).exit_code != 0
@@ -584,8 +604,31 @@ def test_the_progress_bar_says_planning_until_it_knows_the_total():
     progress = Progress()
     task_id = progress.add_task("fit", total=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "planning"
-    progress.update(task_id, completed=2, total=7)
+    progress.update(task_id, completed=0.35, total=1.0, stage="placing the starting centers")
+    assert IterationsColumn().render(progress.tasks[task_id]).plain == "placing the starting centers 35%"
+    progress.update(task_id, completed=2, total=7, stage=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "2/7 iterations"
+
+
+def test_the_fit_command_reports_the_starting_centers_as_they_are_placed(tmp_path, monkeypatch):
+    from privclust.estimator import KMeans
+
+    seen = []
+    real_fit = KMeans.fit
+
+    def spy(self, X, y=None, *, callback=None, progress=None):
+        def listen(what, fraction):
+            seen.append((what, fraction))
+            progress(what, fraction)
+
+        return real_fit(self, X, callback=callback, progress=listen)
+
+    monkeypatch.setattr(KMeans, "fit", spy)
+    args = ["fit", "iris", "--k", "300", "--algorithm", "fastlloyd", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    out = run(*args)
+    assert out.exit_code == 0, out.output
+    fractions = [f for what, f in seen if what == "placing the starting centers"]
+    assert len(fractions) > 10 and fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
 def test_the_plot_is_captioned_as_raw_data(tmp_path, monkeypatch):

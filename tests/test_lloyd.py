@@ -135,6 +135,40 @@ def test_sphere_packing_spreads_centers_in_the_box(k, d):
     assert np.array_equal(c, sphere_packing(k, d, np.random.default_rng(0)))
 
 
+def _plain_packing_pass(k, d, a, rng, tries=100):
+    """The rejection sampler without a grid: every candidate against every placed point."""
+    centers = []
+    for _ in range(k):
+        for batch in (1, tries - 1):
+            cand = rng.uniform(-1.0 + a, 1.0 - a, size=(batch, d))
+            placed = np.array(centers).reshape(-1, d)
+            far = [i for i in range(batch) if np.all(((placed - cand[i]) ** 2).sum(1) >= (2.0 * a) ** 2)]
+            if far:
+                centers.append(cand[far[0]])
+                break
+        else:
+            return None
+    return np.array(centers)
+
+
+@pytest.mark.parametrize("k,d,a", [(400, 2, 0.04), (400, 2, 0.07), (200, 3, 0.1), (150, 6, 0.3), (60, 10, 0.45)])
+def test_the_packing_grid_keeps_exactly_the_points_the_plain_sampler_keeps(k, d, a):
+    from privclust.geometry.init import _place
+
+    fast = _place(k, d, a, np.random.default_rng(7), 100)
+    plain = _plain_packing_pass(k, d, a, np.random.default_rng(7))
+    assert (fast is None) == (plain is None)
+    if plain is not None:
+        np.testing.assert_array_equal(fast, plain)
+
+
+def test_sphere_packing_reports_its_progress_as_it_goes():
+    seen = []
+    centers = sphere_packing(600, 2, np.random.default_rng(0), progress=seen.append)
+    assert len(seen) > 16 and seen == sorted(seen) and 0.0 <= seen[0] < 0.1 and seen[-1] == 1.0
+    assert np.array_equal(centers, sphere_packing(600, 2, np.random.default_rng(0)))  # listening changes nothing
+
+
 def test_tiny_noisy_clusters_keep_their_previous_center(blobs):
     X, _ = blobs
     # Extremely small epsilon: counts are pure noise, yet centers stay finite and in the box.

@@ -279,8 +279,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             return Budget(check_epsilon(self.epsilon)), options
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
-    def fit(self, X, y=None, sample_weight=None, *, user_ids=None, callback: Callable[[int, int], None] | None = None):
-        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
+    def fit(
+        self,
+        X,
+        y=None,
+        sample_weight=None,
+        *,
+        user_ids=None,
+        callback: Callable[[int, int], None] | None = None,
+        progress: Callable[[str, float], None] | None = None,
+    ):
+        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration, and ``progress(what,
+        fraction)`` as a long stage before them goes (placing many starting centers; public work only).
 
         ``sample_weight`` must be None: weights would need a public bound to scale the noise by (refused).
 
@@ -297,9 +307,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         unit = self._unit(user_ids)
         warn_ignored(self._ignored())
         with fit_threads(threads(self.n_jobs)):
-            return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids)
+            return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids, progress)
 
-    def _fit(self, X, budget: Budget | None, options: dict, progress: Progress, unit: PrivacyUnit, user_ids):
+    def _fit(
+        self,
+        X,
+        budget: Budget | None,
+        options: dict,
+        progress: Progress,
+        unit: PrivacyUnit,
+        user_ids,
+        stages: Callable[[str, float], None] | None,
+    ):
         algorithm = self._algorithm
         spend = "not private" if budget is None else f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
         progress.say(f"fitting algorithm={algorithm!r}, k={self.n_clusters}, {spend}")
@@ -339,6 +358,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 progress.as_callback(),
                 session.domain,
             )
+            context.progress = stages
             result = ALGORITHMS[algorithm](context)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
         found = domain if isinstance(domain, PrivateDomain) else None

@@ -54,6 +54,15 @@ class FitContext:
     # The public domain (data units <-> the unit box), for points the user declares in data units (a public
     # start); a private box is found on its first use, after the plan is checked.  None when planning.
     domain: Domain | None = None
+    # (what, fraction done) of a long public stage before the iterations, e.g. placing many starting centers
+    progress: Callable[[str, float], None] | None = None
+
+    def stage(self, what: str) -> Callable[[float], None] | None:
+        """``progress`` for one stage, or None when nobody listens."""
+        if self.progress is None:
+            return None
+        report = self.progress
+        return lambda fraction: report(what, fraction)
 
     @property
     def n_features(self) -> int:

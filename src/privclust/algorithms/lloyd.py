@@ -314,7 +314,12 @@ def _checked_start(ctx: FitContext, params: dict) -> np.ndarray | None:
 def _initial_centers(ctx: FitContext, start: np.ndarray | None = None) -> np.ndarray:
     """The public start mapped into the unit box (clipped to it), else public sphere-packing centers."""
     if start is None:
-        return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+        return sphere_packing(
+            ctx.n_clusters,
+            ctx.n_features,
+            ctx.randomness.geometry(),
+            progress=ctx.stage("placing the starting centers"),
+        )
     if ctx.domain is None:
         raise ValueError("a public start (init) needs the fit's domain to be mapped into the unit box")
     return np.clip(ctx.domain.to_unit(np.array(start, dtype=np.float64)), -1.0, 1.0)

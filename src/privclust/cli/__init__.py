@@ -558,9 +558,13 @@ def _print_ledger(ledger) -> None:
 
 
 class IterationsColumn(ProgressColumn):
-    """'3/7 iterations' once the algorithm has planned its iterations; 'planning' before."""
+    """'3/7 iterations' once the algorithm has planned its iterations; a long stage before them as
+    'placing the starting centers 35%'; 'planning' otherwise."""
 
     def render(self, task) -> Text:
+        stage = task.fields.get("stage")
+        if stage:
+            return Text(f"{stage} {100.0 * task.completed:.0f}%", style="dim")
         if task.total is None:
             return Text("planning", style="dim")
         return Text(f"{int(task.completed)}/{int(task.total)} iterations")
@@ -687,7 +691,10 @@ def fit(
                 with _progress(disable=as_json) as progress:
                     task = progress.add_task(f"{algorithm} on {_rows_shown(X, on_spark)}", total=None)
                     model.fit(
-                        X, **users, callback=lambda done, planned: progress.update(task, completed=done, total=planned)
+                        X,
+                        **users,
+                        callback=lambda done, planned: progress.update(task, completed=done, total=planned, stage=None),
+                        progress=lambda what, done: progress.update(task, completed=done, total=1.0, stage=what),
                     )
                 if on_spark and user_ids is not None:  # the outputs read the feature columns only
                     X = X.select(*source.columns)

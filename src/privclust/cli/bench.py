@@ -123,14 +123,36 @@ def speed(
     max_gib: float = typer.Option(2.0, help="Skip (and list) configurations whose input exceeds this many GiB."),
     peer_max_n: int = typer.Option(1_000_000, help="Run peers only up to this many rows (they can be very slow)."),
     noise_draws: int = typer.Option(100_000, help="Secure noise values timed in one call (seeded: ten times as many)."),
+    targets: Optional[str] = typer.Option(
+        None,
+        help="Issue 28's rows instead of the grid: comma-separated of default, greedy, large-k (or 'all'); each "
+        "fit at --n (its first value) x --d next to scikit-learn's, alternating, --repeats pairs.",
+    ),
+    large_k: str = typer.Option("1000,3000,5000", help="The large-k target's k values (900 x 2 rows)."),
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents; noise draws
-    per second, seeded and secure."""
+    per second, seeded and secure.  With --targets: issue 28's rows, each timed against scikit-learn in pairs."""
     from ..algorithms import ALGORITHMS
     from ..algorithms.base import NON_PRIVATE
     from ..bench.peers import PEERS
-    from ..bench.speed import SKLEARN, noise_rates, run_speed, write_speed_report
+    from ..bench.speed import SKLEARN, TARGETS, noise_rates, run_speed, run_targets, write_speed_report
+
+    if targets is not None:
+        wanted = list(TARGETS) if targets == "all" else _split(targets)
+        unknown = [t for t in wanted if t not in TARGETS]
+        if unknown:
+            raise typer.BadParameter(f"unknown targets {unknown}; available: {', '.join(TARGETS)}, all")
+        ns, dims, ks, big_ks = _split(n, int), _split(d, int), _split(k, int), _split(large_k, int)
+        with _progress() as progress:
+            task = progress.add_task("target runs", total=len(wanted) + len(big_ks) - ("large-k" in wanted))
+            measured = run_targets(
+                wanted, ns[0], dims[0], ks[0], big_ks, repeats, on_done=lambda _: progress.advance(task)
+            )
+        report = write_speed_report([], out, machine_description(), targets=measured)
+        console.print(report.read_text())
+        console.print(f"wrote {report}")
+        return
 
     available = [*ALGORITHMS, SKLEARN, *PEERS]
     chosen = _split(methods) if methods else [m for m in available if m not in NON_PRIVATE]
