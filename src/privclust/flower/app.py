@@ -311,9 +311,9 @@ def _node_settings(node_config) -> tuple[np.ndarray, bytes, JobLimits]:
         value = node_config.get(name)
         return None if value in (None, "") else kind(value)
 
-    limits = JobLimits(
-        max_epsilon=number("max-epsilon", float) if "max-epsilon" in node_config else 1.0,
-        max_delta=number("max-delta", float) if "max-delta" in node_config else 1e-6,
+    limits = JobLimits(  # epsilon 1 and delta 1e-6 unless the node says otherwise, as privclust federated join
+        max_epsilon=number("max-epsilon", float) or 1.0,
+        max_delta=number("max-delta", float) or 1e-6,
         n_clusters=number("k", int),
         min_threshold=number("min-threshold", int),
     )

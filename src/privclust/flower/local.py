@@ -82,13 +82,13 @@ def _start(stack: ExitStack, args: list[str], log: Path, env: dict) -> subproces
     return proc
 
 
-def run_local(parts, workdir, timeout: float = 300.0, drop: dict | None = None, **run_config) -> dict:
+def run_local(parts, workdir, timeout: float = 300.0, limits: dict | None = None, **run_config) -> dict:
     """Run the Flower app on ``parts`` (one array of rows per client) and return
     ``{"server": report, "clients": [result or None, ...], "seconds": wall time}``.
 
     ``run_config`` overrides the app's run config (``k``, ``epsilon``, ``bounds``, ``max-iter``...;
-    write dashes as underscores).  ``drop`` ({client: seconds}) kills that client's SuperNode
-    that many seconds after the run starts (a dropout, for tests)."""
+    write dashes as underscores).  ``limits`` adds to every client's node config (``{"max-delta": 1e-5}``:
+    what the clients agree to; by default epsilon 1 and delta 1e-6, as ``privclust federated join``)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     home = workdir / "flwr-home"
@@ -114,27 +114,25 @@ def run_local(parts, workdir, timeout: float = 300.0, drop: dict | None = None, 
             env,
         )
         _wait_for_port(link, time.monotonic() + min(timeout, 120.0), "the SuperLink")
-        nodes = []
         for i, rows in enumerate(parts):
             data = workdir / f"client-{i}.csv"
             np.savetxt(data, np.asarray(rows, dtype=float), delimiter=",")
             node_config = f'data="{data}" group-key="{key}" out="{workdir / f"client-{i}.json"}"'
-            nodes.append(
-                _start(
-                    stack,
-                    [
-                        _tool("flower-supernode"),
-                        "--insecure",
-                        "--superlink",
-                        f"127.0.0.1:{link}",
-                        "--port",
-                        str(_free_port()),
-                        "--node-config",
-                        node_config,
-                    ],
-                    workdir / f"supernode-{i}.log",
-                    env,
-                )
+            node_config += "".join(f" {name}={_toml(value)}" for name, value in (limits or {}).items())
+            _start(
+                stack,
+                [
+                    _tool("flower-supernode"),
+                    "--insecure",
+                    "--superlink",
+                    f"127.0.0.1:{link}",
+                    "--port",
+                    str(_free_port()),
+                    "--node-config",
+                    node_config,
+                ],
+                workdir / f"supernode-{i}.log",
+                env,
             )
         run = subprocess.Popen(
             [_tool("flwr"), "run", str(app_dir()), "local", "--stream", "--run-config", overrides],
@@ -146,13 +144,8 @@ def run_local(parts, workdir, timeout: float = 300.0, drop: dict | None = None, 
         stack.callback(lambda: run.poll() is None and os.killpg(run.pid, signal.SIGTERM))
         report_path = Path(config["report"])
         deadline = time.monotonic() + timeout
-        pending_drops = dict(drop or {})
         while not report_path.exists():
             now = time.monotonic()
-            for client, after in list(pending_drops.items()):
-                if now - start >= after:
-                    os.killpg(nodes[client].pid, signal.SIGKILL)
-                    del pending_drops[client]
             if run.poll() is not None and not report_path.exists():
                 time.sleep(1.0)  # the report is written before the run ends
                 if not report_path.exists():
