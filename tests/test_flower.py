@@ -180,3 +180,69 @@ def test_a_flower_federation_of_three_supernodes_on_loopback(parts, tmp_path):
     np.testing.assert_allclose(results[0]["centers"], expected, atol=0.05)
     assert server["bytes_sent"] and all(v > 0 for v in server["bytes_received"].values())
     assert not any(os.path.exists(tmp_path / f"client-{i}.json.tmp") for i in range(3))
+
+
+def test_a_dropout_leaves_the_survivors_with_the_replay_of_their_rows(parts):
+    """A client missing from round 1 on: the other two release the sums of their own rows (the replay with
+    their rows only from round 1), their results name who contributed, and the dropped client refuses to go on."""
+    clients, nonces = _clients(parts)
+    alive = [0, 1, 2]
+    release, survivors, round_index = None, None, 0
+    while True:
+        answers = {
+            i: clients[i].next_round(
+                parts[i], KEY, round_index, nonces if round_index == 0 else None, release, survivors
+            )
+            for i in alive
+        }
+        if answers[alive[0]][0] == "done":
+            break
+        if round_index == 1:
+            alive = [0, 1]  # client 2 answered the query but its SecAgg+ message never came
+        limbs = [clients[i].contribute(parts[i], KEY, round_index, 2) for i in alive]
+        release = from_limb_average(secaggplus_average(limbs), len(alive)).astype("<u8").tobytes()
+        survivors, round_index = [clients[i].state["nonce"] for i in alive], round_index + 1
+    with pytest.raises(ProtocolError, match="did not send"):
+        clients[2].next_round(parts[2], KEY, round_index, release=release, survivors=survivors)
+
+    seed = crypto.geometry_seed(KEY, clients[0].state["session"])
+    replay = RingReplay(parts)
+    replay.contributors = lambda r: replay.local if r == 0 else replay.local[:2]
+    ctx = FitContext(replay, 3, Budget(1.0, 1e-6), Randomness(seed), public_n=3000, options={"max_iter": 3})
+    expected = make_domain((-1, 1), 2).from_unit(ALGORITHMS["fastlloyd"](ctx).centers)
+    index = sorted(nonces).index
+    ids = sorted(index(clients[i].state["nonce"]) for i in (0, 1))
+    for i in (0, 1):
+        result = answers[i][1]
+        np.testing.assert_array_equal(result.centers, expected)
+        assert result.contributors == [[0, 1, 2], ids, ids]
+
+
+def test_bad_run_and_node_configs_are_refused_with_the_key_to_fix(tmp_path):
+    from privclust.flower.app import _node_settings, job_from_run_config
+
+    good = {"k": 3, "epsilon": 1.0, "delta": 1e-6, "bounds": "-1,1", "clients": 3}
+    job, clients, threshold, _ = job_from_run_config(good)
+    assert (job.n_clusters, clients, threshold) == (3, 3, 2)
+    for bad, message in [
+        ({"bounds": "-1"}, "'bounds' must be 'lo,hi'"),
+        ({"clients": 1}, "'clients' must be 2"),
+        ({"threshold": 1}, "'threshold' must be a majority"),
+        ({"timeout": -1}, "'timeout' must be a positive"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            job_from_run_config({**good, **bad})
+    with pytest.raises(ValueError, match="node config 'group-key' is missing"):
+        _node_settings({"data": str(tmp_path / "x.csv"), "out": str(tmp_path / "o.json")})
+    (tmp_path / "short.key").write_bytes(b"x" * 8)
+    with pytest.raises(ValueError, match="at least 32 random bytes"):
+        _node_settings({"data": "never-read.csv", "group-key": str(tmp_path / "short.key"), "out": "o.json"})
+
+
+def test_bench_refuses_an_unknown_engine():
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    out = CliRunner().invoke(app, ["bench", "federated", "--engine", "own,ray"])
+    assert out.exit_code != 0 and "unknown engine 'ray'" in out.output
