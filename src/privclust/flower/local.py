@@ -10,6 +10,7 @@ process started here is ended here (by its process group) whatever happens.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import signal
 import socket
@@ -57,9 +58,11 @@ def _tool(name: str) -> str:
 def _toml(value) -> str:
     if isinstance(value, str):
         return json.dumps(value)
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
-    return repr(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    return repr(float(value))  # numpy scalars too: repr(np.float64(...)) is not TOML
 
 
 def _start(stack: ExitStack, args: list[str], log: Path, env: dict) -> subprocess.Popen:
