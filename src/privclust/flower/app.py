@@ -372,7 +372,7 @@ def _client_train(msg: Message, context: Context) -> Message:
 
 
 def _write_result(path: Path, result, session: str) -> None:
-    from ..cli.common import write_whole
+    from ..io import StagedFiles
 
     body = {
         "centers": np.asarray(result.centers).tolist(),
@@ -383,4 +383,6 @@ def _write_result(path: Path, result, session: str) -> None:
         "party_counts": result.party_counts,
         "session": session,  # the hash of the public transcript (job, threshold, nonces): it ties runs to results
     }
-    write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(body, indent=1)))
+    with StagedFiles() as staged:  # whole or not there: written beside ``path``, then renamed into place
+        staged.reserve(path).write_text(json.dumps(body, indent=1))
+        staged.commit()
