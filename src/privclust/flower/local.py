@@ -104,7 +104,8 @@ def run_local(parts, workdir, timeout: float = 300.0, limits: dict | None = None
         f'[superlink]\ndefault = "local"\n\n[superlink.local]\naddress = "127.0.0.1:{link}"\ninsecure = true\n'
     )
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])  # flower-superexec
-    env = dict(os.environ, FLWR_HOME=str(home), FLWR_DISABLE_UPDATE_CHECK="1", PATH=path)
+    # no update check and no telemetry: nothing leaves the machine (Flower sends usage events by default)
+    env = dict(os.environ, FLWR_HOME=str(home), FLWR_DISABLE_UPDATE_CHECK="1", FLWR_TELEMETRY_ENABLED="0", PATH=path)
     config = {"clients": len(parts), "report": str(workdir / "server.json"), "timeout": float(timeout)}
     config.update({k.replace("_", "-"): v for k, v in run_config.items()})
     overrides = " ".join(f"{k}={_toml(v)}" for k, v in config.items())
