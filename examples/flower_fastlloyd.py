@@ -4,7 +4,7 @@ Starts a Flower SuperLink and three SuperNodes on 127.0.0.1 (real processes), ru
 ``flwr run``, and prints what the server reports (rounds, who contributed, its ledger) and the centers every
 client released.  The server never sees the clients' rows, their sums or the group key: see
 docs/federated.md, "Flower".  Needs ``pip install "privclust[flower]"``; a round takes a few seconds (every
-Flower message starts a ClientApp process).
+Flower message starts a ClientApp process; minutes on a busy machine).
 
 Run:  python examples/flower_fastlloyd.py
 """
@@ -21,7 +21,7 @@ X = np.clip(truth[rng.integers(0, 3, 6_000)] + rng.normal(0, 0.06, (6_000, 2)), 
 parts = np.array_split(X, 3)  # one hospital's rows each
 
 with tempfile.TemporaryDirectory() as workdir:
-    out = run_local(parts, workdir, k=3, epsilon=1.0, delta=1e-6, bounds="-1,1", max_iter=3)
+    out = run_local(parts, workdir, timeout=1800, k=3, epsilon=1.0, delta=1e-6, bounds="-1,1", max_iter=2)
 
 server, clients = out["server"], out["clients"]
 print(f"{server['rounds']} rounds in {out['seconds']:.0f} s; contributors per round: {server['contributors']}")

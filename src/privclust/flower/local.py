@@ -85,7 +85,7 @@ def _start(stack: ExitStack, args: list[str], log: Path, env: dict) -> subproces
     return proc
 
 
-def run_local(parts, workdir, timeout: float = 300.0, limits: dict | None = None, **run_config) -> dict:
+def run_local(parts, workdir, timeout: float = 1800.0, limits: dict | None = None, **run_config) -> dict:
     """Run the Flower app on ``parts`` (one array of rows per client) and return
     ``{"server": report, "clients": [result or None, ...], "seconds": wall time}``.
 
