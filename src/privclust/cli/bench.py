@@ -320,11 +320,37 @@ def _audit_report(results, confidence: float, seconds: float) -> list[str]:
 def federated(
     repeats: int = typer.Option(3, help="Runs per setting (the median is reported)."),
     out: Path = typer.Option(Path("bench-results/federated"), help="Output folder."),
+    engine: str = typer.Option(
+        "",
+        help="own, flower or own,flower: per-round time and bytes of the own protocol and/or the Flower app "
+        "(privclust[flower]) on 3 clients of 10K rows, k = 5, d = 5, instead of the Table 3 settings.",
+    ),
+    max_iter: int = typer.Option(0, "--max-iter", help="With --engine: FastLloyd's iterations (0: its plan's)."),
 ) -> None:
     """Per-iteration time and bytes of federated FastLloyd in the Table 3 settings of its paper (Diaa, Humphries
-    & Kerschbaum, 2024)."""
-    from ..bench.federated import TABLE3, run_federated, write_federated_report
+    & Kerschbaum, 2024), or of the own protocol beside the Flower app (--engine)."""
+    from ..bench.federated import TABLE3, run_engines, run_federated, write_engines_report, write_federated_report
 
+    if engine:
+        engines = _split(engine)
+        for name in engines:
+            if name not in ("own", "flower"):
+                raise typer.BadParameter(f"unknown engine {name!r}: own, flower or own,flower", param_hint="--engine")
+        if "flower" in engines:
+            try:
+                import flwr  # noqa: F401
+            except ImportError:
+                raise typer.BadParameter("the Flower engine needs flwr: pip install 'privclust[flower]'") from None
+        if max_iter < 0:
+            raise typer.BadParameter("--max-iter must be 0 (the plan's) or a positive number of iterations")
+        rows = _with_progress(
+            "federated engines",
+            len(engines),
+            lambda on_done: run_engines(engines, repeats=repeats, max_iter=max_iter or None, on_done=on_done),
+        )
+        report = write_engines_report(rows, out, machine_description())
+        console.print(report.read_text())
+        return
     rows = _with_progress(
         "federated runs", len(TABLE3) + 2, lambda on_done: run_federated(on_done=on_done, repeats=repeats)
     )
