@@ -21,7 +21,7 @@ import csv
 import json
 import sys
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -39,7 +39,7 @@ from .. import __version__, datasets
 from ..io import StagedFiles, check_separator
 from ..privacy.errors import BudgetExceededError
 from .bench import bench_app
-from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, interrupts_reported
 from .federated import federated_app
 from .local import local_app
 from .stream import stream
@@ -123,16 +123,6 @@ def fail(message: str, code: int = 2) -> None:
 
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError)
-
-
-@contextmanager
-def _interrupts_reported():
-    """Ctrl-C: say that no output was touched (the staged files are gone by the time this runs)."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        err_console.print("interrupted: no output file was written or changed", soft_wrap=True)
-        raise typer.Exit(130) from None
 
 
 def _with_hint(message: str, columns: Optional[str]) -> str:
@@ -574,7 +564,7 @@ def fit(
     from ..estimator import KMeans
 
     on_spark = _on_spark(engine)
-    with _interrupts_reported(), StagedFiles() as staged:
+    with interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k, epsilon, delta, algorithm)
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
@@ -883,7 +873,7 @@ def elbow(
     from ..elbow import elbow_curve
 
     on_spark = _on_spark(engine)
-    with _interrupts_reported(), StagedFiles() as staged:
+    with interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k_max, epsilon, delta, k_name="--k-max")
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)

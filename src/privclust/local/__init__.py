@@ -13,10 +13,14 @@ from .protocol import (
     LocalResult,
     Protocol,
     Randomizer,
+    ReportFile,
     WeakerGuaranteeError,
+    check_report_count,
     check_reports,
     decode_reports,
     encode_reports,
+    repeated_nonces,
+    report_header,
 )
 
 __all__ = [
@@ -27,6 +31,10 @@ __all__ = [
     "encode_reports",
     "decode_reports",
     "check_reports",
+    "check_report_count",
+    "repeated_nonces",
+    "report_header",
+    "ReportFile",
     "WeakerGuaranteeError",
     "GeneralizedRR",
     "LocalHashing",
