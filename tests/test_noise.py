@@ -120,14 +120,14 @@ def test_the_noise_grid_keeps_opendps_privacy_map_at_the_ideal_spend(kind, metri
 
 
 def test_a_secure_release_is_one_sampler_call_per_block(monkeypatch):
-    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as one vector, never per value."""
+    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as vectors, never per value."""
     from privclust import KMeans
 
     calls, applied = [], []
     build = noise_module.vector_measurement
 
-    def counting(kind, scale, size):
-        measurement = build(kind, scale, size)
+    def counting(kind, scale, size, k=None):
+        measurement = build(kind, scale, size, k)
 
         def invoke(values):
             calls.append(np.size(values))
@@ -146,4 +146,26 @@ def test_a_secure_release_is_one_sampler_call_per_block(monkeypatch):
     X = np.random.default_rng(0).normal(0.0, 0.1, size=(3000, 2)) + np.array([[0.5, -0.2]])
     KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy").fit(X)
     assert len(applied) >= 8  # one per level, three for the lifting
-    assert calls == [size for size in applied if size > 0]
+    step = noise_module.NOISE_CALL_VALUES  # a long block in calls of this many values (Ctrl-C acts between them)
+    assert calls == [min(step, size - start) for size in applied for start in range(0, size, step)]
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_a_long_secure_release_is_drawn_in_short_calls_with_the_whole_vectors_grid(kind, monkeypatch):
+    """Ctrl-C acts between OpenDP calls only: a long vector goes in calls of NOISE_CALL_VALUES values, each on the
+    grid of the whole vector, so the release's law (and OpenDP's privacy map of it) is the one call's."""
+    calls = []
+    build = noise_module.vector_measurement
+
+    def recording(kind, scale, size, k=None):
+        calls.append((size, k))
+        return build(kind, scale, size, k)
+
+    monkeypatch.setattr(noise_module, "NOISE_CALL_VALUES", 700)
+    monkeypatch.setattr(noise_module, "vector_measurement", recording)
+    values = np.linspace(-50.0, 50.0, 5000)
+    out = getattr(SecureNoise(), f"add_{kind}")(values.reshape(-1, 2), 3.0).ravel() - values
+    whole_grid = noise_module.grid_exponent(3.0, values.size)
+    assert calls == [(700, whole_grid)] * 7 + [(100, whole_grid)]
+    reference = stats.norm(0.0, 3.0) if kind == "gaussian" else stats.laplace(0.0, 3.0)
+    assert stats.kstest(out, reference.cdf).pvalue > LEVEL

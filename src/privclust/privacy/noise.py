@@ -109,13 +109,14 @@ def grid_exponent(scale: float, size: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def vector_measurement(kind: str, scale: float, size: int):
+def vector_measurement(kind: str, scale: float, size: int, k: int | None = None):
     """OpenDP's measurement adding ``kind`` ("gaussian" or "laplace") noise of ``scale`` to a vector of
-    ``size`` floats, built once per (kind, scale, size).  It adds the noise to the values themselves in
-    exact arithmetic and rounds the result once, so the output carries no floating-point artefacts."""
+    ``size`` floats on the grid 2^``k`` (default: :func:`grid_exponent` of ``size``), built once per
+    arguments.  It adds the noise to the values themselves in exact arithmetic and rounds the result once,
+    so the output carries no floating-point artefacts."""
     dp = _opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
-    k = grid_exponent(scale, size)
+    k = grid_exponent(scale, size) if k is None else int(k)
     if kind == "gaussian":
         return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale, k=k)
     if kind == "laplace":
@@ -131,10 +132,17 @@ def _noisy_max(scale: float, measure: str):
     return dp.m.make_noisy_max(domain, dp.linf_distance(T=float), output_measure, scale=scale)
 
 
+NOISE_CALL_VALUES = 4096  # values noised per OpenDP call: well under a second, so Ctrl-C acts within 2 s
+
+
 class SecureNoise(NoiseSource):
     """OpenDP's exact samplers, seeded from OS entropy (not reproducible).
 
-    A release's values go to OpenDP in one call, as one vector (see :func:`vector_measurement`)."""
+    A release's values go to OpenDP as one vector (see :func:`vector_measurement`), in calls of at most
+    :data:`NOISE_CALL_VALUES` values: OpenDP draws about 10^4 to 10^5 values a second from OS entropy, and
+    Ctrl-C can act only between calls.  The split changes nothing in the release: every call uses the
+    whole vector's scale and grid (``k`` from its full size), and OpenDP noises each coordinate on its own,
+    independently, so the output has exactly the law of the one call over the whole vector."""
 
     secure = True
 
@@ -142,9 +150,13 @@ class SecureNoise(NoiseSource):
         values = np.asarray(values, dtype=np.float64)
         if values.size == 0:
             return values.copy()
-        measurement = vector_measurement(kind, float(scale), values.size)
-        out = measurement(np.ascontiguousarray(values.ravel()))
-        return np.asarray(out, dtype=np.float64).reshape(values.shape)
+        flat = np.ascontiguousarray(values.ravel())
+        k = grid_exponent(float(scale), flat.size)
+        out = np.empty(flat.size, dtype=np.float64)
+        for start in range(0, flat.size, NOISE_CALL_VALUES):
+            part = flat[start : start + NOISE_CALL_VALUES]
+            out[start : start + part.size] = vector_measurement(kind, float(scale), part.size, k)(part)
+        return out.reshape(values.shape)
 
     def add_gaussian(self, values, std):
         return self._apply("gaussian", values, std)
