@@ -245,3 +245,15 @@ def test_ctrl_c_mid_stream_exits_with_a_message_and_writes_nothing(deployed, mon
         assert not (folder / output).exists()
         assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
     assert list(scratch.iterdir()) == []
+
+
+def test_devices_reports_are_made_a_chunk_at_a_time(protocol, monkeypatch):
+    monkeypatch.setattr(protocol_module, "REPORTS_CHUNK", 7)
+    randomizer = Randomizer(protocol, np.random.default_rng(0))
+    sizes = []
+    make = randomizer._records
+    monkeypatch.setattr(randomizer, "_records", lambda rows: sizes.append(len(rows)) or make(rows))
+    records = decode_reports(protocol, randomizer.reports(points(50)))
+    assert sizes == [7] * 7 + [1] and len(records) == 50
+    assert len(np.unique(records["nonce"])) == 50
+    assert Aggregator(protocol).add(records) == 50

@@ -50,7 +50,7 @@ __all__ = [
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-SPILL_CHUNK_BYTES = 16 * 2**20  # CSV and Parquet tables are read about this many bytes of numbers at a time
+SPILL_CHUNK_BYTES = 4 * 2**20  # CSV and Parquet tables are read about this many bytes of numbers at a time
 LABELS_CHUNK = 100_000  # labels written this many lines at a time (a few MB of text)
 
 
@@ -252,7 +252,7 @@ def read_table(
     table with no rows, which is a legal data set (refusing it would reveal that it has none).
     ``header``, ``sep`` and ``dropna``: see :func:`read_frame`.
 
-    CSV and Parquet files are read ``chunk_rows`` rows at a time (default: about 16 MiB of numbers)
+    CSV and Parquet files are read ``chunk_rows`` rows at a time (default: about 4 MiB of numbers)
     into a float64 memory map of a temporary file in ``scratch`` (default: the system's temporary
     folder, ``TMPDIR``), so that they too may be larger than memory: see :func:`_spilled_rows`.
     """

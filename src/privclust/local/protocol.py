@@ -361,8 +361,13 @@ class Randomizer:
         return encode_reports(self.protocol, self._records(np.asarray(point, dtype=np.float64).reshape(1, -1)))
 
     def reports(self, points) -> bytes:
-        """The reports of many devices, one per row of ``points``, as one batch."""
-        return encode_reports(self.protocol, self._records(points))
+        """The reports of many devices, one per row of ``points`` (an array or a memory map), as one batch.
+
+        Made :data:`REPORTS_CHUNK` rows at a time: each device's report depends on its own point and coins
+        only, so the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
+        points = np.atleast_2d(points)
+        parts = [self._records(points[s : s + REPORTS_CHUNK]) for s in range(0, points.shape[0], REPORTS_CHUNK)]
+        return encode_reports(self.protocol, np.concatenate(parts) if parts else self._records(points))
 
 
 class WeakerGuaranteeError(ValueError):
