@@ -304,3 +304,18 @@ def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
     assert "| local shuffle, 2,000 reports |" in (tmp_path / "memory.md").read_text()
     out = CliRunner().invoke(app, ["bench", "memory", "--source", str(tmp_path), "--out", str(tmp_path / "x")])
     assert out.exit_code == 2 and "not a privclust src folder" in out.output
+
+
+def test_memory_bench_interrupts_each_command_and_looks_for_leftovers(tmp_path):
+    out = CliRunner().invoke(
+        app, ["bench", "memory", "--rows", "0", "--users", "2000", "--interrupts", "1", "--out", str(tmp_path)]
+    )
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
+    assert [len(r["interrupts"]) for r in rows] == [0, 1, 1]
+    for r in rows[1:]:
+        (sent,) = r["interrupts"]
+        assert 0 < sent["after"] < r["seconds"] and sent["left"] == []
+        assert sent["exit_code"] != 0  # stopped by the signal (in the command: 130 and its message)
+        assert sent["exit_code"] != 130 or sent["message"].startswith("interrupted")
+    assert "Ctrl-C (SIGINT)" in (tmp_path / "memory.md").read_text()

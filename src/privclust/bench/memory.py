@@ -10,6 +10,10 @@ and ``privclust local shuffle`` on a file of reports -- and is measured from out
 * ``base_anon``: the same for an interpreter that only imports what the commands import, subtracted to give
   ``above_base`` -- the part that could grow with the input.
 
+With ``interrupts``, each command is run again and sent Ctrl-C (SIGINT) part way through: the row records
+how long it took to exit, its exit code and last message, and whether its output or a temporary twin was
+left behind (issue 28: Ctrl-C honoured within 2 s, no half-written file).
+
 ``source`` runs the commands from another checkout's ``src`` folder (e.g. the code before a change), so that
 before and after are measured by the same harness.  The inputs are synthetic (public) and written to a
 temporary folder that is removed afterwards.
@@ -68,6 +72,33 @@ def measure(args: list[str], source: Path | None = None, cwd: Path | None = None
     return {"seconds": seconds, "peak_rss": usage.ru_maxrss * 1024, "peak_anon": peak_anon * 1024}
 
 
+def interrupted(args: list[str], after: float, output: Path, source: Path | None = None) -> dict:
+    """Run ``python args...``, send it SIGINT (Ctrl-C) ``after`` seconds in, and measure how long it takes to
+    exit, with what code, and whether ``output`` or a hidden temporary twin of it was left behind."""
+    import signal
+
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
+    process = subprocess.Popen(
+        [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(after)
+    sent = time.perf_counter()
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    _, error = process.communicate()
+    latency = time.perf_counter() - sent
+    leftovers = [p.name for p in output.parent.iterdir() if p.name == output.name or p.name.startswith(".privclust-")]
+    return {
+        "after": after,
+        "latency": latency,
+        "exit_code": process.returncode,
+        "message": error.strip().splitlines()[-1] if error.strip() else "",
+        "left": leftovers,
+    }
+
+
 def _write_csv(path: Path, n: int, d: int, k: int, seed: int) -> int:
     """A CSV of n blobs rows, written a million rows at a time; returns the float64 array's size in bytes."""
     import pandas as pd
@@ -101,12 +132,23 @@ def _write_reports(folder: Path, users: int, seed: int) -> tuple[Path, Path]:
     return folder / "protocol.json", folder / "reports.bin"
 
 
-def run(rows: int, dims: int, users: int, source: Path | None = None, on_done=None, seed: int = 0) -> list[dict]:
+def run(
+    rows: int,
+    dims: int,
+    users: int,
+    source: Path | None = None,
+    on_done=None,
+    seed: int = 0,
+    interrupts: int = 0,
+) -> list[dict]:
     """Measure the base interpreter, ``fit`` on a rows x dims CSV, and ``local aggregate`` / ``local shuffle``
-    on ``users`` reports."""
+    on ``users`` reports; with ``interrupts``, each command is also run that many times more and sent Ctrl-C
+    at evenly spread moments of its measured run (the row's ``interrupts``: latency, exit code, leftovers)."""
     results = []
 
-    def record(row: dict) -> None:
+    def record(row: dict, args: list[str], output: Path) -> None:
+        spread = [row["seconds"] * (i + 1) / (interrupts + 1) for i in range(interrupts)]
+        row["interrupts"] = [interrupted(args, after, output, source) for after in spread]
         results.append(row)
         if on_done is not None:
             on_done(row)
@@ -114,29 +156,29 @@ def run(rows: int, dims: int, users: int, source: Path | None = None, on_done=No
     with tempfile.TemporaryDirectory(prefix="privclust-bench-memory-") as folder:
         folder = Path(folder)
         base = measure(["-c", BASE_IMPORTS], source)
-        record({"command": "interpreter with the imports", "input_bytes": 0, **base})
+        results.append({"command": "interpreter with the imports", "input_bytes": 0, **base, "interrupts": []})
+        if on_done is not None:
+            on_done(results[-1])
+        outputs = folder / "outputs"
+        outputs.mkdir()
         if rows:
             array = _write_csv(folder / "data.csv", rows, dims, 10, seed)
-            fit = ["-m", "privclust", "fit", str(folder / "data.csv"), "-k", "10", "-b", "-1,1"]
-            fit += ["-o", str(folder / "centers.csv")]
-            record(
-                {
-                    "command": f"fit, {rows:,} x {dims} CSV",
-                    "input_bytes": (folder / "data.csv").stat().st_size,
-                    "array_bytes": array,
-                    **measure(fit, source),
-                }
-            )
+            centers = outputs / "centers.csv"
+            fit = ["-m", "privclust", "fit", str(folder / "data.csv"), "-k", "10", "-b", "-1,1", "-o", str(centers)]
+            size = (folder / "data.csv").stat().st_size
+            measured = measure(fit, source)
+            centers.unlink()
+            row = {"command": f"fit, {rows:,} x {dims} CSV", "input_bytes": size, "array_bytes": array, **measured}
+            record(row, fit, centers)
             (folder / "data.csv").unlink()
         if users:
             protocol, reports = _write_reports(folder, users, seed)
             size = reports.stat().st_size
-            for name, extra in (
-                ("aggregate", ["-o", str(folder / "centers.csv")]),
-                ("shuffle", ["-o", str(folder / "shuffled.bin")]),
-            ):
-                args = ["-m", "privclust", "local", name, str(reports), "-p", str(protocol), *extra]
-                record({"command": f"local {name}, {users:,} reports", "input_bytes": size, **measure(args, source)})
+            for name, output in (("aggregate", outputs / "centers.csv"), ("shuffle", outputs / "shuffled.bin")):
+                args = ["-m", "privclust", "local", name, str(reports), "-p", str(protocol), "-o", str(output)]
+                measured = measure(args, source)
+                output.unlink()
+                record({"command": f"local {name}, {users:,} reports", "input_bytes": size, **measured}, args, output)
     for row in results:
         row["above_base"] = max(0, row["peak_anon"] - base["peak_anon"])
         row["base_anon"] = base["peak_anon"]
@@ -169,5 +211,19 @@ def write_report(rows: list[dict], setup: dict, out: Path, machine: str) -> Path
             f"| {r['command']} | {_mib(size)} | {r['seconds']:.1f} | {_mib(r['peak_rss'])} | {_mib(r['peak_anon'])} "
             f"| {_mib(r['above_base'])} | {per_input} | {per_array} |"
         )
+    interrupts = [(r["command"], i) for r in rows for i in r.get("interrupts", [])]
+    if interrupts:
+        lines += [
+            "",
+            "Ctrl-C (SIGINT) sent at evenly spread moments of each command's run:",
+            "",
+            "| command | sent after (s) | exited after (s) | exit code | last message | left behind |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {command} | {i['after']:.1f} | {i['latency']:.2f} | {i['exit_code']} | {i['message']} "
+            f"| {', '.join(i['left']) or 'nothing'} |"
+            for command, i in interrupts
+        ]
     (out / "memory.md").write_text("\n".join(lines) + "\n")
     return out / "memory.md"
