@@ -324,8 +324,8 @@ def _chosen(frame, positions: list[int], names: list[str]):
 
 
 def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -> np.ndarray:
-    """The checked float64 rows of ``frames`` (whose columns are ``names``), written chunk by chunk to a temporary file and returned as a
-    read-only memory map of it (an empty array when there are none).
+    """The checked float64 rows of ``frames`` (whose columns are ``names``), written chunk by chunk to a
+    temporary file and returned as a read-only memory map of it (an empty array when there are none).
 
     **Everything is checked before anything is returned.**  Every chunk is read, so a malformed line,
     a missing value, a non-numeric column or a non-finite value in the last chunk is refused as surely as

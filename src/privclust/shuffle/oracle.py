@@ -16,6 +16,7 @@ from ..queries.rows import Rows
 __all__ = ["Shuffler", "ShuffleOracle", "BUCKET_BYTES"]
 
 BUCKET_BYTES = 32 * 2**20  # a streamed shuffle's buckets hold about this many bytes of reports each
+MAX_BUCKETS = 512  # open files at once (beside the nonces' 256 parts, under the usual limit of 1024): then larger
 
 
 class Shuffler:
@@ -47,17 +48,20 @@ class Shuffler:
         handed to ``write`` a piece at a time; returns how many were written.
 
         Every record is sent to one of B buckets drawn uniformly and independently (B from the public
-        ``total``: about ``bucket_bytes``, default :data:`BUCKET_BYTES`, of reports each), each bucket a nameless private temporary file
-        (``tempfile.TemporaryFile`` in ``scratch``); then each bucket is permuted uniformly in memory and
-        written, bucket after bucket.  The result is a uniform permutation: a given order of the n records
-        arises from exactly one bucket assignment with sizes (n_1, ..., n_B) -- probability B^-n -- followed
-        by the one permutation of each bucket that puts it in that order -- probability 1 / (n_1! ... n_B!)
-        -- and summed over all sizes, sum multinomial(n; n_1..n_B) B^-n / n! = 1 / n!.  Memory: one batch,
-        then one bucket.  ``before_writing`` runs once every batch is read, before anything is written (a
-        check that may refuse: the server must not see a stream the shuffler refuses)."""
+        ``total``: about ``bucket_bytes``, default :data:`BUCKET_BYTES`, of reports each, and at most
+        :data:`MAX_BUCKETS`), each bucket a nameless private temporary file (``tempfile.TemporaryFile`` in
+        ``scratch``); then each bucket is permuted uniformly in memory and written, bucket after bucket.
+
+        The result is a uniform permutation: a given order of the n records arises from exactly one bucket
+        assignment with sizes (n_1, ..., n_B) -- probability B^-n -- followed by the one permutation of each
+        bucket that puts it in that order -- probability 1 / (n_1! ... n_B!) -- and summed over all sizes,
+        sum multinomial(n; n_1..n_B) B^-n / n! = 1 / n!.  Memory: one batch, then one bucket.
+        ``before_writing`` runs once every batch is read, before anything is written (a check that may
+        refuse: the server must not see a stream the shuffler refuses)."""
         rng = self._random()
         bucket_bytes = BUCKET_BYTES if bucket_bytes is None else int(bucket_bytes)
-        buckets = [None] * int(max(1, -(-max(1, int(total)) * REPORT.itemsize // bucket_bytes)))
+        wanted = -(-max(1, int(total)) * REPORT.itemsize // bucket_bytes)
+        buckets = [None] * int(min(MAX_BUCKETS, max(1, wanted)))
         dtype = None
         try:
             for batch in batches:
