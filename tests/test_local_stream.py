@@ -257,3 +257,27 @@ def test_devices_reports_are_made_a_chunk_at_a_time(protocol, monkeypatch):
     assert sizes == [7] * 7 + [1] and len(records) == 50
     assert len(np.unique(records["nonce"])) == 50
     assert Aggregator(protocol).add(records) == 50
+
+
+def test_after_ctrl_c_the_command_exits_without_the_interpreters_teardown(tmp_path):
+    """By the time Ctrl-C's exit code reaches ``main`` the command has cleaned up and said so; the teardown of
+    numpy, pandas, scikit-learn... (a second or more under load) is skipped, and the message is not lost."""
+    import subprocess
+    import sys
+
+    script = (
+        "import atexit, sys\n"
+        "import privclust.cli as cli\n"
+        "atexit.register(lambda: print('teardown ran', flush=True))\n"
+        "def interrupted():\n"
+        "    print('cleaned up', end='')\n"
+        "    raise SystemExit(130)  # what typer's app does with typer.Exit(130)\n"
+        "cli.app = interrupted\n"
+        "cli.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130
+    assert done.stdout == "cleaned up"  # flushed before the exit; the atexit handler never ran
+    script = script.replace("SystemExit(130)", "SystemExit(2)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "teardown ran" in done.stdout  # other exits keep the normal teardown

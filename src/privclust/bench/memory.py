@@ -73,9 +73,11 @@ def measure(args: list[str], source: Path | None = None, cwd: Path | None = None
 
 
 def interrupted(args: list[str], after: float, output: Path, source: Path | None = None) -> dict:
-    """Run ``python args...``, send it SIGINT (Ctrl-C) ``after`` seconds in, and measure how long it takes to
-    exit, with what code, and whether ``output`` or a hidden temporary twin of it was left behind."""
+    """Run ``python args...``, send it SIGINT (Ctrl-C) ``after`` seconds in, and measure how long it takes to say
+    so (its ``interrupted`` message) and to exit, with what code, and whether ``output`` or a hidden temporary
+    twin of it was left behind (the output exists only if the command finished before the signal)."""
     import signal
+    import threading
 
     env = dict(os.environ)
     if source is not None:
@@ -83,19 +85,26 @@ def interrupted(args: list[str], after: float, output: Path, source: Path | None
     process = subprocess.Popen(
         [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+    lines: list[tuple[float, str]] = []  # (when, line) of stderr, read as it comes (a full pipe would stall it)
+    reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), line) for line in process.stderr))
+    reader.start()
     time.sleep(after)
     sent = time.perf_counter()
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
-    _, error = process.communicate()
-    latency = time.perf_counter() - sent
-    leftovers = [p.name for p in output.parent.iterdir() if p.name == output.name or p.name.startswith(".privclust-")]
+    process.wait()
+    exited = time.perf_counter() - sent
+    reader.join()
+    said = [when - sent for when, line in lines if line.startswith("interrupted")]
+    leftovers = [p.name for p in output.parent.iterdir() if p.name.startswith(".privclust-")]
     return {
         "after": after,
-        "latency": latency,
+        "said": said[0] if said else None,
+        "latency": exited,
         "exit_code": process.returncode,
-        "message": error.strip().splitlines()[-1] if error.strip() else "",
-        "left": leftovers,
+        "message": lines[-1][1].strip() if lines else "",
+        "left": leftovers,  # temporary twins
+        "output": output.exists(),  # whole if it exists (renamed into place complete): the command had finished
     }
 
 
@@ -217,12 +226,14 @@ def write_report(rows: list[dict], setup: dict, out: Path, machine: str) -> Path
             "",
             "Ctrl-C (SIGINT) sent at evenly spread moments of each command's run:",
             "",
-            "| command | sent after (s) | exited after (s) | exit code | last message | left behind |",
-            "|---|---|---|---|---|---|",
+            "| command | sent after (s) | said so after (s) | exited after (s) | exit code | last message "
+            "| output | temporaries left |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {command} | {i['after']:.1f} | {i['latency']:.2f} | {i['exit_code']} | {i['message']} "
-            f"| {', '.join(i['left']) or 'nothing'} |"
+            f"| {command} | {i['after']:.1f} | {'-' if i['said'] is None else format(i['said'], '.2f')} "
+            f"| {i['latency']:.2f} | {i['exit_code']} | {i['message']} | {'written' if i['output'] else 'none'} "
+            f"| {', '.join(i['left']) or 'none'} |"
             for command, i in interrupts
         ]
     (out / "memory.md").write_text("\n".join(lines) + "\n")
