@@ -278,6 +278,7 @@ def test_after_ctrl_c_the_command_exits_without_the_interpreters_teardown(tmp_pa
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 130
     assert done.stdout == "cleaned up"  # flushed before the exit; the atexit handler never ran
+    assert "interrupted: no output file was written" in done.stderr  # said by main: no command had said it
     script = script.replace("SystemExit(130)", "SystemExit(2)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "teardown ran" in done.stdout  # other exits keep the normal teardown

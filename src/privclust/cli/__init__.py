@@ -40,7 +40,14 @@ from .. import __version__, datasets
 from ..io import StagedFiles, check_separator
 from ..privacy.errors import BudgetExceededError
 from .bench import bench_app
-from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, interrupts_reported
+from .common import (
+    DROPNA_OPTION,
+    HEADER_OPTION,
+    INTERRUPTED_MESSAGE,
+    SEP_OPTION,
+    interrupt_said,
+    interrupts_reported,
+)
 from .federated import federated_app
 from .local import local_app
 from .stream import stream
@@ -1042,10 +1049,12 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover -- struck outside a command's own handling (e.g. while importing)
-        err_console.print("interrupted")
+        err_console.print(INTERRUPTED_MESSAGE)
         _exit_at_once(INTERRUPTED)
     except SystemExit as exc:
         if exc.code == INTERRUPTED:
+            if not interrupt_said():  # struck before the command's own handling: nothing was written yet
+                err_console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
             _exit_at_once(INTERRUPTED)
         raise
 

@@ -14,6 +14,7 @@ from rich.console import Console
 __all__ = [
     "fail",
     "interrupts_reported",
+    "interrupt_said",
     "bounds_pair",
     "check_output",
     "write_whole",
@@ -47,6 +48,10 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+INTERRUPTED_MESSAGE = "interrupted: no output file was written or changed"
+_interrupt_said = [False]  # whether interrupts_reported has said it (the CLI's main says it otherwise)
+
+
 @contextmanager
 def interrupts_reported():
     """Ctrl-C: say that no output was touched (the staged and temporary files are gone by the time this runs)
@@ -54,8 +59,14 @@ def interrupts_reported():
     try:
         yield
     except KeyboardInterrupt:
-        _errors.print("interrupted: no output file was written or changed", soft_wrap=True)
+        _errors.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        _interrupt_said[0] = True
         raise typer.Exit(130) from None
+
+
+def interrupt_said() -> bool:
+    """Whether a command has already reported Ctrl-C (before it, typer turns Ctrl-C into exit code 130 silently)."""
+    return _interrupt_said[0]
 
 
 def bounds_pair(text: str) -> list[float]:
