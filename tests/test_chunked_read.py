@@ -175,3 +175,16 @@ def test_fit_refuses_a_bad_last_line_before_the_fit_starts(tmp_path, monkeypatch
     assert out.exit_code == 2 and "column 'b' has missing values" in out.output
     assert started == [] and not centers.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]  # no temporary file left
+
+
+def test_a_fit_on_the_spilled_rows_is_the_fit_on_the_array(tmp_path, scratch):
+    """The map is clustered chunk by chunk (as a .npy map is): the seeded centers are those of the array."""
+    from privclust import KMeans, datasets
+
+    X = datasets.load("s1").X
+    np.savetxt(tmp_path / "s1.csv", X, delimiter=",", fmt="%.17g")
+    spilled = read_table(tmp_path / "s1.csv", chunk_rows=333, scratch=scratch).X
+    assert isinstance(spilled, np.memmap)
+    for algorithm in ("auto", "fastlloyd"):
+        fits = [KMeans(15, epsilon=1, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=3) for _ in "ab"]
+        np.testing.assert_array_equal(fits[0].fit(X).cluster_centers_, fits[1].fit(spilled).cluster_centers_)
