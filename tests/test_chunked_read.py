@@ -188,3 +188,37 @@ def test_a_fit_on_the_spilled_rows_is_the_fit_on_the_array(tmp_path, scratch):
     for algorithm in ("auto", "fastlloyd"):
         fits = [KMeans(15, epsilon=1, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=3) for _ in "ab"]
         np.testing.assert_array_equal(fits[0].fit(X).cluster_centers_, fits[1].fit(spilled).cluster_centers_)
+
+
+def test_a_full_disk_is_a_clear_refusal_without_a_count(tmp_path, scratch, monkeypatch):
+    import errno
+
+    real = io.tempfile.TemporaryFile
+
+    class Full:
+        def __init__(self, *args, **kwargs):
+            self.file = real(*args, **kwargs)
+            self.room = 3  # writes that fit
+
+        def write(self, data):
+            self.room -= 1
+            if self.room < 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    monkeypatch.setattr(io.tempfile, "TemporaryFile", Full)
+    (tmp_path / "d.csv").write_text("a,b\n" + "".join(f"{i},{i}\n" for i in range(40)))
+    with pytest.raises(ValueError, match="No space left on device.*set TMPDIR") as err:
+        read_table(tmp_path / "d.csv", chunk_rows=5, scratch=scratch)
+    said = str(err.value).replace(str(tmp_path), "").replace("8 bytes per number", "")
+    assert not re.search(r"\d", said)  # no row count
+    assert list(scratch.iterdir()) == []

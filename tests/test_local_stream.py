@@ -282,3 +282,20 @@ def test_after_ctrl_c_the_command_exits_without_the_interpreters_teardown(tmp_pa
     script = script.replace("SystemExit(130)", "SystemExit(2)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "teardown ran" in done.stdout  # other exits keep the normal teardown
+
+
+def test_a_full_disk_fails_cleanly(deployed, monkeypatch):
+    import errno
+
+    folder, protocol, scratch = deployed
+
+    def full(self, nonces):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(NonceSpill, "stage", full)
+    for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
+        out = run(command, folder / "a.bin", "-p", folder / "protocol.json", "-o", folder / output)
+        said = " ".join(out.output.split())  # the console wraps long lines
+        assert out.exit_code == 2 and "No space left on device" in said and "TMPDIR" in said
+        assert not (folder / output).exists() and "Traceback" not in out.output
+    assert list(scratch.iterdir()) == []

@@ -341,6 +341,9 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
     array is garbage-collected).  ``scratch`` should be a folder on a disk (not a RAM-backed tmpfs) with
     room for n x d x 8 bytes.
 
+    A copy that cannot be written (a full disk) is refused with where and why, never how far it got
+    (the row count is private).
+
     Memory: one chunk of parsed text at a time; the map's pages are the page cache's, read as the fit
     reads them, so a table larger than memory fits where its file does."""
     missing: dict[str, None] = {}  # ordered sets of column names
@@ -363,7 +366,10 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
             except ValueError as exc:
                 refusal = exc
                 continue
-            spill.write(memoryview(np.ascontiguousarray(block, dtype=np.float64)).cast("B"))
+            try:
+                spill.write(memoryview(np.ascontiguousarray(block, dtype=np.float64)).cast("B"))
+            except OSError as exc:  # a full disk: no count or value in the message
+                raise _no_room(path, scratch, exc) from None
             rows += block.shape[0]
         if missing:  # named in the table's order, as the whole file's refusal names them
             raise _missing_refusal([c for c in names if c in missing], path)
@@ -373,8 +379,21 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
             raise refusal
         if rows == 0:
             return np.zeros((0, len(names)))
-        spill.flush()
+        try:
+            spill.flush()
+        except OSError as exc:
+            raise _no_room(path, scratch, exc) from None
         return np.memmap(spill, dtype=np.float64, mode="r", shape=(rows, len(names)))  # the map keeps the file open
+
+
+def _no_room(path: Path, scratch, exc: OSError) -> ValueError:
+    """The refusal of a table whose float64 copy cannot be written (a full disk, a quota): it says where,
+    why (the system's words) and what to do; never how many rows were written."""
+    folder = scratch if scratch is not None else tempfile.gettempdir()
+    return ValueError(
+        f"{path}: cannot write the temporary copy of its rows in {folder} ({exc.strerror or type(exc).__name__}): "
+        "set TMPDIR to a folder on a disk with room for the table (8 bytes per number)"
+    )
 
 
 def read_frame(

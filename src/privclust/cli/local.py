@@ -126,6 +126,17 @@ def _opened(protocol, inputs: list[Path]) -> list:
     return [ReportFile.open(protocol, path) for path in _report_files(inputs)]
 
 
+def _no_room(exc: OSError) -> str:
+    """A temporary or output file that could not be written (a full disk): where to look; nothing was written."""
+    import tempfile
+
+    return (
+        f"could not write a temporary file or the output ({exc.strerror or type(exc).__name__}): the nonces and "
+        f"the shuffle's buckets go to TMPDIR ({tempfile.gettempdir()}); give it room (about the size of the "
+        "reports) or point it elsewhere. Nothing was written"
+    )
+
+
 @local_app.command("shuffle")
 def shuffle_reports(
     inputs: list[Path] = typer.Argument(..., help="Report files, or folders of them."),
@@ -165,6 +176,8 @@ def shuffle_reports(
                 Shuffler().shuffle_stream(batches(), total, out.write, before_writing=no_repeats)
         except ValueError as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(_no_room(exc))
         staged.commit()
     console.print(f"wrote {output}: {total:,} reports, shuffled")
 
@@ -200,6 +213,8 @@ def aggregate(
             result = aggregator.release(accept_weaker=accept_weaker)
         except ValueError as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(_no_room(exc))
     write_whole(output, lambda staged: write_points(staged, result.centers))
     spent = result.privacy_spent
     summary = {
