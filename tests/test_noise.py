@@ -120,8 +120,8 @@ def test_the_noise_grid_keeps_opendps_privacy_map_at_the_ideal_spend(kind, metri
 
 
 def test_a_secure_release_is_one_sampler_call_per_block(monkeypatch):
-    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as one vector, never per value
-    (a large one as one contiguous piece per worker thread)."""
+    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as vectors, never per value
+    (a large one as contiguous pieces on the worker threads, none over NOISE_CALL_VALUES)."""
     from privclust import KMeans
 
     calls, applied = [], []
@@ -174,3 +174,26 @@ def test_a_large_secure_release_is_cut_into_one_piece_per_worker_on_the_whole_re
     assert np.unique(out[:, 0] - values).size > size // 2  # not one noise value repeated
     small = SecureNoise().add_gaussian(np.zeros(noise_module.PARALLEL_DRAWS), 1.0)
     assert small.shape == (noise_module.PARALLEL_DRAWS,) and seen[-1] == (noise_module.PARALLEL_DRAWS, None)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_a_long_secure_release_is_drawn_in_short_calls_with_the_whole_vectors_grid(kind, monkeypatch):
+    """Ctrl-C acts between OpenDP calls only: a long vector goes in calls of NOISE_CALL_VALUES values, each on the
+    grid of the whole vector, so the release's law (and OpenDP's privacy map of it) is the one call's."""
+    calls = []
+    build = noise_module.vector_measurement
+
+    def recording(kind, scale, size, k=None):
+        calls.append((size, k))
+        return build(kind, scale, size, k)
+
+    monkeypatch.setattr(noise_module, "NOISE_CALL_VALUES", 700)
+    monkeypatch.setattr(noise_module, "vector_measurement", recording)
+    values = np.linspace(-50.0, 50.0, 5000)
+    out = getattr(SecureNoise(), f"add_{kind}")(values.reshape(-1, 2), 3.0).ravel() - values
+    whole_grid = noise_module.grid_exponent(3.0, values.size)
+    sizes = [size for size, _ in calls]
+    assert sum(sizes) == values.size and max(sizes) <= 700 and len(calls) >= 8
+    assert {k for _, k in calls} == {whole_grid}
+    reference = stats.norm(0.0, 3.0) if kind == "gaussian" else stats.laplace(0.0, 3.0)
+    assert stats.kstest(out, reference.cdf).pvalue > LEVEL

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
 import numpy as np
-import typer
+
+# typer < 0.21 (the version Flower pins) imports click helpers that click 8.4 deprecates: a library's notice to
+# its own maintainers, not something a user of the CLI can act on (its warnings name the command, not typer)
+warnings.filterwarnings("ignore", category=DeprecationWarning, module="typer")
+import typer  # noqa: E402
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,7 +44,14 @@ from .. import __version__, datasets
 from ..io import StagedFiles, check_separator
 from ..privacy.errors import BudgetExceededError
 from .bench import bench_app
-from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION
+from .common import (
+    DROPNA_OPTION,
+    HEADER_OPTION,
+    INTERRUPTED_MESSAGE,
+    SEP_OPTION,
+    interrupt_said,
+    interrupts_reported,
+)
 from .federated import federated_app
 from .local import local_app
 from .stream import stream
@@ -123,16 +135,6 @@ def fail(message: str, code: int = 2) -> None:
 
 
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, BudgetExceededError)
-
-
-@contextmanager
-def _interrupts_reported():
-    """Ctrl-C: say that no output was touched (the staged files are gone by the time this runs)."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        err_console.print("interrupted: no output file was written or changed", soft_wrap=True)
-        raise typer.Exit(130) from None
 
 
 def _with_hint(message: str, columns: Optional[str]) -> str:
@@ -645,7 +647,7 @@ def fit(
     from ..estimator import KMeans
 
     on_spark = _on_spark(engine)
-    with _interrupts_reported(), StagedFiles() as staged:
+    with interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k, epsilon, delta, algorithm)
             unit = _user_level(user_column, max_rows_per_user)
@@ -999,7 +1001,7 @@ def elbow(
     from ..elbow import elbow_curve
 
     on_spark = _on_spark(engine)
-    with _interrupts_reported(), StagedFiles() as staged:
+    with interrupts_reported(), StagedFiles() as staged:
         try:
             _check_public(k_max, epsilon, delta, k_name="--k-max")
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
@@ -1159,10 +1161,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"privclust: warning: {message}", file=sys.stderr if file is None else file)
 
 
+INTERRUPTED = 130  # the exit code after Ctrl-C (128 + SIGINT)
+
+
 def main() -> None:
     warnings.showwarning = _show_warning
     try:
         app()
-    except KeyboardInterrupt:  # pragma: no cover
-        err_console.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # pragma: no cover -- struck outside a command's own handling (e.g. while importing)
+        err_console.print(INTERRUPTED_MESSAGE)
+        _exit_at_once(INTERRUPTED)
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED:
+            if not interrupt_said():  # struck before the command's own handling: nothing was written yet
+                err_console.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+            _exit_at_once(INTERRUPTED)
+        raise
+
+
+def _exit_at_once(code: int) -> None:
+    """End the process now, without the interpreter's teardown, after Ctrl-C.
+
+    By the time Ctrl-C reaches here it has been handled where it struck: the staged outputs were
+    discarded, the ledger's reservation released and the message printed; the temporary files have no
+    name and the kernel closes them.  What is left is freeing numpy, pandas, scikit-learn, SciPy and
+    OpenDP module by module, which takes a second or more on a loaded machine: skipped, so that the
+    command is gone within the 2 s a user waits (issue 28)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

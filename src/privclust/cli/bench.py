@@ -717,3 +717,29 @@ def subsample(
     )
     (out / "subsample.md").write_text("\n".join(lines) + "\n")
     Console().print("\n".join(lines))
+
+
+@bench_app.command("memory")
+def memory(
+    rows: int = typer.Option(1_000_000, help="Rows of the CSV given to `privclust fit` (0: skip)."),
+    dims: int = typer.Option(10, help="Columns of that CSV."),
+    users: int = typer.Option(4_000_000, help="Reports given to `local aggregate` and `local shuffle` (0: skip)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Run the measured commands from this privclust `src` folder (another checkout: before vs after)."
+    ),
+    interrupts: int = typer.Option(0, help="Also run each command this many times more, sending Ctrl-C part way."),
+    out: Path = typer.Option(Path("bench-results/memory"), help="Output folder."),
+) -> None:
+    """Peak memory (RSS and anonymous) of `privclust fit` on a CSV and of `local aggregate` / `local shuffle` on a
+    file of reports, each measured as its own process (issue 28: files larger than memory)."""
+    from ..bench import memory as bench
+
+    if source is not None and not (source / "privclust").is_dir():
+        fail(f"--source {source}: not a privclust src folder (it has no privclust package)")
+    total = 1 + (rows > 0) + 2 * (users > 0)
+    measured = _with_progress(
+        "memory runs", total, lambda on_done: bench.run(rows, dims, users, source, on_done, interrupts=interrupts)
+    )
+    setup = {"rows": rows, "dims": dims, "users": users, "source": str(source) if source else "this privclust"}
+    setup["interrupts"] = interrupts
+    console.print(bench.write_report(measured, setup, out, machine_description()).read_text())

@@ -118,7 +118,7 @@ def vector_measurement(kind: str, scale: float, size: int, k: int | None = None)
     result once, so the output carries no floating-point artefacts."""
     dp = _opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
-    k = grid_exponent(scale, size) if k is None else k
+    k = grid_exponent(scale, size) if k is None else int(k)
     if kind == "gaussian":
         return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale, k=k)
     if kind == "laplace":
@@ -134,13 +134,15 @@ def _noisy_max(scale: float, measure: str):
     return dp.m.make_noisy_max(domain, dp.linf_distance(T=float), output_measure, scale=scale)
 
 
+NOISE_CALL_VALUES = 4096  # values noised per OpenDP call: well under a second, so Ctrl-C acts within 2 s
 PARALLEL_DRAWS = 512  # a release of at least twice this many values is noised on several threads (~8 ms a piece)
 
 
 def vector_pieces(size: int) -> np.ndarray:
-    """Where a release of ``size`` values is cut for the sampler's threads: one piece per worker, each of at
-    least ``PARALLEL_DRAWS`` values (one piece below that: threads would cost more than they save)."""
-    pieces = max(1, min(n_workers(), size // PARALLEL_DRAWS))
+    """Where a release of ``size`` values is cut: one piece per worker, each of at least ``PARALLEL_DRAWS``
+    values (one piece below that: threads would cost more than they save), and none over
+    ``NOISE_CALL_VALUES`` (an OpenDP call cannot be interrupted: Ctrl-C acts between pieces)."""
+    pieces = max(1, min(n_workers(), size // PARALLEL_DRAWS), -(-size // NOISE_CALL_VALUES))
     return np.linspace(0, size, pieces + 1).round().astype(np.int64)
 
 
@@ -148,10 +150,11 @@ class SecureNoise(NoiseSource):
     """OpenDP's exact samplers, seeded from OS entropy (not reproducible).
 
     A release's values go to OpenDP as one vector (see :func:`vector_measurement`), or -- a large release --
-    as a few contiguous pieces sampled at once on the pool's threads (the sampler is ~15 us a value and
-    releases the GIL).  A piece is the same measurement on fewer values, on the whole release's grid: every
-    value still gets independent noise of the release's scale, rounded on the same grid, so the release
-    is the one OpenDP's map charges for the whole vector."""
+    as contiguous pieces (:func:`vector_pieces`) sampled on the pool's threads (the sampler is ~15 us a value
+    and releases the GIL), none over :data:`NOISE_CALL_VALUES` values, so that Ctrl-C, which can act only
+    between OpenDP calls, acts within a second.  A piece is the same measurement on fewer values, on the whole
+    release's grid (``k`` from its full size): OpenDP noises each coordinate on its own, independently, so
+    the release has exactly the law of one call over the whole vector, the one OpenDP's map charges for."""
 
     secure = True
 
