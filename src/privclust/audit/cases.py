@@ -305,7 +305,8 @@ def _maxcover():
     # of all rows (about 0), and the final FastLloyd step (radius 0.8) sees only the group at -0.43 --
     # the group at +1 is beyond its reach and only balances the mean.  The extra row at +0.7.
     D = _rows((-0.43, 1050), (1.0, 450))
-    params = {"budget_split": MAXCOVER_SPLIT, "projection_dim": 1, "growth": 8}  # a small, fast cover
+    # a small, fast cover; one final round (the default four split its share: each would show a quarter of the row)
+    params = {"budget_split": MAXCOVER_SPLIT, "projection_dim": 1, "growth": 8, "lloyd_iterations": 1}
     make = _kmeans("maxcover", len(D), seeded=True, algorithm_params=params)
     return _fits(make, D, np.vstack([D, [[0.7]]]))
 
