@@ -85,6 +85,7 @@ def test_seeded_fits_repeat_and_differ_by_seed(blobs4):
         ({"floor_z": -1.0}, "floor_z must be"),
         ({"step": 3.0}, "step must be"),
         ({"tail_df": 0.0}, "tail_df must be"),
+        ({"init": "grid"}, "init must be"),
         ({"nonsense": 1}, "unknown evolve parameters"),
     ],
 )
@@ -100,3 +101,13 @@ def test_it_is_registered_with_its_plan():
 
     assert "evolve" in ALGORITHMS
     assert algorithm_spec("evolve", _ctx(public_n=100)) == evolve_spec(_ctx(public_n=100))  # a value
+
+
+def test_a_latin_start_in_one_dimension_is_the_strata_centres():
+    from privclust.algorithms.evolve import _first_population
+
+    rng = np.random.default_rng(0)
+    assert sorted(_first_population(5, 1, "latin", rng)[:, 0]) == pytest.approx([-0.8, -0.4, 0.0, 0.4, 0.8])
+    square = _first_population(4, 2, "latin", rng)
+    for axis in range(2):  # one candidate in each of the 4 strata of every axis
+        assert sorted(np.floor((square[:, axis] + 1) * 2).astype(int)) == [0, 1, 2, 3]

@@ -15,9 +15,11 @@ release is post-processing of it and of public randomness:
   heavy-tailed: a Student t with ``tail_df`` degrees of freedom), clipped to the unit box; the
   survivors and their mutants are the next population.
 
-The answer is the last generation's k survivors.  The population starts uniform in the unit box and
-holds about ``n / rows_per_candidate`` candidates (``n``: public or a noisy count), at least
-``MIN_MUTANTS + 1`` per center.
+The answer is the last generation's k survivors.  The population holds about ``n /
+rows_per_candidate`` candidates (``n``: public or a noisy count), at least ``MIN_MUTANTS + 1`` per
+center, and starts uniform in the unit box (``init="uniform"``) or as a Latin hypercube of stratum
+centres (``init="latin"``: every axis cut into as many strata as candidates, one candidate in each,
+the axes paired by random permutations -- in one dimension a fixed set of points).
 
 Privacy: the plan is a noisy count (unless ``public_n``) and ``generations`` Gaussian releases of
 the votes, each 1/``generations`` of the same pooled part, so they compose exactly in GDP to the
@@ -37,13 +39,14 @@ from ..queries.base import Block, SumQuery
 from ..queries.plan import ADAPTIVE, Part, Spec
 from ..queries.voronoi import BLOCK_CELLS, VoronoiCells, count_values
 from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register, weighted_kmeans
-from .params import Integer, Interval, Param, Params, declare
+from .params import Integer, Interval, OneOf, Param, Params, declare
 
 __all__ = ["evolve", "evolve_spec", "vote_query", "VOTES_PART", "MIN_MUTANTS"]
 
 VOTES_PART = "votes"
 MIN_MUTANTS = 4  # mutants per survivor, at least
 MIN_STEP = 1.0 / 32.0  # the mutation scale stops halving here (a fraction of the first)
+INITS = ("uniform", "latin")
 
 declare(
     Params(
@@ -55,6 +58,7 @@ declare(
             "floor_z": Param(Interval(0.0, math.inf), 1.0),
             "step": Param(Interval(0.0, 2.0, closed="right"), 0.05),
             "tail_df": Param(Interval(0.0, math.inf, closed="neither"), 1.5),
+            "init": Param(OneOf(INITS), "uniform"),
         },
     )
 )
@@ -79,6 +83,14 @@ def evolve_spec(ctx: FitContext) -> Spec:
     return Spec("evolve", (*count, votes), "gaussian", frozenset({ADAPTIVE}))
 
 
+def _first_population(size: int, d: int, init: str, rng: np.random.Generator) -> np.ndarray:
+    """Public candidates in the unit box: uniform, or a Latin hypercube of stratum centres."""
+    if init == "uniform":
+        return rng.uniform(-1.0, 1.0, size=(size, d))
+    strata = (np.arange(size) + 0.5) / size * 2.0 - 1.0
+    return np.stack([rng.permutation(strata) for _ in range(d)], axis=1)
+
+
 def _mutants(survivors: np.ndarray, per: int, scale: float, df: float, rng: np.random.Generator) -> np.ndarray:
     steps = rng.standard_t(df, size=(survivors.shape[0] * per, survivors.shape[1])) * scale
     return np.clip(np.repeat(survivors, per, axis=0) + steps, -1.0, 1.0)
@@ -94,7 +106,7 @@ def evolve(ctx: FitContext) -> FitResult:
     generations = params["generations"] or max(1, int(4 * math.sqrt(d)))
     per = max(int(n / (params["rows_per_candidate"] * k)), MIN_MUTANTS)
     rng = ctx.randomness.geometry()
-    population = rng.uniform(-1.0, 1.0, size=(k * (per + 1), d))
+    population = _first_population(k * (per + 1), d, params["init"], rng)
     survivors = population[:k]
     kept_sizes, vote_std = [], 0.0
     for g in range(generations):
