@@ -406,3 +406,22 @@ def test_pe_means_runner_passes_the_job_privacy_and_domain(tmp_path, monkeypatch
     assert seen["config"]["num_gen"] == int(4 * np.sqrt(d)) and seen["config"]["var_scale"] == 0.01
     assert out["returned"] == 4 and np.allclose(out["centers"], np.full((5, d), 3.0))
     assert peers.PEERS["pe-means"].takes_delta
+
+
+def _said(result) -> str:
+    """A CLI result's output as one line of words (the error panel wraps and frames its text)."""
+    return " ".join(result.output.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
+def test_peers_cli_lists_the_sources_and_takes_repeated_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "peers"))
+    listed = CliRunner().invoke(app, ["bench", "peers", "list"])
+    assert listed.exit_code == 0 and "--source 2: the learning/ folder" in _said(listed)
+    checkout = _source_tree(tmp_path / "PE-means", "src/pe_means_main.py")
+    one = CliRunner().invoke(app, ["bench", "peers", "install", "pe-means", "--source", str(checkout)])
+    assert one.exit_code != 0 and "need 2" in _said(one)
+    swapped = CliRunner().invoke(
+        app, ["bench", "peers", "install", "pe-means", "--source", str(tmp_path), "--source", str(checkout)]
+    )
+    assert swapped.exit_code != 0 and "is not a PE-means checkout" in _said(swapped)
+    assert not (tmp_path / "peers").exists()
