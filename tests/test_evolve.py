@@ -111,3 +111,16 @@ def test_a_latin_start_in_one_dimension_is_the_strata_centres():
     square = _first_population(4, 2, "latin", rng)
     for axis in range(2):  # one candidate in each of the 4 strata of every axis
         assert sorted(np.floor((square[:, axis] + 1) * 2).astype(int)) == [0, 1, 2, 3]
+
+
+def test_the_population_grows_with_n_up_to_its_cap(blobs4):
+    def population(public_n, **params):
+        model = KMeans(
+            4, bounds=(-1, 1), algorithm="evolve", random_state=0, public_n=public_n, algorithm_params=params
+        )
+        return model.fit(blobs4).fit_info_["population"]
+
+    assert population(400) == 4 * (20 + 1)  # n / (5k) mutants per survivor
+    assert population(4000) == 4 * (200 + 1)
+    assert population(4000, max_population=400) == 400  # 4 x (99 + 1)
+    assert population(4000, max_population=8) == 4 * (4 + 1)  # never below MIN_MUTANTS per survivor

@@ -17,7 +17,8 @@ release is post-processing of it and of public randomness:
 
 The answer is the last generation's k survivors.  The population holds about ``n /
 rows_per_candidate`` candidates (``n``: public or a noisy count), at least ``MIN_MUTANTS + 1`` per
-center, and starts uniform in the unit box (``init="uniform"``) or as a Latin hypercube of stratum
+center and, above that, at most ``max_population`` (every generation compares each row with each
+candidate: the cap keeps a generation's time linear in n), and starts uniform in the unit box (``init="uniform"``) or as a Latin hypercube of stratum
 centres (``init="latin"``: every axis cut into as many strata as candidates, one candidate in each,
 the axes paired by random permutations -- in one dimension a fixed set of points).
 
@@ -59,6 +60,7 @@ declare(
             "step": Param(Interval(0.0, 2.0, closed="right"), 0.05),
             "tail_df": Param(Interval(0.0, math.inf, closed="neither"), 1.5),
             "init": Param(OneOf(INITS), "uniform"),
+            "max_population": Param(Integer(1), 10_000),
         },
     )
 )
@@ -104,7 +106,7 @@ def evolve(ctx: FitContext) -> FitResult:
     plan = ctx.oracle.open(evolve_spec(ctx))
     n = estimate_rows(ctx, plan)
     generations = params["generations"] or max(1, int(4 * math.sqrt(d)))
-    per = max(int(n / (params["rows_per_candidate"] * k)), MIN_MUTANTS)
+    per = max(min(int(n / (params["rows_per_candidate"] * k)), params["max_population"] // k - 1), MIN_MUTANTS)
     rng = ctx.randomness.geometry()
     population = _first_population(k * (per + 1), d, params["init"], rng)
     survivors = population[:k]
