@@ -77,6 +77,7 @@ def test_the_audited_path_is_the_secure_sampler(monkeypatch, method, replacement
 
 ALGORITHMS = {
     "FastLloyd": 200,
+    "FastLloyd at user level": 200,
     "GLloyd": 100,
     "SuLloyd": 100,
     "greedy (histogram)": 60,
@@ -98,6 +99,13 @@ def test_real_algorithms_pass(name):
 
 def test_fastlloyd_with_half_its_noise_is_caught():
     assert audit(CONTROLS["FastLloyd: noise / 2 (broken on purpose)"], 400).caught
+
+
+def test_a_user_level_fit_calibrated_for_one_row_is_caught():
+    """Each user's rows bounded to m, but every release noised for one row: the user's m rows show m times
+    the claimed mu (the real user-level case passes above, on the same pair)."""
+    result = audit(CONTROLS["FastLloyd at user level: one row's sensitivity for m rows (broken on purpose)"], 150)
+    assert result.caught and result.empirical_mu > result.claimed_mu, result
 
 
 def test_dropped_clipping_is_caught():
@@ -135,7 +143,7 @@ def test_federated_audit_fails_without_masks(monkeypatch):
 
 def test_every_control_family_required_by_the_audit_is_present():
     families = {c.case.family for c in CONTROLS.values()}
-    assert {"Laplace", "Gaussian", "exponential mechanism", "FastLloyd", "greedy"} <= families
+    assert {"Laplace", "Gaussian", "exponential mechanism", "FastLloyd", "greedy", "user level"} <= families
     assert families & {"maxcover", "onecluster", "sample and aggregate"}
     assert any("clipping" in c.breakage for c in CONTROLS.values())
     assert all(name.endswith("(broken on purpose)") and "," not in name for name in CONTROLS)

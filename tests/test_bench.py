@@ -425,3 +425,35 @@ def test_peers_cli_lists_the_sources_and_takes_repeated_sources(tmp_path, monkey
     )
     assert swapped.exit_code != 0 and "is not a PE-means checkout" in _said(swapped)
     assert not (tmp_path / "peers").exists()
+def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
+    out = CliRunner().invoke(
+        app, ["bench", "memory", "--rows", "3000", "--dims", "3", "--users", "2000", "--out", str(tmp_path)]
+    )
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
+    assert [r["command"].split(",")[0] for r in rows] == [
+        "interpreter with the imports",
+        "fit",
+        "local aggregate",
+        "local shuffle",
+    ]
+    assert rows[1]["array_bytes"] == 3000 * 3 * 8 and rows[2]["input_bytes"] == 13 + 27 * 2000
+    assert all(r["peak_rss"] >= r["peak_anon"] > 0 and r["above_base"] >= 0 for r in rows)
+    assert "| local shuffle, 2,000 reports |" in (tmp_path / "memory.md").read_text()
+    out = CliRunner().invoke(app, ["bench", "memory", "--source", str(tmp_path), "--out", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "not a privclust src folder" in out.output
+
+
+def test_memory_bench_interrupts_each_command_and_looks_for_leftovers(tmp_path):
+    out = CliRunner().invoke(
+        app, ["bench", "memory", "--rows", "0", "--users", "2000", "--interrupts", "1", "--out", str(tmp_path)]
+    )
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
+    assert [len(r["interrupts"]) for r in rows] == [0, 1, 1]
+    for r in rows[1:]:
+        (sent,) = r["interrupts"]
+        assert 0 < sent["after"] < r["seconds"] and sent["left"] == []
+        if sent["exit_code"] == 130:  # stopped in the command: it said so, and wrote nothing
+            assert sent["message"].startswith("interrupted") and sent["said"] is not None and not sent["output"]
+    assert "Ctrl-C (SIGINT)" in (tmp_path / "memory.md").read_text()

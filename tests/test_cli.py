@@ -106,7 +106,7 @@ def test_headerless_csv(tmp_path):
     "args,message",
     [
         (("fit", "missing.csv", "--k", "2", "--bounds", "0,1"), "no such file"),
-        (("fit", "{csv}", "--k", "2", "-a", "lloyd"), "needs public bounds"),  # private fits find a box
+        (("fit", "{csv}", "--k", "2", "-a", "nonprivate-lloyd"), "needs public bounds"),  # private fits find a box
         (("fit", "{csv}", "--bounds", "0,1"), "--k"),
         (("fit", "{csv}", "--k", "2", "--bounds", "zero,one"), "LOWER,UPPER"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "--radius", "2"), "not both"),
@@ -115,6 +115,8 @@ def test_headerless_csv(tmp_path):
         (("fit", "{bad}", "--k", "2", "--bounds", "0,1"), "non-numeric columns"),
         (("fit", "{nan}", "--k", "2", "--bounds", "0,1"), "NaN"),
         (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "magic"), "unknown algorithm"),
+        # scikit-learn's name for its non-private Lloyd: refused, naming the private and the non-private choice
+        (("fit", "{csv}", "--k", "2", "--bounds", "0,1", "-a", "lloyd"), "fastlloyd for private Lloyd, or nonprivate"),
     ],
 )
 def test_bad_input_exits_cleanly(tmp_path, args, message):
@@ -186,6 +188,26 @@ def test_bench_speed_small(tmp_path):
     assert (tmp_path / "speed_d10_k10.png").exists()
 
 
+def test_bench_speed_reports_issue_28s_rows_as_alternating_pairs_against_scikit_learn(tmp_path):
+    args = ["bench", "speed", "--targets", "default,greedy,large-k", "--n", "3000", "--repeats", "2"]
+    out = run(*args, "--large-k", "20,40", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "targets.json").read_text())
+    assert [r["target"] for r in rows] == ["default", "greedy", "large-k", "large-k"]
+    for r in rows[:2]:
+        assert len(r["seconds"]) == len(r["sklearn_seconds"]) == 2
+        assert r["ratios"] == [a / b for a, b in zip(r["seconds"], r["sklearn_seconds"])]
+        assert len(r["cpu_ratios"]) == 2 and all(x > 0 for x in r["cpu_ratios"])
+    assert [r["what"].rsplit("k = ", 1)[1] for r in rows[2:]] == ["20", "40"]
+    report = (tmp_path / "speed.md").read_text()
+    assert (
+        "| median ratio | median CPU-time ratio |" in report
+        and "3,000 x 10" in report
+        and "<= 2x scikit-learn" in report
+    )
+    assert run("bench", "speed", "--targets", "nope", "--out", str(tmp_path)).exit_code != 0
+
+
 def test_bench_rejects_unknown_names(tmp_path):
     assert run("bench", "utility", "--datasets", "nope", "--out", str(tmp_path)).exit_code != 0
     assert run("bench", "utility", "--datasets", "iris,synth:k=2,seed=1", "--out", str(tmp_path)).exit_code != 0
@@ -206,6 +228,17 @@ def test_elbow_command_refuses_files_without_bounds(tmp_path):
     path.write_text("a,b\n1,2\n3,4\n5,6\n")
     out = run("elbow", str(path), "--k-max", "2")
     assert out.exit_code == 2 and "bounds" in out.output
+
+
+def test_elbow_reads_its_file_as_fit_does(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a;b\n" + "".join(f"{i % 5};{(i * 7) % 5}\n" for i in range(60)) + "1;\n")
+    common = ("elbow", str(path), "--k-max", "3", "--bounds", "0,5", "--sep", ";", "--seed", "0")
+    out = run(*common, "--plot", str(tmp_path / "e.png"))
+    assert out.exit_code == 2 and "column 'b'" in out.output and not (tmp_path / "e.png").exists()
+    out = run(*common, "--dropna", "--plot", str(tmp_path / "e.png"), "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["columns"] == ["a", "b"]
 
 
 def test_bench_onecluster_small(tmp_path):
@@ -550,7 +583,7 @@ def test_the_ledger_records_runs_and_refuses_one_over_budget_before_reading(tmp_
         str(tmp_path / "e.png"),
     )
     assert elbow.exit_code == 0, elbow.output
-    non_private = run("fit", "iris", "-a", "lloyd", "--ledger", str(ledger), "-o", str(tmp_path / "d.csv"))
+    non_private = run("fit", "iris", "-a", "nonprivate-lloyd", "--ledger", str(ledger), "-o", str(tmp_path / "d.csv"))
     assert non_private.exit_code == 2 and "non-private" in non_private.output
     shown = run("ledger", "show", str(ledger), "--json")
     assert shown.exit_code == 0, shown.output
@@ -571,8 +604,31 @@ def test_the_progress_bar_says_planning_until_it_knows_the_total():
     progress = Progress()
     task_id = progress.add_task("fit", total=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "planning"
-    progress.update(task_id, completed=2, total=7)
+    progress.update(task_id, completed=0.35, total=1.0, stage="placing the starting centers")
+    assert IterationsColumn().render(progress.tasks[task_id]).plain == "placing the starting centers 35%"
+    progress.update(task_id, completed=2, total=7, stage=None)
     assert IterationsColumn().render(progress.tasks[task_id]).plain == "2/7 iterations"
+
+
+def test_the_fit_command_reports_the_starting_centers_as_they_are_placed(tmp_path, monkeypatch):
+    from privclust.estimator import KMeans
+
+    seen = []
+    real_fit = KMeans.fit
+
+    def spy(self, X, y=None, *, callback=None, progress=None):
+        def listen(what, fraction):
+            seen.append((what, fraction))
+            progress(what, fraction)
+
+        return real_fit(self, X, callback=callback, progress=listen)
+
+    monkeypatch.setattr(KMeans, "fit", spy)
+    args = ["fit", "iris", "--k", "300", "--algorithm", "fastlloyd", "--seed", "0", "-o", str(tmp_path / "c.csv")]
+    out = run(*args)
+    assert out.exit_code == 0, out.output
+    fractions = [f for what, f in seen if what == "placing the starting centers"]
+    assert len(fractions) > 10 and fractions == sorted(fractions) and fractions[-1] == 1.0
 
 
 def test_the_plot_is_captioned_as_raw_data(tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def test_reproducible_with_seed_and_accepts_pandas(blobs):
 def test_baseline_needs_bounds_and_data_bounds_warn(blobs):
     X, _ = blobs
     with pytest.raises(ValueError, match="non-private baseline has no budget"):  # bounds=None is private
-        KMeans(3, algorithm="lloyd").fit(X)
+        KMeans(3, algorithm="nonprivate-lloyd").fit(X)
     with pytest.warns(PrivacyLeakWarning, match="NOT differentially private"):
         KMeans(3, bounds="data", random_state=0).fit(X)
 
@@ -165,7 +165,7 @@ def test_clone_keeps_the_shared_accountant(blobs):
 
 def test_non_private_baseline_cannot_be_charged_to_a_budget(blobs):
     with pytest.raises(BudgetExceededError):
-        KMeans(3, bounds=(-1, 1), algorithm="lloyd", accountant=PrivacyAccountant(Budget(5.0))).fit(blobs[0])
+        KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", accountant=PrivacyAccountant(Budget(5.0))).fit(blobs[0])
 
 
 def test_no_warning_in_normal_use(blobs):
@@ -201,7 +201,16 @@ def test_a_center_far_from_every_row_is_reported_nearly_empty():
     model = KMeans(2, bounds=(-1, 1), algorithm="fastlloyd", max_iter=1, public_n=2000, epsilon=4.0)
     model.fit(X)
     sizes = model.cluster_sizes_
-    assert model.fit_info_["nearly_empty_centers"] == int(np.sum(sizes < 1.0))
+    assert model.fit_info_["nearly_empty_centers"] == int(np.sum(sizes < 0.01 * 2000))
+
+
+def test_a_center_with_under_one_percent_of_the_rows_is_nearly_empty():
+    """Counted against 1% of the (noisy) row count, not against one row: 10 rows of 2,000 serve nearly nobody."""
+    rng = np.random.default_rng(3)
+    X = np.r_[rng.normal(-0.5, 0.02, (1990, 2)), rng.normal(0.5, 0.02, (10, 2))]
+    model = KMeans(2, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X)
+    assert sorted(model.cluster_sizes_) == [10, 1990]
+    assert model.fit_info_["nearly_empty_centers"] == 1
 
 
 def test_rows_outside_the_bounds_are_counted_for_the_data_holder():

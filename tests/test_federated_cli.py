@@ -232,3 +232,16 @@ def test_join_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
     assert party["party_counts"] == [len(c) for c in party["contributors"]]
     assert party["contributors"] == results["server"].contributors
     assert "2 of 3 parties" in out.output  # said on stderr too
+
+
+def test_join_reads_its_file_as_fit_does(tmp_path, listener):
+    rows = tmp_path / "p0.csv"
+    rows.write_text("a;b\n1;2\n3;\n5;6\n")
+    port = listener.getsockname()[1]
+    out = invoke(*join_args(rows, port, "-o", tmp_path / "c.csv", "--sep", ";"))
+    assert out.exit_code == 2 and "column 'b'" in out.output and "--dropna" in out.output
+    closed = socket.create_server(("127.0.0.1", 0))
+    free_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: the party gets past its file and fails to connect
+    out = invoke(*join_args(rows, free_port, "-o", tmp_path / "c.csv", "--sep", ";", "--dropna", "--timeout", 2))
+    assert out.exit_code != 0 and "column" not in out.output and "127.0.0.1" in out.output, out.output

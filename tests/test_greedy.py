@@ -415,3 +415,35 @@ def test_the_elbow_plot_shows_every_k_and_zero_costs(tmp_path, monkeypatch):
     ax = seen["ax"]
     assert [int(t) for t in ax.get_xticks()] == list(range(1, 21))
     assert ax.get_xlim()[0] < 1 and ax.get_xlim()[1] > 20 and ax.get_yscale() == "symlog"
+
+
+def test_in_the_central_model_a_large_level_below_the_top_lists_only_its_non_empty_candidates():
+    """In 3+ working dimensions a whole-level release noises mostly empty balls; the central model, which lists
+    the non-empty balls near the coarser level's kept ones, releases such a level sparse instead -- and draws
+    noise for only a few of its balls.  The plane, and an oracle that cannot list them, keep the whole levels."""
+    from privclust.algorithms.greedy import DENSE_BALLS, NARROWED_DENSE_BALLS, _sublattice_bound, greedy_round
+
+    rng = np.random.default_rng(3)
+    X = np.clip(rng.uniform(-0.6, 0.6, (8, 10))[rng.integers(0, 8, 20_000)] + rng.normal(0, 0.05, (20_000, 10)), -1, 1)
+    budget = Budget(1.0, 1e-6)
+    drawn = []
+
+    class Counting(SeededNoise):
+        def add_gaussian(self, values, std):
+            drawn.append(np.size(values))
+            return super().add_gaussian(values, std)
+
+    oracle = in_memory(X, budget, noise=Counting(np.random.SeedSequence(0)))
+    spec = greedy_spec(_context(oracle, budget, k=8))
+    sizes = [_sublattice_bound(2.0**-i, 4, 1) for i in range(spec.levels)]  # the 4-d projection's levels
+    large = [i for i, size in enumerate(sizes) if NARROWED_DENSE_BALLS < size <= DENSE_BALLS]
+    assert large and all(not spec.dense[i] for i in large) and spec.dense[0]
+    round_ = greedy_round(spec, 10, np.random.default_rng(1))
+    spec.open(oracle).release_many(round_.requests)
+    assert drawn[large[0]] < sizes[large[0]] / 20  # not every ball of the level: the non-empty candidates
+
+    plane = greedy_spec(_context(in_memory(X[:, :2], budget), budget))
+    assert all(plane.dense[: plane.levels - 1])  # the plane's levels up to 9,025 balls: whole, as before
+    listing = ExactSumsPlusCallerNoise(X, budget, lambda shape, std: np.zeros(shape))
+    local = greedy_spec(_context(listing, budget, k=8))
+    assert local.dense[large[0]]  # no listing of non-empty balls: whole, as before

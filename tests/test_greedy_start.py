@@ -184,6 +184,22 @@ def test_a_poisson_sample_keeps_each_row_with_the_rate():
     assert np.all(hits > 0) and abs(hits[:500].mean() - hits[500:].mean()) < 4 * np.sqrt(400 * 0.21 / 500)
 
 
+def test_a_poisson_samples_coins_are_drawn_block_by_block_and_keep_every_block_at_the_rate(monkeypatch):
+    from privclust.queries import rows as rows_module
+
+    monkeypatch.setattr(rows_module, "COIN_BLOCK", 64)  # 1000 rows: 16 blocks, the last one short
+    rng = np.random.default_rng(1)
+    hits = np.zeros(1000)
+    for _ in range(300):
+        kept = rows_module.poisson_indices(1000, 0.25, rng)
+        assert np.all(np.diff(kept) > 0) and kept.min() >= 0 and kept.max() < 1000  # sorted, distinct rows
+        hits[kept] += 1
+    per_block = hits[: 15 * 64].reshape(15, 64).mean(axis=1) / 300
+    assert np.all(np.abs(per_block - 0.25) < 4 * np.sqrt(0.25 * 0.75 / (64 * 300)))
+    assert abs(hits[15 * 64 :].mean() / 300 - 0.25) < 4 * np.sqrt(0.25 * 0.75 / (40 * 300))
+    assert rows_module.poisson_indices(0, 0.5, rng).size == 0
+
+
 def test_a_sampled_plan_shares_its_parts_and_only_the_curator_in_memory_samples():
     ledger = PrivacyAccountant(Budget(1.0, 1e-6))
     oracle = CentralOracle(MemoryRows(np.zeros((50, 2)), 2), Budget(1.0, 1e-6), ledger, SecureNoise())

@@ -44,7 +44,7 @@ def fit_outcome(**kwargs):
     centers = model.cluster_centers_
     assert np.all(np.isfinite(centers))
     assert centers.shape == (kwargs["n_clusters"], np.asarray(X).shape[1])
-    if kwargs.get("algorithm") == "lloyd" or isinstance(kwargs.get("bounds"), str):
+    if kwargs.get("algorithm") == "nonprivate-lloyd" or isinstance(kwargs.get("bounds"), str):
         assert model.privacy_spent_.epsilon == float("inf")  # documented: the non-private baseline, data bounds
     else:
         assert model.privacy_spent_.epsilon <= kwargs["epsilon"] * (1 + 1e-9)
@@ -62,7 +62,7 @@ def test_estimator_on_arbitrary_arrays_and_bounds(X, k, bounds):
     X=hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=30), elements=floats),
     eps=floats,
     delta=floats,
-    algorithm=st.sampled_from(["fastlloyd", "glloyd", "sulloyd", "lloyd", "kmeans", ""]),
+    algorithm=st.sampled_from(["fastlloyd", "glloyd", "sulloyd", "nonprivate-lloyd", "lloyd", "kmeans", ""]),
 )
 def test_estimator_on_arbitrary_values_and_budgets(X, eps, delta, algorithm):
     fit_outcome(X=X, n_clusters=2, epsilon=eps, delta=delta, bounds=(-5, 5), algorithm=algorithm)

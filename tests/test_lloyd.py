@@ -135,6 +135,40 @@ def test_sphere_packing_spreads_centers_in_the_box(k, d):
     assert np.array_equal(c, sphere_packing(k, d, np.random.default_rng(0)))
 
 
+def _plain_packing_pass(k, d, a, rng, tries=100):
+    """The rejection sampler without a grid: every candidate against every placed point."""
+    centers = []
+    for _ in range(k):
+        for batch in (1, tries - 1):
+            cand = rng.uniform(-1.0 + a, 1.0 - a, size=(batch, d))
+            placed = np.array(centers).reshape(-1, d)
+            far = [i for i in range(batch) if np.all(((placed - cand[i]) ** 2).sum(1) >= (2.0 * a) ** 2)]
+            if far:
+                centers.append(cand[far[0]])
+                break
+        else:
+            return None
+    return np.array(centers)
+
+
+@pytest.mark.parametrize("k,d,a", [(400, 2, 0.04), (400, 2, 0.07), (200, 3, 0.1), (150, 6, 0.3), (60, 10, 0.45)])
+def test_the_packing_grid_keeps_exactly_the_points_the_plain_sampler_keeps(k, d, a):
+    from privclust.geometry.init import _place
+
+    fast = _place(k, d, a, np.random.default_rng(7), 100)
+    plain = _plain_packing_pass(k, d, a, np.random.default_rng(7))
+    assert (fast is None) == (plain is None)
+    if plain is not None:
+        np.testing.assert_array_equal(fast, plain)
+
+
+def test_sphere_packing_reports_its_progress_as_it_goes():
+    seen = []
+    centers = sphere_packing(600, 2, np.random.default_rng(0), progress=seen.append)
+    assert len(seen) > 16 and seen == sorted(seen) and 0.0 <= seen[0] < 0.1 and seen[-1] == 1.0
+    assert np.array_equal(centers, sphere_packing(600, 2, np.random.default_rng(0)))  # listening changes nothing
+
+
 def test_tiny_noisy_clusters_keep_their_previous_center(blobs):
     X, _ = blobs
     # Extremely small epsilon: counts are pure noise, yet centers stay finite and in the box.
@@ -147,7 +181,7 @@ def test_private_algorithms_find_well_separated_clusters(algorithm):
     rng = np.random.default_rng(11)
     centers = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
     X = np.clip(centers[rng.integers(0, 3, 30_000)] + rng.normal(0, 0.06, (30_000, 2)), -1, 1)
-    floor = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X).inertia_
+    floor = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X).inertia_
     costs = [
         KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=s).fit(X).inertia_
         for s in range(5)
@@ -179,31 +213,100 @@ def test_fastlloyd_beats_baselines_in_high_dimension():
 
 def test_lloyd_baseline_is_non_private_and_converges(blobs):
     X, centers = blobs
-    m = KMeans(3, bounds=(-1, 1), algorithm="lloyd", random_state=0).fit(X)
+    m = KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd", random_state=0).fit(X)
     assert m.privacy_spent_.epsilon == math.inf
     assert m.n_iter_ < 100
     found = np.sort(m.cluster_centers_[:, 0])
     np.testing.assert_allclose(found, np.sort(centers[:, 0]), atol=0.02)
 
 
-def test_dead_centers_are_moved_next_to_the_largest_cells():
-    from privclust.algorithms.lloyd import LloydStep, reseed_dead
+def test_dead_centers_split_the_largest_cells_into_pieces_above_the_noise():
+    from privclust.algorithms.lloyd import SPLIT_REACH, LloydStep, reseed_dead
     from privclust.queries.base import Block
 
-    centers = np.array([[0.0, 0.0], [0.5, 0.5], [-0.9, 0.9], [0.9, -0.9]])
-    counts = np.array([500.0, 300.0, 0.4, -2.0])  # the last two are noise (std 1)
+    centers = np.array([[0.0, 0.0], [0.5, 0.5], [-0.9, 0.9], [0.9, -0.9], [0.9, 0.9]])
+    counts = np.array([600.0, 350.0, 0.4, -2.0, 1.0])  # the last three are noise (std 10)
     step = LloydStep(Block("sum", 2, 1.0), count_share=0.5, radius=0.2)
-    moved = reseed_dead(centers, counts, 1.0, step, np.random.default_rng(0))
-    np.testing.assert_array_equal(moved[:2], centers[:2])
-    assert np.linalg.norm(moved[2] - centers[0]) == pytest.approx(0.1)  # next to the largest cell
-    assert np.linalg.norm(moved[3] - centers[1]) == pytest.approx(0.1)  # next to the second largest
-    alive = np.array([500.0, 300.0, 50.0, 40.0])
+    moved = reseed_dead(centers, counts, 10.0, step, np.random.default_rng(0))
+    reach = SPLIT_REACH * 0.2
+    # the largest cell takes two (pieces of 200 rows), the second one (175 rows each): all above 8 stds
+    near_first = np.isclose(np.linalg.norm(moved - centers[0], axis=1), reach)
+    near_second = np.isclose(np.linalg.norm(moved - centers[1], axis=1), reach)
+    assert near_first.sum() == 3 and near_second.sum() == 2  # the cells' own centers move by the reach too
+    # with a noise std of 100, no piece would clear 8 stds: nothing moves
+    np.testing.assert_array_equal(reseed_dead(centers, counts, 100.0, step, np.random.default_rng(0)), centers)
+    alive = np.array([500.0, 300.0, 50.0, 40.0, 30.0])
     np.testing.assert_array_equal(reseed_dead(centers, alive, 1.0, step, np.random.default_rng(0)), centers)
+    # within 2 noise stds of nothing but over 1% of the rows: a small cluster's center, not a dead one
+    small = np.array([600.0, 350.0, 15.0, 12.0, 11.0])
+    np.testing.assert_array_equal(reseed_dead(centers, small, 10.0, step, np.random.default_rng(0)), centers)
+    # with k = 20 a cell of 1% of the rows is a fifth of the mean cell: dead only under a tenth of it (50)
+    many = np.r_[np.full(19, 10_000.0 / 19), 60.0]  # 60: within 2 stds (31) and under 1%, over a tenth (50)
+    spread = np.random.default_rng(1).uniform(-1.0, 1.0, size=(20, 2))
+    np.testing.assert_array_equal(reseed_dead(spread, many, 31.0, step, np.random.default_rng(0)), spread)
+    many[-1] = 30.0
+    assert not np.array_equal(reseed_dead(spread, many, 31.0, step, np.random.default_rng(0))[-1], spread[-1])
+
+
+def test_shrinkage_keeps_a_noisy_move_and_drops_a_pure_noise_one():
+    from privclust.algorithms.lloyd import SHRINK_MIN_D, shrink_moves
+
+    d = 50
+    rng = np.random.default_rng(1)
+    centers = np.zeros((2, d))
+    signal = np.full(d, 0.5)  # a large cell's true move, far above its noise
+    noise = rng.normal(0.0, 1.0, size=(2, d))  # sum std 100 over counts 1,000 and 100: 0.1 and 1 per coordinate
+    counts = np.array([1000.0, 100.0])
+    new = np.vstack([signal + 0.1 * noise[0], 1.0 * noise[1]])
+    shrunk = shrink_moves(centers, new, np.array([True, True]), counts, 100.0)
+    assert np.linalg.norm(shrunk[0] - signal) < np.linalg.norm(new[0] - signal)  # closer to the true move
+    assert np.linalg.norm(shrunk[0]) > 0.9 * np.linalg.norm(new[0])  # and most of it kept
+    assert np.linalg.norm(shrunk[1]) < 0.2 * np.linalg.norm(new[1])  # pure noise: (nearly) no move
+    low = np.zeros((2, SHRINK_MIN_D - 1))
+    np.testing.assert_array_equal(shrink_moves(low, low + 1.0, np.array([True, True]), counts, 100.0), low + 1.0)
+
+
+def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, MEAN_START_MIN_D
+
+    rng = np.random.default_rng(2)
+    for d, start in ((MEAN_START_MIN_D - 1, "sphere packing"), (MEAN_START_MIN_D, "noisy mean")):
+        X = rng.uniform(-1.0, 1.0, size=(500, d))
+        model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=500)
+        assert model.fit(X).fit_info_["init"]["start"] == start
+    with pytest.raises(ValueError, match="init_share is the mean start's share"):
+        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": "auto", "init_share": 0.1}).fit(
+            rng.uniform(-1.0, 1.0, size=(50, 4))
+        )
+
+
+def test_auto_init_keeps_a_public_start_in_many_dimensions():
+    """init=<array> is the user's public start: auto's FastLloyd (init='auto') starts there, not at the noisy mean."""
+    from privclust.algorithms.lloyd import MEAN_START_MIN_D
+
+    X = np.random.default_rng(4).uniform(-1.0, 1.0, size=(300, MEAN_START_MIN_D))
+    model = KMeans(3, bounds=(-1, 1), init=X[:3].copy(), public_n=300, random_state=0).fit(X)
+    assert model.fit_info_["auto"]["chose"] == "fastlloyd"
+    assert model.fit_info_["init"]["start"] == "public centers (init)"
+
+
+def test_auto_fit_on_mnist_leaves_few_centers_nearly_empty():
+    """Issue 27: ``auto`` on MNIST at epsilon = 1 left 6-8 of 10 centers under 1% of the rows (noisy sizes)."""
+    from privclust import datasets
+
+    ds = datasets.load("mnist")
+    empty = [
+        KMeans(10, bounds=ds.bounds, epsilon=1.0, random_state=seed).fit(ds.X).fit_info_["nearly_empty_centers"]
+        for seed in range(3)
+    ]
+    assert max(empty) <= 2
 
 
 def test_reseeding_is_an_option_of_the_private_lloyd_family(blobs):
     X, _ = blobs
     for algorithm in ("fastlloyd", "glloyd", "sulloyd"):
-        KMeans(3, bounds=(-1, 1), algorithm=algorithm, algorithm_params={"reseed": True}).fit(X)
+        KMeans(3, bounds=(-1, 1), algorithm=algorithm, algorithm_params={"reseed": True, "shrink": True}).fit(X)
     with pytest.raises(ValueError, match="reseed must be True or False"):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"reseed": "yes"}).fit(X)
+    with pytest.raises(ValueError, match="shrink must be True or False"):
+        KMeans(3, bounds=(-1, 1), algorithm="glloyd", algorithm_params={"shrink": 1}).fit(X)

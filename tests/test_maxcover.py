@@ -321,3 +321,22 @@ def test_the_default_projection_shrinks_to_a_cover_that_fits_in_memory():
     assert model.fit_info_["projection_dim"] == 5
     small = KMeans(2, bounds=(-1, 1), algorithm="maxcover", public_n=10**5, random_state=0).fit(X)
     assert small.fit_info_["projection_dim"] == 6  # the seed's round(ln(10^5)/2) fits (0.5 GiB): untouched
+
+
+def test_the_final_rounds_reseed_dead_centers_and_shrink_moves(monkeypatch):
+    """Issue 27: the final FastLloyd rounds split the cells the projected cover merged (reseeding) and shrink
+    their noisy moves, LLOYD_ITERATIONS of them by default."""
+    from privclust.algorithms import maxcover as module
+
+    seen = {}
+    real = module.run_lloyd
+
+    def spy(ctx, plan, centers, steps, postprocess, **options):
+        seen.update(options, steps=len(steps))
+        return real(ctx, plan, centers, steps, postprocess, **options)
+
+    monkeypatch.setattr(module, "run_lloyd", spy)
+    X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(400, 3))
+    model = KMeans(3, bounds=(-1, 1), algorithm="maxcover", public_n=400, random_state=0).fit(X)
+    assert seen == {"reseed": True, "shrink": True, "steps": module.LLOYD_ITERATIONS} and module.LLOYD_ITERATIONS > 1
+    assert model.n_iter_ == module.LLOYD_ITERATIONS

@@ -120,14 +120,15 @@ def test_the_noise_grid_keeps_opendps_privacy_map_at_the_ideal_spend(kind, metri
 
 
 def test_a_secure_release_is_one_sampler_call_per_block(monkeypatch):
-    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as one vector, never per value."""
+    """Every Gaussian block of a greedy fit (levels, lifting) reaches OpenDP as vectors, never per value
+    (a large one as contiguous pieces on the worker threads, none over NOISE_CALL_VALUES)."""
     from privclust import KMeans
 
     calls, applied = [], []
     build = noise_module.vector_measurement
 
-    def counting(kind, scale, size):
-        measurement = build(kind, scale, size)
+    def counting(kind, scale, size, k=None):
+        measurement = build(kind, scale, size, k)
 
         def invoke(values):
             calls.append(np.size(values))
@@ -146,4 +147,53 @@ def test_a_secure_release_is_one_sampler_call_per_block(monkeypatch):
     X = np.random.default_rng(0).normal(0.0, 0.1, size=(3000, 2)) + np.array([[0.5, -0.2]])
     KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy").fit(X)
     assert len(applied) >= 8  # one per level, three for the lifting
-    assert calls == [size for size in applied if size > 0]
+    expected = [piece for size in applied if size > 0 for piece in np.diff(noise_module.vector_pieces(size))]
+    assert sorted(calls) == sorted(expected)  # a large block's pieces are drawn on the pool's threads, in any order
+
+
+def test_a_large_secure_release_is_cut_into_one_piece_per_worker_on_the_whole_releases_grid(monkeypatch):
+    """The pieces are sampled on the pool's threads, each on the grid OpenDP's map charges for the whole vector,
+    and they come back in order: the values are the release's, each with its own noise."""
+    monkeypatch.setattr(noise_module, "n_workers", lambda: 3)
+    seen = []
+    build = noise_module.vector_measurement
+
+    def recording(kind, scale, size, k=None):
+        seen.append((size, k))
+        return build(kind, scale, size, k)
+
+    monkeypatch.setattr(noise_module, "vector_measurement", recording)
+    size = 3 * noise_module.PARALLEL_DRAWS + 5
+    values = np.arange(size, dtype=float) * 1000.0  # far apart next to the noise: the order shows
+    out = SecureNoise().add_gaussian(values.reshape(-1, 1), 1.0)
+    assert out.shape == (size, 1)
+    sizes = [s for s, _ in seen]
+    assert sum(sizes) == size and max(sizes) - min(sizes) <= 1
+    assert len(seen) == 3 and {k for _, k in seen} == {noise_module.grid_exponent(1.0, size)}
+    assert np.all(np.abs(out[:, 0] - values) < 10.0)  # every value with its own noise, in order
+    assert np.unique(out[:, 0] - values).size > size // 2  # not one noise value repeated
+    small = SecureNoise().add_gaussian(np.zeros(noise_module.PARALLEL_DRAWS), 1.0)
+    assert small.shape == (noise_module.PARALLEL_DRAWS,) and seen[-1] == (noise_module.PARALLEL_DRAWS, None)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_a_long_secure_release_is_drawn_in_short_calls_with_the_whole_vectors_grid(kind, monkeypatch):
+    """Ctrl-C acts between OpenDP calls only: a long vector goes in calls of NOISE_CALL_VALUES values, each on the
+    grid of the whole vector, so the release's law (and OpenDP's privacy map of it) is the one call's."""
+    calls = []
+    build = noise_module.vector_measurement
+
+    def recording(kind, scale, size, k=None):
+        calls.append((size, k))
+        return build(kind, scale, size, k)
+
+    monkeypatch.setattr(noise_module, "NOISE_CALL_VALUES", 700)
+    monkeypatch.setattr(noise_module, "vector_measurement", recording)
+    values = np.linspace(-50.0, 50.0, 5000)
+    out = getattr(SecureNoise(), f"add_{kind}")(values.reshape(-1, 2), 3.0).ravel() - values
+    whole_grid = noise_module.grid_exponent(3.0, values.size)
+    sizes = [size for size, _ in calls]
+    assert sum(sizes) == values.size and max(sizes) <= 700 and len(calls) >= 8
+    assert {k for _, k in calls} == {whole_grid}
+    reference = stats.norm(0.0, 3.0) if kind == "gaussian" else stats.laplace(0.0, 3.0)
+    assert stats.kstest(out, reference.cdf).pvalue > LEVEL

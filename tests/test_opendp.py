@@ -74,7 +74,7 @@ def test_it_composes_with_an_opendp_count_in_one_budget(X):
         ({"accountant": PrivacyAccountant()}, "no accountant"),
         ({"random_state": 0}, "seeded noise"),
         ({"bounds": "data"}, "public bounds"),
-        ({"algorithm": "lloyd"}, "non-private"),
+        ({"algorithm": "nonprivate-lloyd"}, "non-private"),
     ],
 )
 def test_what_is_no_measurement_is_refused(change, message):

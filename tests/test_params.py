@@ -41,7 +41,7 @@ def _refused(message, **kwargs):
         ("onecluster", "postprocess"),
         ("glloyd", "radius_strategy"),
         ("sulloyd", "alpha"),
-        ("lloyd", "postprocess"),
+        ("nonprivate-lloyd", "postprocess"),
     ],
 )
 def test_an_option_the_algorithm_does_not_take_is_refused_naming_it(algorithm, option):

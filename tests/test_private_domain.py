@@ -232,6 +232,20 @@ def test_cli_fit_without_bounds_prints_the_private_box(tmp_path):
     assert len(release["private_box"]["lower"]) == 3
 
 
+def test_cli_outer_bounds_find_the_box_inside_declared_limits(tmp_path):
+    csv = tmp_path / "pts.csv"
+    np.savetxt(csv, blobs(7, 3000), delimiter=",", header="a,b,c", comments="")
+    common = ["fit", str(csv), "--k", "3", "--seed", "0", "--json", "-o", str(tmp_path / "c.csv")]
+    out = CliRunner().invoke(app, [*common, "--bounds", "-10,10", "--outer-bounds"])
+    assert out.exit_code == 0, out.output
+    box = json.loads(out.output)["release"]["private_box"]
+    assert box["outer"] == {"lower": [-10.0] * 3, "upper": [10.0] * 3}
+    assert box["upper"][1] < 1 and box["lower"][1] > -1  # the small feature's box tightened inside the limit
+    for refused in ([], ["--bounds", "data"], ["--bounds", "-10,10", "-a", "nonprivate-lloyd"]):
+        out = CliRunner().invoke(app, [*common, *refused, "--outer-bounds"])
+        assert out.exit_code == 2 and "--outer-bounds" in out.output, out.output
+
+
 def test_a_fit_refused_for_its_parameters_spends_nothing_on_the_box():
     """The box is found on the fit's first read of the rows: after the algorithm checked its parameters."""
     accountant = PrivacyAccountant()

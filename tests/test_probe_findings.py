@@ -28,7 +28,7 @@ def test_fit_json_keeps_the_baselines_exact_cluster_sizes_out_of_the_release(tmp
     # and as "noisy cluster sizes (private)".
     csv = tmp_path / "rows.csv"
     np.savetxt(csv, np.random.default_rng(1).uniform(0, 1, (1234, 2)), delimiter=",", header="a,b", comments="")
-    args = ["fit", str(csv), "--k", "2", "--bounds", "0,1", "-a", "lloyd", "-o", str(tmp_path / "c.csv")]
+    args = ["fit", str(csv), "--k", "2", "--bounds", "0,1", "-a", "nonprivate-lloyd", "-o", str(tmp_path / "c.csv")]
     out = runner.invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)

@@ -74,6 +74,30 @@ def test_voronoi_fast_path_matches_definition_and_brute_force(relative, radius, 
     np.testing.assert_allclose(generic, ref, atol=1e-9)
 
 
+def test_the_voronoi_kernel_reuses_its_work_arrays_across_blocks(monkeypatch):
+    """A chunk of many blocks (the blocks sized to stay in cache) is summed with one scores and one indicator
+    array for all of them -- written in place, not allocated per block -- and gives the definition's sums."""
+    from privclust.queries import voronoi
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (5000, 3))
+    cells = VoronoiCells(rng.uniform(-1, 1, (4, 3)), radius=0.7, relative=True)
+    block = Block("sum", 3, 0.4)
+    monkeypatch.setattr(voronoi, "BLOCK_CELLS", 4 * 300)  # blocks of 300 rows: 17 of them
+    seen = []
+    real = voronoi.nearest_center
+
+    def spy(chunk, centers, sq_norms=None, scores=None):
+        nearest, sq = real(chunk, centers, sq_norms, scores)
+        seen.append(None if scores is None else scores.__array_interface__["data"][0])
+        return nearest, sq
+
+    monkeypatch.setattr(voronoi, "nearest_center", spy)
+    got = cells.clipped_sums(X, np.einsum("ij,ij->i", X, X), block, Block("count", 1, 1.0, count=True))
+    assert len(seen) == 17 and None not in seen and len(set(seen)) == 1
+    np.testing.assert_allclose(got, brute_force(X, cells, 0.4), atol=1e-7)
+
+
 def test_clip_blocks_enforces_each_blocks_norm():
     q = SumQuery("q", 1, (Block("a", 2, 1.0), Block("b", 2, 1.0, norm="l1")), contribution=lambda c: None)
     v = np.array([[3.0, 4.0, 3.0, 1.0], [0.3, 0.4, 0.2, 0.2]])
@@ -349,3 +373,31 @@ def test_a_narrowing_sparse_query_draws_noise_only_at_the_candidates_of_the_rele
     assert sorted(second.ids.tolist()) == [10, 20]  # 21 and 77 are not candidates (coarse 1 and 2 -> 10, 20)
     assert drawn == [4, 2]  # noise for the coarse buckets and the two non-empty candidates only
     assert o.accountant.report().epsilon > 0  # both releases are charged as before
+
+
+def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
+    """The chunk pool is started once per process (not per pass), a pass holds at most two chunks per worker
+    in flight, answers come back in chunk order, and a chunk function that maps chunks itself runs inline."""
+    import threading
+
+    from privclust import _parallel
+
+    seen_threads, in_flight, most = set(), [0], [0]
+    lock = threading.Lock()
+
+    def work(i):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            seen_threads.add(threading.get_ident())
+        inner = _parallel.map_chunks(lambda j: j * j, range(3))  # nested: inline, no deadlock
+        with lock:
+            in_flight[0] -= 1
+        return i, inner
+
+    first = _parallel.map_chunks(work, range(50), workers=2)
+    pool = _parallel._shared_pool()
+    second = list(_parallel.imap_chunks(work, range(50), workers=2))
+    assert first == second == [(i, [0, 1, 4]) for i in range(50)]
+    assert _parallel._shared_pool() is pool and len(seen_threads) <= _parallel.n_workers()
+    assert most[0] <= 2 * 2

@@ -14,9 +14,27 @@ EMPTY_DATA_IS_FITTED = (
 )
 
 
+WEIGHTS_ARE_REFUSED = (
+    "fit takes sample_weight (as scikit-learn's KMeans does) only to refuse weights with the reason: a weight "
+    "would scale every release's sensitivity, and privclust takes no public bound on the weights (docs/sklearn.md)"
+)
+SAMPLE_WEIGHT_CHECKS = (
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_all_zero_sample_weights_error",
+    "check_sample_weights_shape",
+    "check_sample_weights_not_overwritten",
+    "check_sample_weight_equivalence_on_dense_data",
+)
+
+
 @parametrize_with_checks(
     [KMeans(3, bounds=(-10, 10), random_state=0)],
-    expected_failed_checks=lambda _: {"check_estimators_empty_data_messages": EMPTY_DATA_IS_FITTED},
+    expected_failed_checks=lambda _: {
+        "check_estimators_empty_data_messages": EMPTY_DATA_IS_FITTED,
+        **dict.fromkeys(SAMPLE_WEIGHT_CHECKS, WEIGHTS_ARE_REFUSED),
+    },
 )
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
@@ -75,7 +93,7 @@ def test_privacy_leak_warnings_are_runtime_warnings_at_the_users_line():
     cases = [
         (dict(bounds="data"), "NOT differentially private"),
         (dict(bounds=(-1, 1), random_state=3), "seeded random_state draws the noise"),
-        (dict(bounds=(-1, 1), algorithm="lloyd"), "non-private baseline"),
+        (dict(bounds=(-1, 1), algorithm="nonprivate-lloyd"), "non-private baseline"),
     ]
     assert issubclass(PrivacyLeakWarning, RuntimeWarning)
     for params, message in cases:
@@ -84,7 +102,7 @@ def test_privacy_leak_warnings_are_runtime_warnings_at_the_users_line():
         assert {w.filename for w in caught if issubclass(w.category, PrivacyLeakWarning)} == {__file__}
 
 
-@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "lloyd"])
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "glloyd", "sulloyd", "nonprivate-lloyd"])
 def test_the_lloyd_family_refuses_algorithm_params(algorithm):
     with pytest.raises(ValueError, match="unknown .* parameters \\['levels'\\]"):
         KMeans(2, bounds=(-1, 1), algorithm=algorithm, algorithm_params={"levels": 3}).fit(np.zeros((5, 2)))

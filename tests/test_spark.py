@@ -240,3 +240,31 @@ def test_the_mpc_greedy_on_spark_is_the_in_memory_merge_tree_and_never_gathers_t
     order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
     assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
     assert distributed.privacy_spent_.epsilon == pytest.approx(local.privacy_spent_.epsilon)
+
+
+def test_a_user_level_fit_on_spark_bounds_each_users_rows_where_they_live(spark):
+    """The user column is not a feature; the executors keep at most m rows per user, chosen by secret coins
+    (a row's values play no part: column x0 carries its index, and the kept indices are a per-user subset);
+    the fit's spends state the unit, and a missing user column is refused before any row is read."""
+    from privclust.privacy.unit import PrivacyUnit, UserBound
+
+    rng = np.random.default_rng(4)
+    n, m = 600, 2
+    owners = rng.integers(0, 120, n)
+    X = np.column_stack([np.arange(n) / n, rng.uniform(-1, 1, n)])
+    frame = spark.createDataFrame(
+        [(float(a), float(b), f"u{u}") for (a, b), u in zip(X, owners)], ["x0", "x1", "user"]
+    ).repartition(3)
+    bound = UserBound("user", PrivacyUnit(m, True), np.random.default_rng(1))
+    rows = SparkRows(frame, users=bound)
+    assert rows.n_features == 2
+    kept = np.rint(rows.map_rows(lambda chunk: chunk[:, 0]) * n).astype(int)
+    assert np.bincount(owners[kept]).max() == m and kept.size == sum(min(m, c) for c in np.bincount(owners))
+    rows.close()
+
+    model = KMeans(2, epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=m)
+    model.fit(frame, user_ids="user")
+    assert model.privacy_spent_.privacy_unit == {"unit": "user", "max_rows_per_user": m}
+    assert model.cluster_centers_.shape == (2, 2)
+    with pytest.raises(ValueError, match="no user column 'owner'"):
+        KMeans(2, bounds=(-1, 1), privacy_unit="user", max_rows_per_user=m).fit(frame, user_ids="owner")

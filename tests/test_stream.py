@@ -522,3 +522,15 @@ def test_stream_refuses_to_resume_against_a_copy_of_its_ledger(tmp_path):
     moved = _run(base + ["--ledger", tmp_path / "copy.json", "--state", state, "-o", out])
     assert moved.exit_code == 2 and "charged to the ledger" in moved.output
     assert json.loads(out.read_text().splitlines()[-1])["step"] == 2  # nothing more was published
+
+
+def test_a_seeded_stream_warns_that_its_noise_is_seeded_and_a_secure_one_does_not():
+    import warnings
+
+    from privclust.privacy.leaks import PrivacyLeakWarning
+
+    with pytest.warns(PrivacyLeakWarning, match="seeded random_state"):
+        _model(random_state=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        _model(random_state=None)

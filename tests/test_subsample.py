@@ -102,7 +102,7 @@ def test_reproducible_and_validated():
     empty = Subsampled(KMeans(3, bounds=(-1, 1)), rate=1e-9, random_state=0).fit(X)
     assert empty.cluster_centers_.shape == (3, 2)
     with pytest.raises(ValueError, match="non-private"):
-        Subsampled(KMeans(3, bounds=(-1, 1), algorithm="lloyd"), rate=0.1).fit(X)
+        Subsampled(KMeans(3, bounds=(-1, 1), algorithm="nonprivate-lloyd"), rate=0.1).fit(X)
 
 
 def test_sample_size_follows_the_theorems_by_hand():

@@ -12,6 +12,8 @@ import numpy as np
 __all__ = [
     "check_data",
     "refuse_non_numeric_columns",
+    "non_numeric_columns",
+    "non_numeric_refusal",
     "values_withheld",
     "check_n_clusters",
     "check_epsilon",
@@ -104,13 +106,24 @@ def check_data(X, what: str = "X") -> np.ndarray:
 
 def refuse_non_numeric_columns(X, what: str = "X") -> None:
     """A table's non-numeric columns, named (the schema is public) before any value is converted."""
-    columns = getattr(X, "columns", None)
-    if columns is not None and hasattr(X, "dtypes"):
-        from pandas.api.types import is_numeric_dtype
+    bad = non_numeric_columns(X)
+    if bad:
+        raise non_numeric_refusal(bad, what)
 
-        bad = [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
-        if bad:
-            raise ValueError(f"{what} has non-numeric columns {bad}: drop or encode them before clustering")
+
+def non_numeric_columns(X) -> list[str]:
+    """The names of a table's columns that pandas did not read as numbers (none for an array)."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "dtypes"):
+        return []
+    from pandas.api.types import is_numeric_dtype
+
+    return [str(c) for c, t in zip(columns, X.dtypes) if not is_numeric_dtype(t)]
+
+
+def non_numeric_refusal(bad: list[str], what: str = "X") -> ValueError:
+    """The refusal of a table whose columns ``bad`` are not numbers (a chunked reader gathers them first)."""
+    return ValueError(f"{what} has non-numeric columns {bad}: drop or encode them before clustering")
 
 
 # scikit-learn's input errors, by the start of their message: those that may quote the rows (the

@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._parallel import fit_threads
 from ._validation import (
     check_data,
     check_delta,
@@ -19,13 +20,15 @@ from ._validation import (
     values_withheld,
 )
 from .algorithms import ALGORITHMS, FitContext
-from .algorithms.base import NON_PRIVATE, algorithm_spec
-from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, check_params
+from .algorithms.base import NEARLY_EMPTY, NON_PRIVATE, algorithm_spec
+from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_params
+from .compat import Progress, check_sample_weight, ignored, public_start, resolve_algorithm, threads, warn_ignored
 from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
 from .metrics import labels_and_cost
-from .models import check_privacy_model, open_oracle
+from .models import USER_LEVEL_CENTRAL_ONLY, check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
 from .privacy.noise import Randomness
+from .privacy.unit import ROW, PrivacyUnit, UserBound, check_privacy_unit
 from .queries.central import CentralOracle
 from .queries.plan import SAMPLED, PlanningOracle
 from .queries.spark import is_spark_frame
@@ -34,9 +37,15 @@ from .session import open_session
 __all__ = ["KMeans"]
 
 IN_MEMORY_CAPABILITIES = CentralOracle.capabilities | {SAMPLED}  # the curator over rows in this process
-NEARLY_EMPTY = 1.0  # a center whose noisy size is below one row serves (nearly) nobody
 # Computed exactly on the training rows, for the data holder only: not differentially private.
 ON_TRAINING_ROWS = ("labels_", "inertia_", "n_rows_clipped_", "outliers_")
+
+
+def nearly_empty(sizes: np.ndarray, n_estimate: float | None) -> int:
+    """How many centers' noisy sizes are below ``NEARLY_EMPTY`` of the noisy row count: ``n_estimate`` (public
+    or released), else the noisy sizes' total.  Released values only: post-processing, free."""
+    n = n_estimate if n_estimate is not None else float(np.sum(np.maximum(sizes, 0.0)))
+    return int(np.sum(sizes < max(NEARLY_EMPTY * n, 1.0)))
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, BaseEstimator):
@@ -63,12 +72,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "lloyd"}
+    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "nonprivate-lloyd"}
         ``auto`` (default) picks the greedy, FastLloyd, or FastLloyd from the
         greedy's centers (``fastlloyd-greedy-start``) from public parameters
         (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
         and says what and why in ``fit_info_["auto"]`` (docs/choosing.md).
-        ``lloyd`` is the non-private baseline; ``maxcover`` is Nguyen et al.'s
+        ``nonprivate-lloyd`` is the non-private baseline; scikit-learn's
+        ``"lloyd"`` and ``"elkan"`` (its implementations of the non-private
+        Lloyd) run ``auto`` with a warning (docs/sklearn.md); ``maxcover`` is Nguyen et al.'s
         exponential-mechanism / max-cover algorithm; ``onecluster`` finds k
         balls by k rounds of Nissim et al.'s 1-cluster (both central model only).
     random_state : None or int
@@ -118,6 +129,28 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         The local and shuffle models run ``algorithm="greedy"`` (one round of
         reports); algorithms that need adaptive rounds or exact access are
         refused before anything is spent.
+    init, n_init, tol, verbose, copy_x, n_jobs :
+        scikit-learn's (and diffprivlib's) parameters, read for a private fit
+        (``privclust.compat``, docs/sklearn.md): ``init`` an array of public
+        centers (data units) starts the Lloyd family at no cost (``auto``:
+        FastLloyd from it)
+        (``"k-means++"``/``"random"`` read the data: ignored); ``n_init`` > 1
+        and ``tol`` are ignored, with one warning saying why; ``verbose``
+        prints progress on stderr; ``n_jobs`` sets the threads; ``copy_x`` is
+        honoured either way (``X`` is never modified).
+    privacy_unit : {"row", "user"}
+        What the guarantee protects (``privclust.privacy.unit``, docs/privacy.md):
+        one row (default), or every row of one user -- then ``fit`` takes
+        ``user_ids`` (one per row; for a Spark DataFrame, the name of its user
+        column), each user's rows are cut to ``max_rows_per_user`` at random
+        (never by their values) and every release is calibrated for that many
+        rows.  Central model only; ``maxcover``, ``onecluster`` and the greedy's
+        exponential selection (mechanisms over exact rows) are refused.
+        ``public_n`` then stands for the number of rows the fit reads after
+        the bounding (a public guess for the heuristics; any value keeps the
+        guarantee), and no count of users is released.
+    max_rows_per_user : int or None
+        The public maximum of rows kept per user (with ``privacy_unit="user"``).
 
     Attributes
     ----------
@@ -172,6 +205,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         algorithm_params: dict | None = None,
         accountant: PrivacyAccountant | None = None,
         privacy_model: str = "central",
+        init=None,
+        n_init=None,
+        tol: float | None = None,
+        verbose: int = 0,
+        copy_x: bool = True,
+        n_jobs: int | None = None,
+        privacy_unit: str = "row",
+        max_rows_per_user: int | None = None,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -188,12 +229,30 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         self.algorithm_params = algorithm_params
         self.accountant = accountant
         self.privacy_model = privacy_model
+        self.privacy_unit = privacy_unit
+        self.max_rows_per_user = max_rows_per_user
+        self.init = init
+        self.n_init = n_init
+        self.tol = tol
+        self.verbose = verbose
+        self.copy_x = copy_x
+        self.n_jobs = n_jobs
+
+    @property
+    def _algorithm(self) -> str:
+        """The algorithm to run: ``self.algorithm``, or ``auto`` for scikit-learn's names (``privclust.compat``)."""
+        return resolve_algorithm(self.algorithm)
+
+    def _ignored(self) -> dict[str, str]:
+        """scikit-learn's parameters given but not honoured, with why (``privclust.compat``); checks them all."""
+        return ignored(self.algorithm, self.init, self.n_init, self.tol, self.verbose, self.copy_x, self.n_jobs)
 
     def _check_params(self) -> tuple[Budget | None, dict]:
         """The budget and the chosen algorithm's checked options (``algorithms.params``), before anything is
         planned or read."""
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algorithm!r}; choose one of {sorted(ALGORITHMS)}")
+        algorithm = self._algorithm
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}")
         check_n_clusters(self.n_clusters)
         if self.public_n is not None and (
             isinstance(self.public_n, bool) or not isinstance(self.public_n, numbers.Integral) or self.public_n < 1
@@ -204,11 +263,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         # The options and algorithm_params against the chosen algorithm's table; for auto, against every
         # algorithm it may choose (it chooses after releasing a noisy count: nothing may be refused then).
         given = {key: getattr(self, key) for key in ESTIMATOR_DEFAULTS}
-        options = check_params(self.algorithm, {**given, "params": self.algorithm_params})
+        given[START] = public_start(self.init)  # an array of public centers, or None
+        options = check_params(algorithm, {**given, "params": self.algorithm_params})
+        self._ignored()
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
-        if self.algorithm in NON_PRIVATE:
+        if check_privacy_unit(self.privacy_unit, self.max_rows_per_user).user and self.privacy_model != "central":
+            raise ValueError(USER_LEVEL_CENTRAL_ONLY.format(model=self.privacy_model))
+        if algorithm in NON_PRIVATE:
             if is_private_domain_request(self.bounds):
                 raise ValueError(NO_BUDGET_FOR_A_BOX)
             return None, options
@@ -216,8 +279,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             return Budget(check_epsilon(self.epsilon)), options
         return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
 
-    def fit(self, X, y=None, *, callback: Callable[[int, int], None] | None = None):
-        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration.
+    def fit(
+        self,
+        X,
+        y=None,
+        sample_weight=None,
+        *,
+        user_ids=None,
+        callback: Callable[[int, int], None] | None = None,
+        progress: Callable[[str, float], None] | None = None,
+    ):
+        """Fit on ``X``; ``callback(done, planned)`` is called after each iteration, and ``progress(what,
+        fraction)`` as a long stage before them goes (placing many starting centers; public work only).
+
+        ``sample_weight`` must be None: weights would need a public bound to scale the noise by (refused).
+
+        ``user_ids`` (with ``privacy_unit="user"``): the user owning each row of ``X`` -- integers or
+        strings, one per row -- or, for a Spark DataFrame, the name of its user column.
 
         ``X`` is an array-like, or a PySpark DataFrame of numeric feature
         columns: then the executors compute the exact aggregates and the driver
@@ -225,14 +303,42 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
         budget, options = self._check_params()
+        check_sample_weight(sample_weight)
+        unit = self._unit(user_ids)
+        warn_ignored(self._ignored())
+        with fit_threads(threads(self.n_jobs)):
+            return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids, progress)
+
+    def _fit(
+        self,
+        X,
+        budget: Budget | None,
+        options: dict,
+        progress: Progress,
+        unit: PrivacyUnit,
+        user_ids,
+        stages: Callable[[str, float], None] | None,
+    ):
+        algorithm = self._algorithm
+        spend = "not private" if budget is None else f"epsilon={budget.epsilon:g}, delta={budget.delta:g}"
+        progress.say(f"fitting algorithm={algorithm!r}, k={self.n_clusters}, {spend}")
 
         def oracle(accountant, randomness):
+            # user level: each user's rows bounded to m by secret coins, on the first read (privacy.unit)
+            users = None if not unit.user else UserBound(user_ids, unit, randomness.secret())
             # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box);
             # the oracle plans within what is left (so does the algorithm: its context has the oracle's budget)
             bounds, algorithm_budget = find_fit_domain(
-                X, self.bounds, budget, accountant, randomness, self.privacy_model, partial(self._planned, options)
+                X,
+                self.bounds,
+                budget,
+                accountant,
+                randomness,
+                self.privacy_model,
+                partial(self._planned, options, unit=unit),
+                users,
             )
-            return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness)
+            return open_oracle(X, bounds, self.privacy_model, algorithm_budget, accountant, randomness, users)
 
         with open_session(
             budget,
@@ -240,12 +346,20 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             parent=self.accountant,
             random_state=self.random_state,
             oracle=oracle,
-            not_private=f"algorithm={self.algorithm!r} is the non-private baseline: the result is NOT differentially private",
+            not_private=f"algorithm={algorithm!r} is the non-private baseline: the result is NOT differentially private",
         ) as session:
             if not is_spark_frame(X):  # n_features_in_ and feature_names_in_ from the schema; rows read later
                 validate_data(self, X, skip_check_array=True, reset=True)
-            context = self._context(session.oracle, session.oracle.budget, session.randomness, options, callback)
-            result = ALGORITHMS[self.algorithm](context)
+            context = self._context(
+                session.oracle,
+                session.oracle.budget,
+                session.randomness,
+                options,
+                progress.as_callback(),
+                session.domain,
+            )
+            context.progress = stages
+            result = ALGORITHMS[algorithm](context)
         domain, rows, oracle = session.domain, session.checked_rows(), session.oracle
         found = domain if isinstance(domain, PrivateDomain) else None
         if found is not None:  # the private box, found when the fit first read the rows
@@ -263,7 +377,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             self.fit_info_["domain"] = found.box.as_dict()
         if sizes is not None:  # from the last release: private, free
             self.cluster_sizes_ = np.asarray(sizes, dtype=np.float64)
-            self.fit_info_["nearly_empty_centers"] = int(np.sum(self.cluster_sizes_ < NEARLY_EMPTY))
+            self.fit_info_["nearly_empty_centers"] = nearly_empty(self.cluster_sizes_, result.n_estimate)
+        if unit.user:  # public: the parameters
+            self.fit_info_["privacy_unit"] = unit.as_dict()
         if getattr(oracle, "local_epsilon", None) is not None:  # local and shuffle: each report's epsilon
             self.fit_info_["local_epsilon"] = oracle.local_epsilon
         if "radii" in result.info:  # ball-finding algorithms also say where their balls end
@@ -273,9 +389,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             self.n_rows_clipped_ = domain.count_outside(rows)
             if "radii" in result.info:
                 self.outliers_ = self.outlier_mask(rows)
+        if "auto" in self.fit_info_:
+            progress.say(f"auto chose {self.fit_info_['auto']['chose']}: {self.fit_info_['auto']['because']}")
+        progress.say(f"done after {self.n_iter_} iteration(s); spent {self.privacy_spent_}")
         return self
 
-    def _context(self, oracle, budget, randomness, options: dict, callback=None) -> FitContext:
+    def _context(self, oracle, budget, randomness, options: dict, callback=None, domain=None) -> FitContext:
         return FitContext(
             oracle=oracle,
             n_clusters=int(self.n_clusters),
@@ -285,6 +404,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             count_fraction=float(self.count_fraction),
             options=options,
             callback=callback,
+            domain=domain,  # maps a public start (init) into the unit box
         )
 
     def planned_spends(self, n_features: int) -> list[list[Spend]]:
@@ -297,13 +417,27 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
         if budget is not None and (self.bounds is None or isinstance(self.bounds, dict)):
             raise ValueError("planned_spends needs declared bounds (a private domain's box is found first)")
-        return self._planned(options, budget, n_features)
+        return self._planned(options, budget, n_features, check_privacy_unit(self.privacy_unit, self.max_rows_per_user))
 
-    def _planned(self, options: dict, budget: Budget | None, n_features: int) -> list[list[Spend]]:
+    def _unit(self, user_ids) -> PrivacyUnit:
+        """The fit's privacy unit (parameters checked already); ``user_ids`` must come with a user-level one."""
+        unit = check_privacy_unit(self.privacy_unit, self.max_rows_per_user)
+        if unit.user and user_ids is None:
+            raise ValueError("privacy_unit='user' needs fit(X, user_ids=...): the user owning each row of X")
+        if not unit.user and user_ids is not None:
+            raise ValueError(
+                "user_ids are for a user-level fit: set privacy_unit='user' and max_rows_per_user "
+                "(a row-level fit would ignore them and protect rows only)"
+            )
+        return unit
+
+    def _planned(
+        self, options: dict, budget: Budget | None, n_features: int, unit: PrivacyUnit = ROW
+    ) -> list[list[Spend]]:
         """The spends of each plan the algorithm may make with ``budget`` on ``n_features`` columns (a value)."""
-        oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model")
+        oracle = PlanningOracle(n_features, budget, IN_MEMORY_CAPABILITIES, "the central model", unit)
         context = self._context(oracle, budget, Randomness(None), options)
-        return oracle.spends(algorithm_spec(self.algorithm, context))
+        return oracle.spends(algorithm_spec(self._algorithm, context))
 
     def outlier_mask(self, X) -> np.ndarray:
         """Rows outside every found ball (``algorithm="onecluster"`` only; post-processing)."""

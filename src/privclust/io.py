@@ -32,12 +32,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ._validation import check_data
+from ._validation import check_data, check_int, non_numeric_columns, non_numeric_refusal
 
 __all__ = [
     "Table",
     "read_schema",
     "read_table",
+    "read_table_and_ids",
     "read_frame",
     "read_points",
     "check_separator",
@@ -50,6 +51,7 @@ __all__ = [
 
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+SPILL_CHUNK_BYTES = 4 * 2**20  # CSV and Parquet tables are read about this many bytes of numbers at a time
 LABELS_CHUNK = 100_000  # labels written this many lines at a time (a few MB of text)
 
 
@@ -240,6 +242,8 @@ def read_table(
     header: bool | None = None,
     sep: str | None = None,
     dropna: bool = False,
+    chunk_rows: int | None = None,
+    scratch: str | Path | None = None,
 ) -> Table:
     """The checked rows of the chosen columns (all if None) of a CSV (header optional), Parquet or .npy file.
 
@@ -248,6 +252,10 @@ def read_table(
     chosen columns are read into memory, and rows holding a NaN dropped).  A header-only CSV is a
     table with no rows, which is a legal data set (refusing it would reveal that it has none).
     ``header``, ``sep`` and ``dropna``: see :func:`read_frame`.
+
+    CSV and Parquet files are read ``chunk_rows`` rows at a time (default: about 4 MiB of numbers)
+    into a float64 memory map of a temporary file in ``scratch`` (default: the system's temporary
+    folder, ``TMPDIR``), so that they too may be larger than memory: see :func:`_spilled_rows`.
     """
     path = _existing(path)
     if _kind(path) == "npy":
@@ -258,10 +266,161 @@ def read_table(
             X = np.asarray(X)
             X = X[~np.isnan(X).any(axis=1)]
         return Table(check_data(X, what=str(path)), [names[p] for p in positions])
-    frame = read_frame(path, columns, header=header, sep=sep, dropna=dropna)
+    names, has_header, positions = _table_layout(path, columns, header, sep)
+    chosen = [names[p] for p in positions]
+    if chunk_rows is None:
+        chunk_rows = max(1024, SPILL_CHUNK_BYTES // (8 * len(names)))
+    frames = _frames(path, names, has_header, positions, sep, check_int("chunk_rows", chunk_rows))
+    return Table(_spilled_rows(path, frames, chosen, dropna, scratch), chosen)
+
+
+def _table_layout(
+    path: Path, columns: Sequence[str] | None, header: bool | None, sep: str | None
+) -> tuple[list[str], bool | None, list[int]]:
+    """(every column name, whether a CSV's first line is a header, the chosen positions): no row is read."""
+    kind = _kind(path)
+    if kind == "npy":
+        raise ValueError(f"{path}: give a CSV or Parquet table (an .npy array has no text columns)")
+    # the first line is read once: its names, and whether it is a header
+    names, has_header = (read_schema(path), None) if kind == "parquet" else _text_header(path, header, sep)
+    return names, has_header, select_columns(names, columns)
+
+
+def _frames(path: Path, names: list[str], has_header: bool | None, positions: list[int], sep, chunk_rows):
+    """The chosen columns of a CSV or Parquet file as pandas frames of ``chunk_rows`` rows (None: one frame).
+
+    Every column of a CSV is parsed (not just the chosen ones), so that a malformed line is found; an
+    unreadable file gets a fixed description (:func:`_unreadable`), from whichever chunk finds it."""
+    import pandas as pd
+
+    chosen = [names[p] for p in positions]
+    try:
+        if _kind(path) == "parquet":
+            if chunk_rows is None:
+                yield pd.read_parquet(path, columns=chosen)
+                return
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(path) as table:
+                for batch in table.iter_batches(batch_size=chunk_rows, columns=chosen):
+                    yield batch.to_pandas()
+            return
+        options = {"header": 0 if has_header else None, **_text_options(path, sep)}
+        if chunk_rows is None:
+            yield _chosen(pd.read_csv(path, **options), positions, chosen)
+            return
+        with pd.read_csv(path, chunksize=chunk_rows, **options) as reader:
+            for frame in reader:
+                yield _chosen(frame, positions, chosen)
+    except (FileNotFoundError, IsADirectoryError, MemoryError):
+        raise
+    except Exception as exc:  # pandas, pyarrow, gzip and zlib each raise their own types
+        raise _unreadable(path, exc) from None
+
+
+def _chosen(frame, positions: list[int], names: list[str]):
+    frame = frame.iloc[:, positions]
+    frame.columns = names
+    return frame
+
+
+def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -> np.ndarray:
+    """The checked float64 rows of ``frames`` (whose columns are ``names``), written chunk by chunk to a
+    temporary file and returned as a read-only memory map of it (an empty array when there are none).
+
+    **Everything is checked before anything is returned.**  Every chunk is read, so a malformed line,
+    a missing value, a non-numeric column or a non-finite value in the last chunk is refused as surely as
+    one in the first, and before any row reaches a mechanism: the fit only starts on the returned map.
+    The refusal is the one the whole file read at once would get (an unreadable file first, then missing
+    values naming every column that holds one, then the non-numeric columns, then the values), and it
+    names columns only, never a row, a value or a count.
+
+    **The temporary file is private and never left behind.**  It is made by ``tempfile.TemporaryFile``:
+    mode 0600, and without a name from the start (``O_TMPFILE``, or created and unlinked at once where
+    the file system lacks it), so neither another user nor a crash, Ctrl-C or ``kill -9`` can leave the
+    rows on disk under a name; the space is freed when the map is closed (the process ends, or the
+    array is garbage-collected).  ``scratch`` should be a folder on a disk (not a RAM-backed tmpfs) with
+    room for n x d x 8 bytes.
+
+    A copy that cannot be written (a full disk) is refused with where and why, never how far it got
+    (the row count is private).
+
+    Memory: one chunk of parsed text at a time; the map's pages are the page cache's, read as the fit
+    reads them, so a table larger than memory fits where its file does."""
+    missing: dict[str, None] = {}  # ordered sets of column names
+    non_numeric: dict[str, None] = {}
+    refusal: ValueError | None = None
+    rows = 0
+    with tempfile.TemporaryFile(dir=scratch, prefix=".privclust-rows-") as spill:
+        for frame in frames:
+            if not len(frame):  # a header-only CSV: no rows, and no values to infer the types from
+                continue
+            non_numeric.update(dict.fromkeys(non_numeric_columns(frame)))
+            if dropna:
+                frame = frame.dropna()
+            else:
+                missing.update(dict.fromkeys(_missing_columns(frame)))
+            if missing or non_numeric or refusal is not None or not len(frame):
+                continue  # refused: the rest is read only to find what the whole file's refusal names
+            try:
+                block = check_data(frame, what=str(path))
+            except ValueError as exc:
+                refusal = exc
+                continue
+            try:
+                spill.write(memoryview(np.ascontiguousarray(block, dtype=np.float64)).cast("B"))
+            except OSError as exc:  # a full disk: no count or value in the message
+                raise _no_room(path, scratch, exc) from None
+            rows += block.shape[0]
+        if missing:  # named in the table's order, as the whole file's refusal names them
+            raise _missing_refusal([c for c in names if c in missing], path)
+        if non_numeric:
+            raise non_numeric_refusal([c for c in names if c in non_numeric], str(path))
+        if refusal is not None:
+            raise refusal
+        if rows == 0:
+            return np.zeros((0, len(names)))
+        try:
+            spill.flush()
+        except OSError as exc:
+            raise _no_room(path, scratch, exc) from None
+        return np.memmap(spill, dtype=np.float64, mode="r", shape=(rows, len(names)))  # the map keeps the file open
+
+
+def _no_room(path: Path, scratch, exc: OSError) -> ValueError:
+    """The refusal of a table whose float64 copy cannot be written (a full disk, a quota): it says where,
+    why (the system's words) and what to do; never how many rows were written."""
+    folder = scratch if scratch is not None else tempfile.gettempdir()
+    return ValueError(
+        f"{path}: cannot write the temporary copy of its rows in {folder} ({exc.strerror or type(exc).__name__}): "
+        "set TMPDIR to a folder on a disk with room for the table (8 bytes per number)"
+    )
+
+
+def _checked_table(frame, path: Path) -> Table:
     if frame.shape[0] == 0:  # no values to infer types from: the columns are numbers with no rows
         frame = frame.astype(np.float64)
     return Table(check_data(frame, what=str(path)), [str(c) for c in frame.columns])
+
+
+def read_table_and_ids(
+    path: str | Path,
+    columns: Sequence[str],
+    id_column: str,
+    *,
+    header: bool | None = None,
+    sep: str | None = None,
+    dropna: bool = False,
+) -> tuple[Table, np.ndarray]:
+    """:func:`read_table` of the feature ``columns`` (names) and, row for row, the values of ``id_column``
+    (a user-level fit's user ids: numbers or text), read in one pass of a CSV or Parquet file.  A missing id
+    is a missing value like any other (refused naming the column, or its row dropped with ``dropna``)."""
+    path = _existing(path)
+    if _kind(path) == "npy":
+        raise ValueError(f"{path}: user ids come from a column of a CSV or Parquet table, not an .npy array")
+    frame = read_frame(path, [*columns, id_column], header=header, sep=sep, dropna=dropna)
+    ids = frame.pop(id_column).to_numpy()
+    return _checked_table(frame, path), ids
 
 
 def read_frame(
@@ -273,7 +432,8 @@ def read_frame(
     dropna: bool = False,
 ):
     """The chosen columns (all if None) of a CSV or Parquet file as a pandas frame of any dtypes (an
-    event log's operation column is text): the one reader of every command's CSV and Parquet input.
+    event log's operation column is text), read whole: the reader of every command's CSV and Parquet
+    input that is not a table of points (those are read in chunks by :func:`read_table`).
 
     ``header`` (CSV): True, False, or None to decide from the first line (see the module's
     docstring).  ``sep`` (CSV): one character; default a tab for ``.tsv``, else a comma.  A missing
@@ -281,28 +441,9 @@ def read_frame(
     per-row rule, so neighbouring data sets stay neighbours (stability 1) and the drop costs nothing.
     Unreadable files get fixed messages that quote nothing from them.
     """
-    import pandas as pd
-
     path = _existing(path)
-    kind = _kind(path)
-    if kind == "npy":
-        raise ValueError(f"{path}: give a CSV or Parquet table (an .npy array has no text columns)")
-    # the first line is read once: its names, and whether it is a header
-    names, has_header = (read_schema(path), None) if kind == "parquet" else _text_header(path, header, sep)
-    positions = select_columns(names, columns)
-    chosen = [names[p] for p in positions]
-    try:
-        if kind == "parquet":
-            frame = pd.read_parquet(path, columns=chosen)
-        else:
-            # Every column is parsed (not just the chosen ones), so that a malformed line is found.
-            frame = pd.read_csv(path, header=0 if has_header else None, **_text_options(path, sep))
-            frame = frame.iloc[:, positions]
-    except (FileNotFoundError, IsADirectoryError, MemoryError):
-        raise
-    except Exception as exc:  # pandas, pyarrow, gzip and zlib each raise their own types
-        raise _unreadable(path, exc) from None
-    frame.columns = chosen
+    names, has_header, positions = _table_layout(path, columns, header, sep)
+    (frame,) = _frames(path, names, has_header, positions, sep, None)
     return _missing_values_handled(frame, path, dropna)
 
 
@@ -311,14 +452,22 @@ def _missing_values_handled(frame, path: Path, dropna: bool):
     that hold one: never a value, a row or a count."""
     if dropna:
         return frame.dropna()
-    holding = [str(c) for c, missing in frame.isna().any().items() if missing]
+    holding = _missing_columns(frame)
     if holding:
-        which = f"column {holding[0]!r} has" if len(holding) == 1 else f"columns {holding} have"
-        raise ValueError(
-            f"{path}: {which} missing values (an empty cell, NA, NaN, ...): fill them in, or drop "
-            "those rows with --dropna (dropna=True)"
-        )
+        raise _missing_refusal(holding, path)
     return frame
+
+
+def _missing_columns(frame) -> list[str]:
+    return [str(c) for c, missing in frame.isna().any().items() if missing]
+
+
+def _missing_refusal(holding: list[str], path: Path) -> ValueError:
+    which = f"column {holding[0]!r} has" if len(holding) == 1 else f"columns {holding} have"
+    return ValueError(
+        f"{path}: {which} missing values (an empty cell, NA, NaN, ...): fill them in, or drop "
+        "those rows with --dropna (dropna=True)"
+    )
 
 
 def read_points(

@@ -25,6 +25,7 @@ from .local.oracle import LocalOracle
 from .local.secure import SecureRandom
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
+from .privacy.unit import UserBound
 from .queries.curator import Curated, central_oracle, input_features
 from .queries.rows import MemoryRows
 from .queries.spark import is_spark_frame
@@ -33,6 +34,10 @@ from .shuffle.oracle import ShuffleOracle
 __all__ = ["PRIVACY_MODELS", "check_privacy_model", "open_oracle"]
 
 PRIVACY_MODELS = ("central", "local", "shuffle")
+USER_LEVEL_CENTRAL_ONLY = (
+    "privacy_unit='user' runs in the central model (rows in memory or on Spark): in the {model} model each "
+    "device randomizes one row's report, so a user's many rows would be many reports"
+)
 
 
 def check_privacy_model(model) -> str:
@@ -43,13 +48,22 @@ def check_privacy_model(model) -> str:
 
 @contextmanager
 def open_oracle(
-    X, bounds, model: str, budget: Budget | None, accountant: PrivacyAccountant, randomness: Randomness
+    X,
+    bounds,
+    model: str,
+    budget: Budget | None,
+    accountant: PrivacyAccountant,
+    randomness: Randomness,
+    users: UserBound | None = None,
 ) -> Iterator[Curated]:
-    """The oracle of ``model`` over the rows of ``X`` (see the module docstring)."""
+    """The oracle of ``model`` over the rows of ``X`` (see the module docstring); ``users``: a user-level
+    fit's bound (central model only)."""
     if check_privacy_model(model) == "central":
-        with central_oracle(X, bounds, budget, accountant, randomness.noise) as curated:
+        with central_oracle(X, bounds, budget, accountant, randomness.noise, users) as curated:
             yield curated
         return
+    if users is not None:
+        raise ValueError(USER_LEVEL_CENTRAL_ONLY.format(model=model))
     if budget is None:
         raise ValueError(f"the {model} model runs private algorithms only")
     if is_spark_frame(X):

@@ -38,6 +38,7 @@ import math
 import numpy as np
 from sklearn.base import clone
 
+from .algorithms.base import NON_PRIVATE
 from .estimator import KMeans
 from .privacy.budget import PrivacyAccountant
 from .privacy.ledger import Cover
@@ -73,8 +74,13 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
         raise ValueError("seeded noise (random_state) is not private: an OpenDP measurement needs the secure noise")
     if isinstance(model.bounds, str):
         raise ValueError("declare public bounds: bounds read off the data are not private")
-    if model.algorithm == "lloyd":
-        raise ValueError("algorithm='lloyd' is the non-private baseline: it is no measurement")
+    if model.algorithm in NON_PRIVATE:
+        raise ValueError(f"algorithm={model.algorithm!r} is the non-private baseline: it is no measurement")
+    if getattr(model, "privacy_unit", "row") != "row":
+        raise ValueError(
+            "the measurement's input metric is the symmetric distance over rows, and privacy_unit='user' protects "
+            "users (each user's rows bounded to max_rows_per_user): its map is not one of rows; use a row-level model"
+        )
     if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
         raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
     plans = model.planned_spends(n_features)  # checks the parameters too, before anything is built

@@ -33,6 +33,7 @@ from scipy.stats import binom
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 
 from ._validation import check_data
+from .algorithms.base import BASELINE, NON_PRIVATE
 from .estimator import ON_TRAINING_ROWS
 from .privacy.budget import PrivacyAccountant, PrivacyReport, Spend
 from .queries.rows import poisson_indices
@@ -137,13 +138,21 @@ class Subsampled(ClusterMixin, BaseEstimator):
         self.accountant = accountant
 
     def _planned_base(self) -> tuple[float, float]:
-        if getattr(self.estimator, "algorithm", None) == "lloyd":
-            raise ValueError("subsampling amplifies a private algorithm; 'lloyd' is the non-private baseline")
+        if getattr(self.estimator, "algorithm", None) in NON_PRIVATE:
+            raise ValueError(f"subsampling amplifies a private algorithm; {BASELINE!r} is the non-private baseline")
         if getattr(self.estimator, "privacy_model", "central") != "central":
             # The amplification theorem is for add/remove neighbours; a local or shuffle round is replace-one
             # and publishes its number of reports (here, the sample's size).
             raise ValueError(
                 "subsampling amplifies central fits only (add/remove neighbours), not the local or shuffle model"
+            )
+        if getattr(self.estimator, "privacy_unit", "row") != "row":
+            # Poisson sampling of rows amplifies a row-level guarantee; a user's rows would be sampled one by
+            # one, which that bound does not cover (and the user ids would no longer match the sample).
+            raise ValueError(
+                "subsampling amplifies row-level fits only: with privacy_unit='user' a user's rows would be "
+                "sampled one by one, which the amplification bound does not cover; fit the user-level KMeans "
+                "directly"
             )
         delta = float(getattr(self.estimator, "delta", 0.0) or 0.0)
         if isinstance(getattr(self.estimator, "bounds", None), str):  # bounds="data": not private at all

@@ -26,12 +26,26 @@ The greedy start wins on House (d = 3) and on every held-out 3-d Gaussian mixtur
 that it wins on some sets and loses on others by up to 1.9x, so FastLloyd stays there.
 ``fit_info_["auto"]`` says which was chosen and why.
 
+A private choice (issue 27; ``algorithm_params={"choice": ...}``).  Where the rule cannot tell the
+candidates apart (``selects``: several rounds, d >= 4, n epsilon / k < ``GREEDY_START_SIGNAL``),
+``"private"`` runs each of ``SELECTION_CANDIDATES`` (FastLloyd from sphere packing and from the noisy
+mean) in its share of one pool and keeps the one with the lowest noisy cost (``algorithms.select``);
+``"precise"`` does so only where that comparison's noise, a public function of n and the pool's mu,
+is at most ``SELECTION_NOISE`` (``precise``), and keeps the rule elsewhere; ``"rule"`` never does.
+The selection's plan is one of the last stage's options, so it is checked with the count before the
+count is released.  Measured in docs/choosing.md ("A private choice"), which says why the default is
+``DEFAULT_CHOICE``.
+
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
 delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (epsilon (1 - f),
 delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
 their own (``Oracle.stage``).  The whole -- the count with each candidate -- is checked against the
 ledger as a value before the count is released; the shared ledger composes the two stages' spends,
 which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
+
+A public start (the estimator's ``init=<array>``, option ``start``) is a public parameter too:
+given one, ``auto`` runs FastLloyd from it (the greedy takes no start), and refuses it where only
+the greedy can run (one round of reports).
 """
 
 from __future__ import annotations
@@ -39,14 +53,29 @@ from __future__ import annotations
 import dataclasses
 
 from ..privacy.budget import Budget
+from ..privacy.gdp import gdp_mu
 from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .greedy import greedy_spec
-from .lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
-from .params import Params, declare, table
+from .lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, fastlloyd_spec, greedy_start
+from .params import START, OneOf, Param, Params, declare, table
+from .select import SELECTION_NOISE, Selection, comparison_noise
 
-__all__ = ["auto", "choose", "GREEDY_SIGNAL", "GREEDY_START_SIGNAL", "GREEDY_START", "CHOICES"]
+__all__ = [
+    "auto",
+    "choose",
+    "selects",
+    "GREEDY_SIGNAL",
+    "GREEDY_START_SIGNAL",
+    "GREEDY_START",
+    "CHOICES",
+    "MEAN_START",
+    "SELECTION_CANDIDATES",
+    "CHOICE_MODES",
+    "DEFAULT_CHOICE",
+    "precise",
+]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
@@ -54,16 +83,43 @@ GREEDY_START = "fastlloyd-greedy-start"
 # What ``choose`` may name -> (the algorithm, its algorithm_params)
 CHOICES = {
     "greedy": ("greedy", None),
-    "fastlloyd": ("fastlloyd", None),
+    "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
     GREEDY_START: ("fastlloyd", {"init": "greedy"}),
 }
+MEAN_START = "fastlloyd-mean-start"
+# What a private selection runs where the rule cannot tell them apart (``selects``), each in its share of one pool.
+# Not the greedy start: below its signal it is rarely the best (1.11x FastLloyd's NICV on the bundled d >= 4 sets,
+# 1.28x on held-out mixtures, at the full budget), and a third share cost the two others more than it brought
+# (bench utility, noise seeds 700-707: 1.17x the rule on the bundled sets with it, 1.10x without; docs/choosing.md).
+SELECTION_CANDIDATES = {
+    "fastlloyd": ("fastlloyd", {**AUTO_FASTLLOYD, "init": "sphere"}),
+    MEAN_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "mean"}),
+}
+# auto's "choice": the public rule everywhere; a private selection where the rule cannot tell (``selects``) and the
+# comparison is precise enough (``precise``); or a private selection wherever the rule cannot tell
+CHOICE_MODES = ("rule", "precise", "private")
+DEFAULT_CHOICE = "rule"
 
-# auto's table (algorithms.params): no algorithm_params, and only the options every algorithm it may choose takes.
+# auto's table (algorithms.params): its "choice", only the options every algorithm it may choose takes, and a
+# public start, which makes it choose FastLloyd.
 _CANDIDATES = tuple(dict.fromkeys(algorithm for algorithm, _ in CHOICES.values()))
 _SHARED = {
     key: p for key, p in table(_CANDIDATES[0]).options.items() if all(key in table(c).options for c in _CANDIDATES)
 }
-declare(Params("auto", "auto", options=_SHARED, candidates=_CANDIDATES))
+declare(
+    Params(
+        "auto",
+        "auto",
+        options={**_SHARED, START: table("fastlloyd").options[START]},
+        params={"choice": Param(OneOf(CHOICE_MODES), DEFAULT_CHOICE)},
+        candidates=_CANDIDATES,
+    )
+)
+FROM_START = "a public start was given (init): FastLloyd from it (the greedy takes no start)"
+
+
+def _has_start(ctx: FitContext) -> bool:
+    return algorithm_params(ctx, "auto")[START] is not None
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
@@ -87,14 +143,55 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
 
 
+def selects(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> bool:
+    """Whether the public rule cannot tell the candidates apart, so that a private choice (``choice``
+    "private", or "precise" where ``precise``) decides: several rounds, d >= 4 and n epsilon / k below
+    ``GREEDY_START_SIGNAL`` (the greedy start wins on some such sets and loses by up to 1.9x on others; the
+    mean start likewise)."""
+    return adaptive and d >= 4 and n * epsilon / k < GREEDY_START_SIGNAL
+
+
+def precise(n: float, budget: Budget) -> bool:
+    """Whether a private selection in ``budget`` can tell its candidates apart on n rows: its comparison's
+    noise (``algorithms.select.comparison_noise``, a function of n and the pool's mu) at most
+    ``SELECTION_NOISE``.  Public values only."""
+    if budget.delta <= 0:  # the candidates are Gaussian: no pool without a delta (they refuse it themselves)
+        return False
+    mu = gdp_mu(budget.epsilon, budget.delta)
+    return comparison_noise(n, mu, len(SELECTION_CANDIDATES)) <= SELECTION_NOISE
+
+
 def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
-    computed from public parameters; nothing is checked or read."""
-    return {
+    computed from public parameters; nothing is checked or read.  With a public start: FastLloyd's only.
+    With a private choice (``choice`` other than "rule") in d >= 4, the private selection's plan too (it may
+    run wherever the count falls below the signal)."""
+    private = algorithm_params(ctx, "auto")["choice"] != "rule"
+    start = _has_start(ctx)
+    ctx = _without_params(ctx)  # each candidate with its own defaults
+    # the plan's shape does not depend on n's value, only on n being known (a count made before it)
+    known = ctx if ctx.public_n is not None else dataclasses.replace(ctx, public_n=1)
+    fastlloyd = fastlloyd_spec(dataclasses.replace(known, options={**known.options, "params": AUTO_FASTLLOYD}))
+    if start:
+        return {"fastlloyd": fastlloyd}
+    specs = {
         "greedy": greedy_spec(ctx).plan_spec,
-        "fastlloyd": lloyd_spec(ctx, "gaussian", "FastLloyd", counted=False),
+        "fastlloyd": fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
         GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
     }
+    if private and ctx.n_features >= 4:
+        specs["private selection"] = _selection(known).spec
+    return specs
+
+
+def _selection(ctx: FitContext) -> Selection:
+    """The private selection among ``SELECTION_CANDIDATES``, each with its defaults (``auto``'s options only)."""
+    return Selection.of(_without_params(ctx), SELECTION_CANDIDATES)
+
+
+def _without_params(ctx: FitContext) -> FitContext:
+    """``ctx`` without auto's own ``algorithm_params``: what every candidate shares."""
+    return dataclasses.replace(ctx, options={k: v for k, v in ctx.options.items() if k != "params"})
 
 
 def staged_spec(ctx: FitContext) -> Staged:
@@ -126,29 +223,77 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
     """``auto``'s plan as a value: with a private n and several rounds, the count then one candidate
     (:func:`staged_spec`); with a public n, one candidate (any of them); in one round, the greedy's."""
     if ADAPTIVE not in ctx.oracle.capabilities:
+        _one_round_takes_no_start(ctx)
         return greedy_spec(ctx).plan_spec
     if ctx.public_n is None:
         return staged_spec(ctx)
     return Staged("auto", (Stage(1.0, tuple(candidate_specs(ctx).values())),))
 
 
+def _one_round_takes_no_start(ctx: FitContext) -> None:
+    if _has_start(ctx):
+        raise ValueError(
+            "init: this privacy model answers one round of queries, which only the greedy can use, and it takes "
+            "no start: leave init at its default (None)"
+        )
+
+
 @register("auto", spec=auto_spec)
 def auto(ctx: FitContext) -> FitResult:
-    """Choose among privclust's algorithms from public parameters (see the module docstring) and run it."""
+    """Choose among privclust's algorithms from public parameters, or by a private comparison where they
+    cannot tell (``choice``; see the module docstring), and run it."""
     if ctx.non_private:
-        raise ValueError("algorithm='auto' chooses among the private algorithms; use 'lloyd' for the baseline")
-    algorithm_params(ctx, "auto")  # only what every candidate takes: the chosen one runs with its defaults
+        raise ValueError(
+            "algorithm='auto' chooses among the private algorithms; use 'nonprivate-lloyd' for the baseline"
+        )
+    mode = algorithm_params(ctx, "auto")["choice"]  # and the options every candidate takes, and a start
     adaptive = ADAPTIVE in ctx.oracle.capabilities
+    if not adaptive:
+        _one_round_takes_no_start(ctx)
     if ctx.public_n is not None:
         n, run_ctx = float(ctx.public_n), ctx
     elif adaptive:
         n, run_ctx = _noisy_rows(ctx)
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
-    chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    start = _has_start(ctx)
+    undecided = (
+        not start and mode != "rule" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    )
+    if undecided and (mode == "private" or precise(n, run_ctx.budget)):
+        return _select_privately(run_ctx, n)
+    if start:
+        chosen, why = "fastlloyd", FROM_START
+    else:
+        chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    if undecided:
+        why += f"; a private choice on these n and budget could not tell the candidates apart (its noise > {SELECTION_NOISE:g})"
     algorithm, params = CHOICES[chosen]
     result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
     result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}
+    if result.n_estimate is None:
+        result.n_estimate = n
+    return result
+
+
+def _select_privately(ctx: FitContext, n: float) -> FitResult:
+    """Run every selection candidate in its share of the pool and keep the one with the lowest noisy cost
+    (``algorithms.select``); ``fit_info_["auto"]`` says which, what the others cost (noisy) and the split."""
+    chosen, result, info = _selection(ctx).run(ctx)
+    algorithm, params = SELECTION_CANDIDATES[chosen]
+    signal = n * ctx.budget.epsilon / ctx.n_clusters
+    why = (
+        f"d = {ctx.n_features} >= 4 and n epsilon / k = {signal:.3g} < {GREEDY_START_SIGNAL:g}: the public rule cannot "
+        f"tell the candidates apart, so each ran in {info['candidate_share']:.3g} of the pool and the lowest noisy "
+        f"cost (in {info['share']:g} of it) chose"
+    )
+    result.info["auto"] = {
+        "chose": chosen,
+        "because": why,
+        "algorithm": algorithm,
+        "algorithm_params": params,
+        "selection": info,
+    }
     if result.n_estimate is None:
         result.n_estimate = n
     return result

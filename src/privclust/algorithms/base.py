@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .._parallel import one_thread
+from ..geometry.domain import Domain
 from ..privacy.budget import Budget
 from ..privacy.noise import Randomness
 from ..queries.base import count_query
@@ -19,6 +20,8 @@ __all__ = [
     "FitResult",
     "ALGORITHMS",
     "NON_PRIVATE",
+    "BASELINE",
+    "SKLEARN_ALGORITHMS",
     "SPECS",
     "register",
     "algorithm_spec",
@@ -48,6 +51,18 @@ class FitContext:
     # The estimator-level options and 'params' (the algorithm_params), as algorithms.params.check_params takes them
     options: dict = field(default_factory=dict)
     callback: Callable[[int, int], None] | None = None  # (iterations done, iterations planned)
+    # The public domain (data units <-> the unit box), for points the user declares in data units (a public
+    # start); a private box is found on its first use, after the plan is checked.  None when planning.
+    domain: Domain | None = None
+    # (what, fraction done) of a long public stage before the iterations, e.g. placing many starting centers
+    progress: Callable[[str, float], None] | None = None
+
+    def stage(self, what: str) -> Callable[[float], None] | None:
+        """``progress`` for one stage, or None when nobody listens."""
+        if self.progress is None:
+            return None
+        report = self.progress
+        return lambda fraction: report(what, fraction)
 
     @property
     def n_features(self) -> int:
@@ -67,7 +82,13 @@ class FitResult:
 
 
 ALGORITHMS: dict[str, Callable[[FitContext], FitResult]] = {}
-NON_PRIVATE = frozenset({"lloyd"})  # the baseline: exact releases, epsilon = inf
+# The non-private baseline: exact releases, epsilon = inf.  Not "lloyd": scikit-learn's KMeans(algorithm="lloyd")
+# names its (non-private) Lloyd implementation, and code written for it must never get a non-private fit here
+# by passing its own parameter on (the estimator reads "lloyd" and "elkan" as scikit-learn's: docs/sklearn.md).
+BASELINE = "nonprivate-lloyd"
+NON_PRIVATE = frozenset({BASELINE})
+SKLEARN_ALGORITHMS = ("lloyd", "elkan")  # scikit-learn's KMeans(algorithm=...): its implementations of Lloyd
+NEARLY_EMPTY = 0.01  # a center whose noisy size is below 1% of the noisy row count serves (nearly) nobody
 SPECS: dict[str, Callable[[FitContext], Spec | Staged]] = {}  # each algorithm's plan as a value
 MAX_ROW_ESTIMATE = 2.0**53
 

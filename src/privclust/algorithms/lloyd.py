@@ -41,11 +41,15 @@ eps_L.  Giving the count's share to every coordinate instead -- as a widely
 used implementation does -- spends T (d cbrt(4 d rho^2) + 1) / (d + cbrt(4 d
 rho^2)) eps_L, more than eps_L whenever cbrt(4 d rho^2) > 1, i.e. d >= 5.
 
-``lloyd``: non-private Lloyd with the same initialisation, reported as
-epsilon = inf.
+``nonprivate-lloyd``: non-private Lloyd with the same initialisation, reported as
+epsilon = inf (named so that scikit-learn's ``algorithm="lloyd"`` cannot select it).
 
 Initial centers.  By default every member starts from public sphere-packing
-centers (``geometry.init``): data-independent, free.  FastLloyd also takes a
+centers (``geometry.init``): data-independent, free.  Every member also takes the
+user's own public centers (the estimator's ``init=<array>``, option ``start``):
+declared, not read off the rows, so mapping them into the unit box through the
+domain (clipped to it) and starting there costs nothing -- the map reads only the
+domain, which is public or a released box.  FastLloyd also takes a
 private, data-dependent start, ``algorithm_params={"init": "greedy"}`` (issue
 17): the private greedy (``algorithms.greedy``, its default options) in a public
 share s = ``init_share`` of the budget, then FastLloyd from the greedy's k
@@ -99,12 +103,14 @@ from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .base import BASELINE, NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
 from .greedy import GreedySpec, greedy_spec, run_greedy
 from .params import (
     ALPHA,
     RADIUS_STRATEGY,
+    START,
     Boolean,
+    Centers,
     Interval,
     OneOf,
     Param,
@@ -131,6 +137,9 @@ __all__ = [
     "mean_start_spec",
     "INITS",
     "DEFAULT_INIT_SHARE",
+    "AUTO_FASTLLOYD",
+    "reseed_dead",
+    "shrink_moves",
 ]
 
 RHO = 0.225  # Su et al.'s approximation of the mean distance of a point to its center
@@ -180,9 +189,11 @@ def run_lloyd(
     stop_when_stable: bool = False,
     part: str = LLOYD_PART,
     reseed: bool = False,
+    shrink: bool = False,
 ) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
-    (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``)."""
+    (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``).
+    ``shrink``: :func:`shrink_moves` on every update; ``reseed``: :func:`reseed_dead` between iterations."""
     done, counts = 0, None
     for t, step in enumerate(steps):
         released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
@@ -193,6 +204,8 @@ def run_lloyd(
             new[usable] = centers[usable] + sums[usable] / counts[usable, None]
         else:
             new[usable] = sums[usable] / counts[usable, None]
+        if shrink:
+            new = shrink_moves(centers, new, usable, counts, released.std.get("sum", 0.0))
         if step.clip_move and step.radius is not None:
             move = new - centers
             length = np.linalg.norm(move, axis=1)
@@ -211,26 +224,73 @@ def run_lloyd(
     return centers, done, counts
 
 
-DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds holds (nearly) no row
+SHRINK_MIN_D = 4  # measured: in d = 3 the shrinkage cost House up to 6% (docs/algorithms.md); from d = 4 it gains
+
+
+def shrink_moves(centers: np.ndarray, new: np.ndarray, usable: np.ndarray, counts: np.ndarray, sum_std) -> np.ndarray:
+    """Each center's move, ``new - centers``, shrunk towards no move by the positive-part James-Stein factor.
+
+    A usable center's move is its true move plus the sum's noise over the noisy count: about Gaussian with
+    variance s^2 = (sum std / count)^2 per coordinate.  In d >= 3 the factor max(0, 1 - (d - 2) s^2 / |move|^2)
+    lowers the expected squared error of every move whatever the true moves are (James & Stein 1961): a
+    center whose move is mostly noise -- a small cell in many dimensions, which the noise would throw away
+    from every row -- stays nearly where it was; a large cell's move is kept.  Used from ``SHRINK_MIN_D``
+    dimensions.  Post-processing of the released sums and counts and of the noise's public std."""
+    d = centers.shape[1]
+    if d < SHRINK_MIN_D:
+        return new
+    move = new - centers
+    std = np.broadcast_to(np.asarray(sum_std, dtype=np.float64), counts.shape)  # one, or one per cell (local)
+    s2 = (std / np.maximum(counts, 1.0)) ** 2
+    length2 = np.einsum("ij,ij->i", move, move)
+    factor = np.ones(counts.shape)
+    moved = usable & (length2 > 0.0)
+    factor[moved] = np.clip(1.0 - (d - 2) * s2[moved] / length2[moved], 0.0, 1.0)
+    return centers + factor[:, None] * move
+
+
+DEAD_Z = 2.0  # a cell whose noisy size is below 2 noise stds (and under NEARLY_EMPTY of the rows) holds no row
+DEAD_SHARE_OF_MEAN = 10.0  # ... and under a tenth of the mean cell (with more than 10 centers 1% of the rows is a cell)
+SPLIT_Z = 8.0  # a cell is split only into pieces of at least 8 noise stds each (expected): none dies of noise
+SPLIT_REACH = 1e-3  # the new centers' distance from the split cell's center, in units of the step's radius
 
 
 def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydStep, rng) -> np.ndarray:
-    """Move the centers whose noisy cell size is noise next to the centers of the largest cells.
+    """Split the largest cells with the dead centers: those whose noisy cell size is both within ``DEAD_Z``
+    noise stds of nothing and under ``NEARLY_EMPTY`` of the released sizes' total -- and of a tenth of
+    the mean cell (``DEAD_SHARE_OF_MEAN``) when k > 10 -- (on a few hundred rows the noise alone is more
+    than a real cluster's size: a center on one is not dead).
 
-    A center whose cell is empty gets a noise-only update and never moves back to the data; the
-    largest cells are where two clusters most likely share one center.  Each dead center goes to a
-    random point at half the step's radius from the i-th largest cell's center, so the next
-    iteration splits that cell.  Post-processing of the released sizes and public randomness."""
-    dead = np.flatnonzero(counts < max(1.0, DEAD_Z * float(np.max(count_std))))
-    if dead.size == 0 or dead.size == counts.size:
+    A center whose cell is empty gets a noise-only update and never moves back to the data.  Each dead
+    center in turn goes to the live cell whose pieces would be the largest (noisy size / (pieces + 1)),
+    as long as each piece keeps ``SPLIT_Z`` noise stds; a cell getting m of them has its own center and
+    the m new ones placed at a tiny distance (``SPLIT_REACH`` radius) from its center in public random
+    directions, so the next iteration cuts it by those directions into m + 1 pieces of comparable size
+    -- the mean start's split, inside the cell (a center placed a whole step away is, in many dimensions,
+    farther from the cell's rows than their own center, and catches none).  Dead centers left over stay.
+    Post-processing of the released sizes, their public noise std and public randomness."""
+    std = max(1.0, float(np.max(count_std)))
+    total = float(np.sum(np.maximum(counts, 0.0)))
+    dead = counts < min(DEAD_Z * std, NEARLY_EMPTY * total, total / (DEAD_SHARE_OF_MEAN * counts.size))
+    dead, live = np.flatnonzero(dead), np.flatnonzero(~dead & (counts >= DEAD_Z * std))
+    if dead.size == 0 or live.size == 0:
         return centers
-    largest = np.argsort(-counts, kind="stable")[: dead.size]
-    largest = largest[np.isin(largest, dead, invert=True)]
-    direction = rng.normal(size=(largest.size, centers.shape[1]))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    reach = 0.5 * (step.radius if step.radius is not None else 0.1)
-    out = centers.copy()
-    out[dead[: largest.size]] = np.clip(centers[largest] + reach * direction, -1.0, 1.0)
+    pieces = np.zeros(live.size, dtype=np.int64)  # new centers per live cell
+    for _ in range(dead.size):
+        size = counts[live] / (pieces + 2)
+        best = int(np.argmax(size))
+        if size[best] < SPLIT_Z * std:
+            break
+        pieces[best] += 1
+    reach = SPLIT_REACH * (step.radius if step.radius is not None else 1.0)
+    out, spare = centers.copy(), iter(dead)
+    for cell, m in zip(live, pieces):
+        if m == 0:
+            continue
+        direction = rng.normal(size=(m + 1, centers.shape[1]))
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        moved = np.clip(centers[cell] + reach * direction, -1.0, 1.0)
+        out[[cell, *(next(spare) for _ in range(m))]] = moved
     return out
 
 
@@ -240,8 +300,29 @@ def _clamp_iterations(estimate: float) -> int:
     return int(max(min(estimate, MAX_ITERATIONS), MIN_ITERATIONS))
 
 
-def _initial_centers(ctx: FitContext) -> np.ndarray:
-    return sphere_packing(ctx.n_clusters, ctx.n_features, ctx.randomness.geometry())
+def _checked_start(ctx: FitContext, params: dict) -> np.ndarray | None:
+    """The public start (data units), if one is given, checked against k and d before anything is planned."""
+    start = params[START]
+    if start is not None and start.shape != (ctx.n_clusters, ctx.n_features):
+        raise ValueError(
+            f"init must hold one center per cluster, each with one value per feature: a {ctx.n_clusters} x "
+            f"{ctx.n_features} array, got {start.shape[0]} x {start.shape[1]}"
+        )
+    return start
+
+
+def _initial_centers(ctx: FitContext, start: np.ndarray | None = None) -> np.ndarray:
+    """The public start mapped into the unit box (clipped to it), else public sphere-packing centers."""
+    if start is None:
+        return sphere_packing(
+            ctx.n_clusters,
+            ctx.n_features,
+            ctx.randomness.geometry(),
+            progress=ctx.stage("placing the starting centers"),
+        )
+    if ctx.domain is None:
+        raise ValueError("a public start (init) needs the fit's domain to be mapped into the unit box")
+    return np.clip(ctx.domain.to_unit(np.array(start, dtype=np.float64)), -1.0, 1.0)
 
 
 def lloyd_spec(ctx: FitContext, family: str, what: str, counted: bool | None = None) -> Spec:
@@ -258,7 +339,9 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     return ctx.oracle.open(lloyd_spec(ctx, family, what))
 
 
-INITS = ("sphere", "greedy", "mean")  # sphere packing (public); the private greedy or the noisy mean in init_share
+INITS = ("sphere", "greedy", "mean", "auto")  # sphere packing (public); the private greedy or the noisy mean in
+# init_share; "auto": the mean start from MEAN_START_MIN_D dimensions, sphere packing below (a public rule)
+MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
 MEAN_START_RADIUS = 0.1  # the k centers' distance from the noisy mean (unit box): only their directions matter
@@ -268,7 +351,14 @@ INIT_SHARE_RANGE = (0.05, 0.95)
 
 
 # The family's tables (algorithms.params): the baselines take max_iter and postprocess, FastLloyd its radius too.
-_RESEED = {"reseed": Param(Boolean(), False)}  # move centers whose noisy cell is empty next to the largest cells
+_RESEED = {
+    "reseed": Param(Boolean(), False),  # split the largest cells with the centers whose noisy cell is empty
+    "shrink": Param(Boolean(), False),  # James-Stein shrinkage of every noisy move (from SHRINK_MIN_D dimensions)
+}
+# FastLloyd as ``auto`` runs it: the paper's algorithm (the defaults, which stand in for its code in the
+# benchmarks) with the mean start in many dimensions, dead centers reseeded and moves shrunk (docs/algorithms.md)
+AUTO_FASTLLOYD = {"init": "auto", "reseed": True, "shrink": True}
+_START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
     Params(
@@ -279,6 +369,7 @@ declare(
             "alpha": ALPHA,
             "radius_strategy": RADIUS_STRATEGY,
             "postprocess": Param(_POSTPROCESS, "fold"),
+            START: _START,
         },
         params={**_RESEED, "init": Param(OneOf(INITS), "sphere"), "init_share": Param(Interval(*INIT_SHARE_RANGE))},
     )
@@ -288,16 +379,27 @@ for _name, _label in (("glloyd", "GLloyd"), ("sulloyd", "SuLloyd")):
         Params(
             _name,
             _label,
-            options={"max_iter": max_iter_param(), "postprocess": Param(_POSTPROCESS, "clip")},
+            options={"max_iter": max_iter_param(), "postprocess": Param(_POSTPROCESS, "clip"), START: _START},
             params=_RESEED,
         )
     )
-declare(Params("lloyd", "Lloyd", options={"max_iter": max_iter_param(100)}))
+declare(Params(BASELINE, "non-private Lloyd", options={"max_iter": max_iter_param(100), START: _START}))
 
 
-def _init_option(params: dict) -> tuple[str, float | None]:
-    """FastLloyd's ``init`` and, for a private start, its ``init_share`` (default per start)."""
+def _init_option(params: dict, d: int) -> tuple[str, float | None]:
+    """FastLloyd's ``init`` (``"auto"`` resolved from d) and, for a private start, its ``init_share``."""
     init, share = params["init"], params["init_share"]
+    if init == "auto":  # FastLloyd's own start by d -- unless the user gave one (init=<array>), which is public
+        init = "sphere" if params[START] is not None or d < MEAN_START_MIN_D else "mean"
+        if init == "sphere" and share is not None:
+            raise ValueError(
+                f"init_share is the mean start's share of the budget, and init='auto' uses no private start here "
+                f"(below d = {MEAN_START_MIN_D}, or with a public init): drop init_share or pass init='mean'"
+            )
+    if params[START] is not None and init != "sphere":
+        raise ValueError(
+            f"init=<array> is a public start and algorithm_params init={init!r} a private one: give one of them"
+        )
     if init == "sphere":
         if share is not None:
             raise ValueError("init_share is a private start's share of the budget: it needs init='greedy' or 'mean'")
@@ -390,7 +492,7 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
 
 def _fastlloyd_start(ctx: FitContext, params: dict) -> tuple[str, float | None, GreedyStart | None, Spec]:
     """FastLloyd's start (``init``, its share, the greedy start if any) and its whole plan, a value."""
-    init, share = _init_option(params)
+    init, share = _init_option(params, ctx.n_features)
     if init == "greedy":  # one plan for both: checked as a whole before either releases
         start = greedy_start(ctx, share)
         return init, share, start, start.spec
@@ -411,9 +513,10 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     params = algorithm_params(ctx, "fastlloyd")
     alpha, strategy, postprocess = params["alpha"], params["radius_strategy"], params["postprocess"]
     init, share, start, spec = _fastlloyd_start(ctx, params)
+    public_start = _checked_start(ctx, params)
     plan = ctx.oracle.open(spec)
     if init == "sphere":
-        centers = _initial_centers(ctx)
+        centers = _initial_centers(ctx, public_start)
     n = estimate_rows(ctx, plan)
     if start is not None:
         sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
@@ -429,7 +532,9 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2)
     )
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
-    centers, done, sizes = run_lloyd(ctx, plan, centers, steps, postprocess, reseed=params["reseed"])
+    centers, done, sizes = run_lloyd(
+        ctx, plan, centers, steps, postprocess, reseed=params["reseed"], shrink=params["shrink"]
+    )
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
     info = {"eta": eta, "sigma": sigma, "sigma_R": sigma_r, "sigma_C": sigma_c, "sizes": sizes}
@@ -438,7 +543,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     elif init == "mean":
         info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
     else:
-        info["init"] = {"start": "sphere packing"}
+        info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}
     return FitResult(centers, done, n, info)
 
 
@@ -447,8 +552,9 @@ def glloyd(ctx: FitContext) -> FitResult:
     """GLloyd: DP Lloyd with Gaussian noise at domain sensitivity and GDP accounting."""
     k, d = ctx.n_clusters, ctx.n_features
     params = algorithm_params(ctx, "glloyd")
+    start = _checked_start(ctx, params)
     plan = lloyd_plan(ctx, "gaussian", "GLloyd")
-    centers = _initial_centers(ctx)
+    centers = _initial_centers(ctx, start)
     n = estimate_rows(ctx, plan)
 
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
@@ -459,7 +565,9 @@ def glloyd(ctx: FitContext) -> FitResult:
     # 1 / (1 + a) and a / (1 + a) with a = 2 rho / sqrt(d).
     a = 2.0 * RHO / math.sqrt(d)
     step = LloydStep(Block("sum", d, math.sqrt(d), share=1.0 / (1.0 + a)), count_share=a / (1.0 + a))
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"])
+    centers, done, sizes = run_lloyd(
+        ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"], shrink=params["shrink"]
+    )
     sigma_s = sigma * math.sqrt(1.0 + a)
     info = {"sigma": sigma, "sigma_S": sigma_s, "sigma_C": sigma_s / math.sqrt(a), "sizes": sizes}
     return FitResult(centers, done, n, info)
@@ -477,8 +585,9 @@ def sulloyd(ctx: FitContext) -> FitResult:
     """SuLloyd: Su et al.'s DP Lloyd with Laplace noise (pure epsilon-DP)."""
     k, d = ctx.n_clusters, ctx.n_features
     params = algorithm_params(ctx, "sulloyd")
+    start = _checked_start(ctx, params)
     plan = lloyd_plan(ctx, "laplace", "SuLloyd")
-    centers = _initial_centers(ctx)
+    centers = _initial_centers(ctx, start)
     n = estimate_rows(ctx, plan)
 
     eps_lloyd = plan.allotment(LLOYD_PART).epsilon
@@ -488,7 +597,9 @@ def sulloyd(ctx: FitContext) -> FitResult:
     # Per iteration eps_L / T, split d : cbrt(4 d rho^2) between the sum vector (l1 bound d in the unit
     # box: Laplace scale d / eps_S per coordinate) and the count.
     step = LloydStep(Block("sum", d, float(d), norm="l1", share=d), count_share=count_weight)
-    centers, done, sizes = run_lloyd(ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"])
+    centers, done, sizes = run_lloyd(
+        ctx, plan, centers, [step] * T, params["postprocess"], reseed=params["reseed"], shrink=params["shrink"]
+    )
     eps_sum, eps_cnt = sulloyd_split(eps_lloyd / T, d)
     return FitResult(centers, done, n, {"epsilon_sum": eps_sum, "epsilon_count": eps_cnt, "sizes": sizes})
 
@@ -497,14 +608,15 @@ def _baseline_spec(ctx: FitContext) -> Spec:
     return Spec("Lloyd", (Part(LLOYD_PART, share=1.0),), "gaussian", frozenset({ADAPTIVE}))
 
 
-@register("lloyd", spec=_baseline_spec)
+@register(BASELINE, spec=_baseline_spec)
 def lloyd(ctx: FitContext) -> FitResult:
-    """Non-private Lloyd from the same sphere-packing start (a baseline; spends epsilon = inf)."""
+    """Non-private Lloyd from the same sphere-packing start, or the public one (a baseline; epsilon = inf)."""
     d = ctx.n_features
-    max_iter = algorithm_params(ctx, "lloyd")["max_iter"]
+    params = algorithm_params(ctx, BASELINE)
+    max_iter, start = params["max_iter"], _checked_start(ctx, params)
     plan = ctx.oracle.open(_baseline_spec(ctx))
     step = LloydStep(Block("sum", d, math.sqrt(d)), count_share=1.0)  # the unit box's largest norm: no clipping
     centers, done, sizes = run_lloyd(
-        ctx, plan, _initial_centers(ctx), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
+        ctx, plan, _initial_centers(ctx, start), [step] * max_iter, "none", min_count=0.0, stop_when_stable=True
     )
     return FitResult(centers, done, None, {"sizes": sizes})

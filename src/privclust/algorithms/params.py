@@ -1,7 +1,8 @@
 """Every algorithm's parameters, declared once: what each takes, its constraints and defaults, and the check.
 
 An algorithm's :class:`Params` table lists the estimator-level options it takes (of ``max_iter``,
-``alpha``, ``radius_strategy``, ``postprocess``) and its ``algorithm_params`` keys, each with a
+``alpha``, ``radius_strategy``, ``postprocess``, and ``start``: public initial centers, the
+estimator's ``init=<array>``) and its ``algorithm_params`` keys, each with a
 constraint and a default.  :func:`check_params` is the only place they are checked: the estimator
 calls it before anything is planned, and an algorithm reads its parameters through it
 (``algorithms.base.algorithm_params``), which on values already checked is the same check again.
@@ -37,6 +38,7 @@ __all__ = [
     "OneOf",
     "Boolean",
     "Shares",
+    "Centers",
     "Param",
     "Params",
     "TABLES",
@@ -50,6 +52,8 @@ __all__ = [
     "ALPHA",
     "RADIUS_STRATEGY",
     "RADIUS_STRATEGIES",
+    "START",
+    "OPTION_NAMES",
 ]
 
 # A public cap on max_iter, for the estimator and the federated server alike: every iteration is planned
@@ -148,6 +152,23 @@ class Shares(Constraint):
 
 
 @dataclass(frozen=True)
+class Centers(Constraint):
+    """Points given by the user (public: declared, not read off the data): a finite 2-d array of numbers,
+    one point per row.  Their number and dimension are checked against k and d by whoever uses them."""
+
+    def check(self, name: str, value) -> np.ndarray:
+        try:
+            points = np.array(value, dtype=np.float64)  # a copy: the caller's array is never changed
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an array of numbers, one center per row") from None
+        if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
+            raise ValueError(f"{name} must be a 2-d array with one center per row, got {points.ndim} dimension(s)")
+        if not np.all(np.isfinite(points)):
+            raise ValueError(f"{name} must hold finite numbers only (no NaN or infinity)")
+        return points
+
+
+@dataclass(frozen=True)
 class Param:
     """A parameter's constraint and default (``None``: the algorithm works it out from other values)."""
 
@@ -168,7 +189,13 @@ class Params:
 
 # The estimator's options and the values that mean "not set": left there, no algorithm is asked to take them.
 ESTIMATOR_DEFAULTS = {"max_iter": None, "alpha": DEFAULT_ALPHA, "radius_strategy": "step", "postprocess": None}
-RADIUS_STRATEGIES = ("step", "constant")  # FastLloyd's first radius: half the diagonal ("step") or eta
+RADIUS_STRATEGIES = ("step", "constant")
+# Public initial centers (data units): the estimator's init=<array>, an option only the algorithms that start
+# from k centers take.  Not "init", which is FastLloyd's algorithm_params key for how it starts.
+START = "start"
+OPTION_NAMES = {
+    START: "init"
+}  # how messages name an option the user sets under another name  # FastLloyd's first radius: half the diagonal ("step") or eta
 
 TABLES: dict[str, Params] = {}
 
@@ -192,6 +219,10 @@ def max_iter_param(default: int | None = None) -> Param:
 
 ALPHA = Param(Interval(0.0, math.inf, closed="neither"), DEFAULT_ALPHA)
 RADIUS_STRATEGY = Param(OneOf(RADIUS_STRATEGIES), ESTIMATOR_DEFAULTS["radius_strategy"])
+
+
+def _shown(key: str) -> str:
+    return OPTION_NAMES.get(key, key)
 
 
 def _unset(key: str, value) -> bool:
@@ -224,15 +255,16 @@ def check_params(algorithm: str, given: dict) -> dict:
             refusing = next(c for c in spec.candidates if key not in table(c).options)
             use = f", or choose algorithm={' or '.join(repr(c) for c in takers)}, which takes it" if takers else ""
             raise ValueError(
-                f"algorithm='auto' may choose {refusing!r}, which does not take {key}: "
-                f"leave {key} at its default ({default!r}){use}"
+                f"algorithm='auto' may choose {refusing!r}, which does not take {_shown(key)}: "
+                f"leave {_shown(key)} at its default ({default!r}){use}"
             )
-        takes = ", ".join(spec.options) or "none of " + ", ".join(ESTIMATOR_DEFAULTS)
+        takes = ", ".join(map(_shown, spec.options)) or "none of " + ", ".join(ESTIMATOR_DEFAULTS)
         raise ValueError(
-            f"algorithm={spec.name!r} does not take {key} (it takes {takes}): leave {key} at its default ({default!r})"
+            f"algorithm={spec.name!r} does not take {_shown(key)} (it takes {takes}): "
+            f"leave {_shown(key)} at its default ({default!r})"
         )
     checked = {
-        key: param.default if options.get(key) is None else param.constraint.check(key, options[key])
+        key: param.default if options.get(key) is None else param.constraint.check(_shown(key), options[key])
         for key, param in spec.options.items()
     }
     raw = given.get("params")

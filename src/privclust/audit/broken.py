@@ -20,7 +20,7 @@ from ..geometry.domain import BoxDomain
 from ..privacy.noise import SecureNoise, SeededNoise
 from ..queries.base import Block
 
-__all__ = ["scaled_noise", "unclipped_domain", "overconfident_devices", "NOISE_METHODS"]
+__all__ = ["scaled_noise", "unclipped_domain", "overconfident_devices", "row_sensitivity_for_users", "NOISE_METHODS"]
 
 # The noise layer's methods, by kind; each takes (values or scores, scale).
 NOISE_METHODS = {
@@ -109,3 +109,22 @@ def overconfident_devices(factor: float):
     finally:
         for cls, randomize in saved.items():
             cls.randomize = randomize
+
+
+@contextmanager
+def row_sensitivity_for_users():
+    """BROKEN ON PURPOSE: a user-level fit still bounds each user's rows to m and claims user-level privacy,
+    but the central oracle calibrates every release for one row's change (the sensitivity of one row with m
+    rows per user), so a user's m rows move the sums m times further than the noise allows for."""
+    from ..queries import central
+
+    original = central.block_mechanisms
+
+    def one_row(query, allotment, group=1):
+        return original(query, allotment, 1)
+
+    central.block_mechanisms = one_row
+    try:
+        yield
+    finally:
+        central.block_mechanisms = original

@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from .bounds import Claim
-from .broken import overconfident_devices, scaled_noise, unclipped_domain
+from .broken import overconfident_devices, row_sensitivity_for_users, scaled_noise, unclipped_domain
 from .run import Sampler
 
 __all__ = ["Case", "Control", "CASES", "CONTROLS"]
@@ -244,6 +244,28 @@ def _glloyd():
 
 def _sulloyd():
     return _fits(_kmeans("sulloyd", 200, delta=0.0), *_lloyd_pair(1.0, mean=-0.45))
+
+
+USER_ROWS, USER_OWN = 5, 10  # m, and the rows the extra user holds (half of them are dropped by the bounding)
+
+
+def _user_level():
+    # FastLloyd's pair, for users: D holds 40 users of 5 rows each at -0.5 (all kept); D' adds one user with
+    # 10 rows at 0.999, of which the bounding keeps 5.  Noise and sensitivity both scale by m, so the
+    # pair shows the step's whole mu as the row-level pair does; without the bounding, the 10 rows would
+    # show twice it, and with one row's sensitivity (the control) m times it.
+    D = _rows((-0.5, 40 * USER_ROWS))
+    ids = np.repeat(np.arange(40), USER_ROWS)
+    D2, ids2 = np.vstack([D, np.full((USER_OWN, 1), 0.999)]), np.r_[ids, np.full(USER_OWN, 40)]
+    make = _kmeans("fastlloyd", len(D), privacy_unit="user", max_rows_per_user=USER_ROWS)
+    data = ((D, ids), (D2, ids2))
+    claim = Claim.from_report(make().fit(D2, user_ids=ids2).privacy_spent_)
+
+    def sample(side: int, n: int) -> np.ndarray:
+        X, owners = data[side]
+        return np.array([make().fit(X, user_ids=owners).cluster_centers_.ravel() for _ in range(n)])
+
+    return sample, claim
 
 
 def _subsampled():
@@ -454,6 +476,14 @@ CASES: dict[str, Case] = {
             "80 rows at -0.5 and 80 at 0.5, plus one at -0.5",
             noise="seeded",
         ),
+        Case(
+            "FastLloyd at user level",
+            "user level",
+            _user_level,
+            1_500,
+            f"40 users of {USER_ROWS} rows at -0.5, plus one user with {USER_OWN} rows at 0.999 "
+            f"(max_rows_per_user={USER_ROWS})",
+        ),
         Case("Subsampled SuLloyd (rate 0.1)", "Subsampled", _subsampled, 1_500, "2000 rows at -0.45, plus one at 1"),
         Case(
             "local randomizer: randomized response",
@@ -506,6 +536,9 @@ CONTROLS: dict[str, Control] = {
         Control(CASES["implicit exponential mechanism (Gumbel)"], "scale / 2", _halved("exponential"), draws=8_000),
         Control(CASES["NoisyAVG"], "sigma / 5", lambda: scaled_noise(0.2, ("gaussian",))),
         Control(CASES["FastLloyd"], "noise / 2", _halved("gaussian"), draws=1_000),
+        Control(
+            CASES["FastLloyd at user level"], "one row's sensitivity for m rows", row_sensitivity_for_users, draws=300
+        ),
         Control(CASES["greedy (histogram)"], "noise / 2", _halved("gaussian")),
         Control(CASES["evolve"], "noise / 2", _halved("gaussian")),
         Control(CASES["maxcover"], "noise / 2", _halved("gaussian", "laplace", "exponential"), draws=700),

@@ -25,7 +25,9 @@ from .._parallel import use_single_thread
 from ..federated import FederatedServer, Job, client_context, join, make_certs, server_context
 from .speed import synthetic_blobs
 
-__all__ = ["TABLE3", "run_federated", "write_federated_report", "SEED_FIGURES"]
+__all__ = ["TABLE3", "run_federated", "write_federated_report", "SEED_FIGURES", "run_engines", "write_engines_report"]
+
+ENGINE_SETTING = (3, 10_000, 5, 5)  # clients, rows per client, k, d (issue 29)
 
 TABLE3 = [(n, k, d) for n in (10_000, 100_000) for k in (2, 5) for d in (2, 5)]
 SEED_FIGURES = {
@@ -44,10 +46,14 @@ def _party(args):
     queue.put((index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds))
 
 
-def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2) -> dict:
+def _job_delta(n: int) -> float:
+    return 1.0 / (n * np.log(n))
+
+
+def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max_iter: int | None = None) -> dict:
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
-    job = Job(k, 1.0, 1.0 / (len(X) * np.log(len(X))), [-1.0, 1.0])
+    job = Job(k, 1.0, _job_delta(len(X)), [-1.0, 1.0], max_iter=max_iter)
     server = FederatedServer(
         job,
         parties,
@@ -134,5 +140,98 @@ def write_federated_report(rows: list[dict], out_dir: Path, machine: str) -> Pat
             f"{r['ring_bytes_per_round']} | {got} |"
         )
     report = out_dir / "federated.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report
+
+
+def run_flower_one(name: str, X: np.ndarray, k: int, parties: int, max_iter: int | None = None) -> dict:
+    """The same job as :func:`run_one` through the Flower app (``privclust.flower``): a SuperLink, a SuperNode
+    per client and ``flwr run``, as real processes on loopback.  A round's time is the server's wall time from
+    asking for the round's query to the noised release (the *next* exchange and SecAgg+'s four stages);
+    bytes are Flower's serialised messages to and from each client, set-up and the final exchange included."""
+    from ..flower.local import run_local
+
+    rng = np.random.default_rng(0)
+    parts = np.array_split(X[rng.permutation(len(X))], parties)
+    delta = _job_delta(len(X))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run_local(
+            parts,
+            tmp,
+            timeout=3600,
+            limits={"max-delta": delta},
+            k=k,
+            epsilon=1.0,
+            delta=delta,
+            bounds="-1,1",
+            max_iter=max_iter or 0,
+        )
+    server = out["server"]
+    rounds = server["rounds"]
+    return {
+        "setting": name,
+        "engine": "flower",
+        "n": len(X),
+        "k": k,
+        "d": X.shape[1],
+        "parties": parties,
+        "rounds": rounds,
+        "ms_per_iteration": 1000 * statistics.mean(server["round_seconds"][1:] or server["round_seconds"]),
+        "ms_count_round": 1000 * server["round_seconds"][0],
+        "bytes_sent_per_round": [b / rounds for b in server["bytes_received"].values()],  # by the client
+        "bytes_received_per_round": [b / rounds for b in server["bytes_sent"].values()],
+        "ring_bytes_per_round": 8 * k * (X.shape[1] + 1),
+        "seconds": out["seconds"],
+    }
+
+
+def run_engines(engines=("own", "flower"), repeats: int = 1, max_iter: int | None = None, on_done=None) -> list[dict]:
+    """Per-round time and bytes of the own protocol and the Flower app on one job: 3 clients of 10K rows,
+    k = 5, d = 5 (``ENGINE_SETTING``); the median of ``repeats`` runs per engine."""
+    parties, per_client, k, d = ENGINE_SETTING
+    X = synthetic_blobs(parties * per_client, d, k, seed=1, spread=0.1)
+    name = f"TimeSynth N={parties * per_client:,} k={k} d={d}, {parties} clients"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = make_certs(tmp, parties)
+        for engine in engines:
+            if engine == "own":
+                runs = [run_one(name, X, k, certs, parties, max_iter) | {"engine": "own"} for _ in range(repeats)]
+            elif engine == "flower":
+                runs = [run_flower_one(name, X, k, parties, max_iter) for _ in range(repeats)]
+            else:
+                raise ValueError(f"unknown engine {engine!r}: own or flower")
+            runs.sort(key=lambda r: r["ms_per_iteration"])
+            row = dict(runs[len(runs) // 2])
+            row["ms_per_iteration_all_runs"] = [r["ms_per_iteration"] for r in runs]
+            rows.append(row)
+            if on_done:
+                on_done(row)
+    return rows
+
+
+def write_engines_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "engines.json").write_text(json.dumps(rows, indent=1))
+    lines = [
+        "# Federated engines: the own protocol and the Flower app",
+        "",
+        f"Machine: {machine}. Loopback; the own protocol over mutual TLS, the Flower app over a SuperLink "
+        "and SuperNodes (insecure transport on loopback, SecAgg+ inside).",
+        "",
+        "| engine | setting | rounds | ms / iteration round | count round (ms) | bytes sent / round / client "
+        "| bytes received / round / client | ring payload |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sent = " / ".join(f"{b:.0f}" for b in r["bytes_sent_per_round"])
+        got = " / ".join(f"{b:.0f}" for b in r["bytes_received_per_round"])
+        lines.append(
+            f"| {r['engine']} | {r['setting']} | {r['rounds']} | {r['ms_per_iteration']:.1f} | "
+            f"{r['ms_count_round']:.1f} | {sent} | {got} | {r['ring_bytes_per_round']} |"
+        )
+    report = out_dir / "engines.md"
     report.write_text("\n".join(lines) + "\n")
     return report

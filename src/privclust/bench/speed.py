@@ -24,7 +24,16 @@ from ..estimator import KMeans
 from . import peers
 from .stats import loglog_slope
 
-__all__ = ["synthetic_blobs", "run_speed", "write_speed_report", "noise_rates", "SKLEARN"]
+__all__ = [
+    "synthetic_blobs",
+    "run_speed",
+    "write_speed_report",
+    "noise_rates",
+    "SKLEARN",
+    "TARGETS",
+    "run_targets",
+    "targets_table",
+]
 
 SKLEARN = "sklearn-kmeans"
 
@@ -87,6 +96,94 @@ def measure(method: str, X: np.ndarray, k: int, repeats: int) -> dict:
         "input_bytes": int(X.nbytes),
         "memory_ratio": peak / X.nbytes,
     }
+
+
+# Issue 28's rows this benchmark measures: (label, what privclust fits, the target).  Each fit is timed next to
+# scikit-learn's KMeans(n_init=1, max_iter=7) on the same array in the same process, the two alternating, so a
+# busy machine slows both alike and the ratio of each pair is the figure; the large-k rows time the default's fit
+# on 900 rows alone (their target is a time), sphere packing placing most of its k starting centers.
+TARGETS = {
+    "default": ("the default KMeans(10, epsilon=1, delta=1e-6, bounds=(-1, 1))", "auto", "<= 1x scikit-learn"),
+    "greedy": ('algorithm="greedy", secure noise', "greedy", "<= 2x scikit-learn"),
+    "large-k": ("the default on 900 x 2 rows", "auto", "k = 5000 under 30 s"),
+}
+LARGE_K_ROWS, LARGE_K_DIM = 900, 2
+
+
+def _pair(method: str, X: np.ndarray, k: int) -> tuple[float, float, float, float]:
+    """(privclust's fit, scikit-learn's fit) in wall seconds, then in CPU seconds of the process (every
+    thread's), timed back to back.  On a machine other jobs load, the wall times stretch with the cores they
+    take; the CPU seconds are the work each fit did."""
+    wall, cpu = [], []
+    for which in (method, SKLEARN):
+        gc.collect()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        _fit(which, X, k)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall[0], wall[1], cpu[0], cpu[1]
+
+
+def run_targets(
+    targets,
+    n: int = 1_000_000,
+    d: int = 10,
+    k: int = 10,
+    large_ks=(1000, 3000, 5000),
+    repeats: int = 3,
+    on_done: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Issue 28's rows (``TARGETS``): per pair of alternating runs the two times and their ratio."""
+    rows = []
+    for target in targets:
+        label, method, goal = TARGETS[target]
+        if target == "large-k":
+            X = synthetic_blobs(LARGE_K_ROWS, LARGE_K_DIM, 10)
+            for big_k in large_ks:
+                start = time.perf_counter()
+                _fit(method, X, int(big_k))
+                seconds = time.perf_counter() - start
+                rows.append({"target": target, "what": f"{label}, k = {big_k:,}", "goal": goal, "seconds": [seconds]})
+                if on_done:
+                    on_done(rows[-1])
+            continue
+        X = synthetic_blobs(n, d, k)
+        _fit(method, X[:20_000], k)  # load the samplers and libraries outside the timing
+        pairs = [_pair(method, X, k) for _ in range(repeats)]
+        rows.append(
+            {
+                "target": target,
+                "what": f"{label}, {n:,} x {d}, k = {k}",
+                "goal": goal,
+                "seconds": [p[0] for p in pairs],
+                "sklearn_seconds": [p[1] for p in pairs],
+                "ratios": [p[0] / p[1] for p in pairs],
+                "cpu_ratios": [p[2] / p[3] for p in pairs],
+            }
+        )
+        if on_done:
+            on_done(rows[-1])
+    return rows
+
+
+def targets_table(rows: list[dict]) -> list[str]:
+    """Markdown lines: one row per target, every pair's ratio and their median (wall time; CPU time too)."""
+    lines = [
+        "| issue 28 row | target | privclust seconds | scikit-learn seconds | ratio per pair | median ratio "
+        "| median CPU-time ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ours = ", ".join(f"{s:.2f}" for s in r["seconds"])
+        if "ratios" in r:
+            theirs = ", ".join(f"{s:.2f}" for s in r["sklearn_seconds"])
+            ratios = ", ".join(f"{x:.2f}" for x in r["ratios"])
+            median = f"**{float(np.median(r['ratios'])):.2f}**"
+            cpu = f"{float(np.median(r['cpu_ratios'])):.2f}"
+        else:
+            theirs = ratios = median = cpu = "-"
+        lines.append(f"| {r['what']} | {r['goal']} | {ours} | {theirs} | {ratios} | {median} | {cpu} |")
+    return lines
 
 
 def noise_rates(secure_draws: int = 100_000, scale: float = 16.0) -> list[dict]:
@@ -152,7 +249,12 @@ def run_speed(
 
 
 def write_speed_report(
-    rows: list[dict], out_dir: Path, machine: str, missing: dict | None = None, noise: list[dict] | None = None
+    rows: list[dict],
+    out_dir: Path,
+    machine: str,
+    missing: dict | None = None,
+    noise: list[dict] | None = None,
+    targets: list[dict] | None = None,
 ) -> Path:
     from ..plotting import plot_curves
 
@@ -160,12 +262,17 @@ def write_speed_report(
     (out_dir / "speed.json").write_text(json.dumps(rows, indent=1))
     ref = {(r["n"], r["d"], r["k"]): r for r in rows if r["method"] == SKLEARN}
     lines = ["# Speed benchmark", "", f"Machine: {machine}", ""]
+    if targets:
+        (out_dir / "targets.json").write_text(json.dumps(targets, indent=1))
+        lines += ["Issue 28's rows (each privclust fit next to scikit-learn's, alternating):", ""]
+        lines += [*targets_table(targets), ""]
     for what, why in (missing or {}).items():
         lines += [f"**Not measured: {what}** — {why}.", ""]
-    lines += [
-        "| method | n | d | k | iterations | seconds | time / sklearn | peak MiB | peak / input |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    if rows:
+        lines += [
+            "| method | n | d | k | iterations | seconds | time / sklearn | peak MiB | peak / input |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
     for r in rows:
         base = ref.get((r["n"], r["d"], r["k"]))
         ratio = f"{r['seconds'] / base['seconds']:.2f}" if base else "-"
@@ -177,8 +284,9 @@ def write_speed_report(
         lines += ["", "Noise draws per second (one call on one vector, as a release adds them):", ""]
         lines += ["| source | noise | draws | per second |", "|---|---|---|---|"]
         lines += [f"| {r['source']} | {r['noise']} | {r['draws']:,} | {r['per_second']:,.0f} |" for r in noise]
-    lines += ["", "Growth exponent b in time ~ n^b (least squares over n, per d and k):", ""]
-    lines += ["| method | d | k | b |", "|---|---|---|---|"]
+    if rows:
+        lines += ["", "Growth exponent b in time ~ n^b (least squares over n, per d and k):", ""]
+        lines += ["| method | d | k | b |", "|---|---|---|---|"]
     for d, k in sorted({(r["d"], r["k"]) for r in rows}):
         curves = {}
         for method in dict.fromkeys(r["method"] for r in rows):

@@ -25,6 +25,8 @@ import numpy as np
 from .. import datasets, metrics
 from .._parallel import use_single_thread
 from ..algorithms import ALGORITHMS
+from ..algorithms.base import BASELINE
+from ..algorithms.lloyd import AUTO_FASTLLOYD
 from ..estimator import KMeans
 from . import peers, synthetic
 from .stats import mean_ci
@@ -47,12 +49,18 @@ __all__ = [
 
 FLOOR = "kmeans++"  # scikit-learn KMeans: the non-private floor
 ONE_CENTER = "one-center"  # every row's cost to the mean: what a clustering must beat to say anything
-NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, "lloyd")
+NON_PRIVATE_METHODS = (FLOOR, ONE_CENTER, BASELINE)
 DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 # Methods that are an algorithm with non-default parameters: name -> (algorithm, algorithm_params)
 VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
+    "fastlloyd-auto": ("fastlloyd", AUTO_FASTLLOYD),  # FastLloyd as auto runs it (dead centers, shrinkage)
+    # auto's choice (its algorithm_params["choice"]): the public rule; a private selection where the rule cannot
+    # tell and the comparison is precise; or wherever the rule cannot tell
+    "auto-rule": ("auto", {"choice": "rule"}),
+    "auto-precise-choice": ("auto", {"choice": "precise"}),
+    "auto-private-choice": ("auto", {"choice": "private"}),
 }
 # Issue 17's target: the default's AUC excess over FLOOR_SHARE x the floor's AUC, against the best peer's.
 # privclust's fastlloyd stands in for FastLloyd's paper code (it matches it within a few percent).
@@ -380,7 +388,7 @@ def write_utility_report(
     return report
 
 
-SEED_003_METHODS = ("lloyd", "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd paper's comparison
+SEED_003_METHODS = (BASELINE, "fastlloyd", "glloyd", "sulloyd")  # the FastLloyd paper's comparison
 
 
 def default_methods() -> list[str]:

@@ -123,16 +123,39 @@ def speed(
     max_gib: float = typer.Option(2.0, help="Skip (and list) configurations whose input exceeds this many GiB."),
     peer_max_n: int = typer.Option(1_000_000, help="Run peers only up to this many rows (they can be very slow)."),
     noise_draws: int = typer.Option(100_000, help="Secure noise values timed in one call (seeded: ten times as many)."),
+    targets: Optional[str] = typer.Option(
+        None,
+        help="Issue 28's rows instead of the grid: comma-separated of default, greedy, large-k (or 'all'); each "
+        "fit at --n (its first value) x --d next to scikit-learn's, alternating, --repeats pairs.",
+    ),
+    large_k: str = typer.Option("1000,3000,5000", help="The large-k target's k values (900 x 2 rows)."),
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents; noise draws
-    per second, seeded and secure."""
+    per second, seeded and secure.  With --targets: issue 28's rows, each timed against scikit-learn in pairs."""
     from ..algorithms import ALGORITHMS
+    from ..algorithms.base import NON_PRIVATE
     from ..bench.peers import PEERS
-    from ..bench.speed import SKLEARN, noise_rates, run_speed, write_speed_report
+    from ..bench.speed import SKLEARN, TARGETS, noise_rates, run_speed, run_targets, write_speed_report
+
+    if targets is not None:
+        wanted = list(TARGETS) if targets == "all" else _split(targets)
+        unknown = [t for t in wanted if t not in TARGETS]
+        if unknown:
+            raise typer.BadParameter(f"unknown targets {unknown}; available: {', '.join(TARGETS)}, all")
+        ns, dims, ks, big_ks = _split(n, int), _split(d, int), _split(k, int), _split(large_k, int)
+        with _progress() as progress:
+            task = progress.add_task("target runs", total=len(wanted) + len(big_ks) - ("large-k" in wanted))
+            measured = run_targets(
+                wanted, ns[0], dims[0], ks[0], big_ks, repeats, on_done=lambda _: progress.advance(task)
+            )
+        report = write_speed_report([], out, machine_description(), targets=measured)
+        console.print(report.read_text())
+        console.print(f"wrote {report}")
+        return
 
     available = [*ALGORITHMS, SKLEARN, *PEERS]
-    chosen = _split(methods) if methods else [m for m in available if m != "lloyd"]
+    chosen = _split(methods) if methods else [m for m in available if m not in NON_PRIVATE]
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise typer.BadParameter(f"unknown methods {unknown}; available: {', '.join(available)}")
@@ -301,11 +324,37 @@ def _audit_report(results, confidence: float, seconds: float) -> list[str]:
 def federated(
     repeats: int = typer.Option(3, help="Runs per setting (the median is reported)."),
     out: Path = typer.Option(Path("bench-results/federated"), help="Output folder."),
+    engine: str = typer.Option(
+        "",
+        help="own, flower or own,flower: per-round time and bytes of the own protocol and/or the Flower app "
+        "(privclust[flower]) on 3 clients of 10K rows, k = 5, d = 5, instead of the Table 3 settings.",
+    ),
+    max_iter: int = typer.Option(0, "--max-iter", help="With --engine: FastLloyd's iterations (0: its plan's)."),
 ) -> None:
     """Per-iteration time and bytes of federated FastLloyd in the Table 3 settings of its paper (Diaa, Humphries
-    & Kerschbaum, 2024)."""
-    from ..bench.federated import TABLE3, run_federated, write_federated_report
+    & Kerschbaum, 2024), or of the own protocol beside the Flower app (--engine)."""
+    from ..bench.federated import TABLE3, run_engines, run_federated, write_engines_report, write_federated_report
 
+    if engine:
+        engines = _split(engine)
+        for name in engines:
+            if name not in ("own", "flower"):
+                raise typer.BadParameter(f"unknown engine {name!r}: own, flower or own,flower", param_hint="--engine")
+        if "flower" in engines:
+            try:
+                import flwr  # noqa: F401
+            except ImportError:
+                raise typer.BadParameter("the Flower engine needs flwr: pip install 'privclust[flower]'") from None
+        if max_iter < 0:
+            raise typer.BadParameter("--max-iter must be 0 (the plan's) or a positive number of iterations")
+        rows = _with_progress(
+            "federated engines",
+            len(engines),
+            lambda on_done: run_engines(engines, repeats=repeats, max_iter=max_iter or None, on_done=on_done),
+        )
+        report = write_engines_report(rows, out, machine_description())
+        console.print(report.read_text())
+        return
     rows = _with_progress(
         "federated runs", len(TABLE3) + 2, lambda on_done: run_federated(on_done=on_done, repeats=repeats)
     )
@@ -458,6 +507,43 @@ def onecluster(
     )
     setup = {"n": n, "d": d, "t": t, "radius": radius, "epsilon": epsilon}
     console.print(bench.write_report(rows, setup, out, machine_description()).read_text())
+
+
+@bench_app.command("userlevel")
+def userlevel(
+    dataset: str = typer.Option("adult", help="A bundled data set (its rows go to synthetic users)."),
+    algorithms: str = typer.Option("fastlloyd,auto", help="Comma-separated algorithms."),
+    epsilons: str = typer.Option("0.1,0.25,0.5,0.75,1.0", help="Comma-separated epsilon grid."),
+    runs: int = typer.Option(10, help="Seeds per (algorithm, unit, epsilon)."),
+    rows_per_user: int = typer.Option(5, help="Synthetic rows per user."),
+    max_rows_per_user: int = typer.Option(5, help="The user-level fits' max_rows_per_user (m)."),
+    assignment: str = typer.Option("exact", help="exact (every user holds rows_per_user rows) or random."),
+    out: Path = typer.Option(Path("bench-results/userlevel"), help="Output folder."),
+) -> None:
+    """NICV vs epsilon of user-level fits (privacy_unit='user') beside row-level ones, on synthetic users."""
+    from .. import datasets as ds_module
+    from ..algorithms import ALGORITHMS
+    from ..bench import userlevel as bench
+
+    chosen = _split(algorithms)
+    unknown = [a for a in chosen if a not in ALGORITHMS]
+    if unknown or dataset not in ds_module.DATASETS or assignment not in bench.ASSIGNMENTS:
+        raise typer.BadParameter(
+            f"algorithms from {sorted(ALGORITHMS)}, a data set from {list(ds_module.DATASETS)}, "
+            f"an assignment from {bench.ASSIGNMENTS}"
+        )
+    if rows_per_user < 1 or max_rows_per_user < 1 or runs < 1:
+        raise typer.BadParameter("--rows-per-user, --max-rows-per-user and --runs must be at least 1")
+    eps = _split(epsilons, float)
+    total = len(chosen) * len(eps) * runs * 2
+    result = _with_progress(
+        "fits",
+        total,
+        lambda on_done: bench.run(
+            dataset, chosen, eps, list(range(runs)), rows_per_user, max_rows_per_user, assignment, on_done
+        ),
+    )
+    console.print(bench.write_report(result, out, machine_description()).read_text())
 
 
 @bench_app.command("greedy")
@@ -635,3 +721,29 @@ def subsample(
     )
     (out / "subsample.md").write_text("\n".join(lines) + "\n")
     Console().print("\n".join(lines))
+
+
+@bench_app.command("memory")
+def memory(
+    rows: int = typer.Option(1_000_000, help="Rows of the CSV given to `privclust fit` (0: skip)."),
+    dims: int = typer.Option(10, help="Columns of that CSV."),
+    users: int = typer.Option(4_000_000, help="Reports given to `local aggregate` and `local shuffle` (0: skip)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Run the measured commands from this privclust `src` folder (another checkout: before vs after)."
+    ),
+    interrupts: int = typer.Option(0, help="Also run each command this many times more, sending Ctrl-C part way."),
+    out: Path = typer.Option(Path("bench-results/memory"), help="Output folder."),
+) -> None:
+    """Peak memory (RSS and anonymous) of `privclust fit` on a CSV and of `local aggregate` / `local shuffle` on a
+    file of reports, each measured as its own process (issue 28: files larger than memory)."""
+    from ..bench import memory as bench
+
+    if source is not None and not (source / "privclust").is_dir():
+        fail(f"--source {source}: not a privclust src folder (it has no privclust package)")
+    total = 1 + (rows > 0) + 2 * (users > 0)
+    measured = _with_progress(
+        "memory runs", total, lambda on_done: bench.run(rows, dims, users, source, on_done, interrupts=interrupts)
+    )
+    setup = {"rows": rows, "dims": dims, "users": users, "source": str(source) if source else "this privclust"}
+    setup["interrupts"] = interrupts
+    console.print(bench.write_report(measured, setup, out, machine_description()).read_text())

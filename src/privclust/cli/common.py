@@ -4,13 +4,24 @@ whole or not at all (through :class:`privclust.io.StagedFiles`)."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, NoReturn
 
 import typer
 from rich.console import Console
 
-__all__ = ["fail", "bounds_pair", "check_output", "write_whole", "HEADER_OPTION", "SEP_OPTION", "DROPNA_OPTION"]
+__all__ = [
+    "fail",
+    "interrupts_reported",
+    "interrupt_said",
+    "bounds_pair",
+    "check_output",
+    "write_whole",
+    "HEADER_OPTION",
+    "SEP_OPTION",
+    "DROPNA_OPTION",
+]
 
 _errors = Console(stderr=True)
 
@@ -35,6 +46,27 @@ DROPNA_OPTION = typer.Option(
 def fail(message: str) -> NoReturn:
     _errors.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
+
+
+INTERRUPTED_MESSAGE = "interrupted: no output file was written or changed"
+_interrupt_said = [False]  # whether interrupts_reported has said it (the CLI's main says it otherwise)
+
+
+@contextmanager
+def interrupts_reported():
+    """Ctrl-C: say that no output was touched (the staged and temporary files are gone by the time this runs)
+    and exit with 130.  Every long step reads or computes in chunks, so Ctrl-C acts within a chunk's time."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _errors.print(INTERRUPTED_MESSAGE, soft_wrap=True)
+        _interrupt_said[0] = True
+        raise typer.Exit(130) from None
+
+
+def interrupt_said() -> bool:
+    """Whether a command has already reported Ctrl-C (before it, typer turns Ctrl-C into exit code 130 silently)."""
+    return _interrupt_said[0]
 
 
 def bounds_pair(text: str) -> list[float]:

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .common import bounds_pair, check_output, fail, write_whole
+from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, bounds_pair, check_output, fail, write_whole
 
 federated_app = typer.Typer(
     help="Federated FastLloyd: parties cluster their joint rows; the server sees only masked values.",
@@ -44,13 +44,13 @@ def _server_address(server: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _read_data(data: Path):
-    """This party's rows, checked before connecting; io's messages name the file and what is wrong
-    with it, never its contents."""
+def _read_data(data: Path, header: Optional[bool] = None, sep: Optional[str] = None, dropna: bool = False):
+    """This party's rows, checked before connecting (read as ``fit`` reads a file: ``header``, ``sep``,
+    ``dropna``); io's messages name the file and what is wrong with it, never its contents."""
     from ..io import read_points
 
     try:
-        return read_points(data)
+        return read_points(data, header=header, sep=sep, dropna=dropna)
     except (OSError, ValueError) as exc:
         fail(str(exc) if str(data) in str(exc) else f"cannot read {data}: {exc}")
 
@@ -202,6 +202,9 @@ def join_command(
     min_threshold: Optional[int] = typer.Option(
         None, help="Refuse a run that goes on with fewer surviving parties (default: a majority)."
     ),
+    header: Optional[bool] = HEADER_OPTION,
+    sep: Optional[str] = SEP_OPTION,
+    dropna: bool = DROPNA_OPTION,
 ) -> None:
     """Take part in a federated run with this party's rows.
 
@@ -218,7 +221,7 @@ def join_command(
         fail(f"--max-delta must lie in (0, 1), got {max_delta}")
     if not 2 <= parties or not 0 <= party < parties:
         fail(f"--party must be 0 .. {parties - 1} and --parties at least 2, got {party} of {parties}")
-    X = _read_data(data)
+    X = _read_data(data, header, sep, dropna)
     key = None
     if group_key is not None:
         try:

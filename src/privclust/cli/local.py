@@ -10,7 +10,16 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, bounds_pair, check_output, fail, write_whole
+from .common import (
+    DROPNA_OPTION,
+    HEADER_OPTION,
+    SEP_OPTION,
+    bounds_pair,
+    check_output,
+    fail,
+    interrupts_reported,
+    write_whole,
+)
 
 local_app = typer.Typer(
     help="The local model deployed: each device randomizes its own point; the server sees one report per user.",
@@ -110,26 +119,67 @@ def _report_files(inputs: list[Path]) -> list[Path]:
     return files
 
 
+def _opened(protocol, inputs: list[Path]) -> list:
+    """The report files given, each refused (before any report is read) unless it is a whole batch for ``protocol``."""
+    from ..local import ReportFile
+
+    return [ReportFile.open(protocol, path) for path in _report_files(inputs)]
+
+
+def _no_room(exc: OSError) -> str:
+    """A temporary or output file that could not be written (a full disk): where to look; nothing was written."""
+    import tempfile
+
+    return (
+        f"could not write a temporary file or the output ({exc.strerror or type(exc).__name__}): the nonces and "
+        f"the shuffle's buckets go to TMPDIR ({tempfile.gettempdir()}); give it room (about the size of the "
+        "reports) or point it elsewhere. Nothing was written"
+    )
+
+
 @local_app.command("shuffle")
 def shuffle_reports(
     inputs: list[Path] = typer.Argument(..., help="Report files, or folders of them."),
     protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
     output: Path = typer.Option(Path("shuffled.bin"), "--output", "-o", help="Where to write the shuffled batch."),
 ) -> None:
-    """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server)."""
-    from ..local import check_reports, decode_reports, encode_reports
+    """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server).
+
+    Streamed: the reports pass a chunk at a time into random buckets on disk, each then permuted in memory
+    (Shuffler.shuffle_stream), so the inputs may be larger than memory."""
+    from ..io import StagedFiles
+    from ..local import check_report_count, repeated_nonces, report_header
+    from ..local.nonces import NonceSpill
     from ..shuffle import Shuffler
 
     protocol = _protocol(protocol_file)
     check_output(output)
-    try:
-        records = np.concatenate([decode_reports(protocol, f.read_bytes()) for f in _report_files(inputs)])
-        check_reports(protocol, records)  # one report per user, none twice: the shuffler neither duplicates nor adds
-    except ValueError as exc:
-        fail(str(exc))
-    shuffled = encode_reports(protocol, Shuffler().shuffle(records))
-    write_whole(output, lambda staged: staged.write_bytes(shuffled))
-    console.print(f"wrote {output}: {len(records):,} reports, shuffled")
+    with interrupts_reported(), StagedFiles() as staged:
+        try:
+            files = _opened(protocol, inputs)
+            total = sum(f.reports for f in files)
+            check_report_count(protocol, total)  # the shuffler neither duplicates nor adds
+            with NonceSpill(total) as nonces, open(staged.reserve(output), "wb") as out:
+
+                def batches():
+                    for f in files:
+                        for records in f.chunks():
+                            nonces.stage(records["nonce"])
+                            yield records
+
+                def no_repeats():  # one report per user, none twice: refused before any report is written
+                    repeated = nonces.staged_repeats()
+                    if repeated:
+                        raise repeated_nonces(repeated)
+
+                out.write(report_header(protocol))
+                Shuffler().shuffle_stream(batches(), total, out.write, before_writing=no_repeats)
+        except ValueError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(_no_room(exc))
+        staged.commit()
+    console.print(f"wrote {output}: {total:,} reports, shuffled")
 
 
 @local_app.command("aggregate")
@@ -145,19 +195,26 @@ def aggregate(
         "(a shuffle protocol with fewer reports than its users); the weaker guarantee is printed and recorded.",
     ),
 ) -> None:
-    """The server's side: reports in, centers out (the release is computed once, from every report given)."""
+    """The server's side: reports in, centers out (the release is computed once, from every report given).
+
+    Streamed: the reports are tallied a chunk at a time and their nonces checked on disk
+    (Aggregator.add_stream), so the inputs may be larger than memory."""
     from ..io import write_points
     from ..local import Aggregator
 
     protocol = _protocol(protocol_file)
     check_output(output)
     aggregator = Aggregator(protocol)
-    try:
-        for path in _report_files(inputs):
-            aggregator.add(path.read_bytes())
-        result = aggregator.release(accept_weaker=accept_weaker)
-    except ValueError as exc:
-        fail(str(exc))
+    with interrupts_reported():
+        try:
+            files = _opened(protocol, inputs)
+            stream = (records for f in files for records in f.chunks())
+            aggregator.add_stream(stream, expected=sum(f.reports for f in files))
+            result = aggregator.release(accept_weaker=accept_weaker)
+        except ValueError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(_no_room(exc))
     write_whole(output, lambda staged: write_points(staged, result.centers))
     spent = result.privacy_spent
     summary = {

@@ -310,18 +310,9 @@ def join(
         relayed, _ = channel.receive(Kind.SHARE)
         secagg.absorb_setup(relayed)
         aggregation = MaskedAggregation(channel, secagg)
-
-        def federated(accountant, randomness):  # this party's rows; the server adds the noise
-            domain = make_domain(job.bounds, X.shape[1])
-            rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
-            return Curated(FederatedClientOracle(rows, job.budget(), accountant, aggregation), domain, X.shape[1], rows)
-
         # Every party derives the same public seed from the group secret: the geometry only, no noise.
         seed = crypto.geometry_seed(secagg.group_secret, session)
-        with open_session(job.budget(), job.bounds, random_state=seed, oracle=federated, seeded_noise=False) as run:
-            options = {"alpha": job.alpha, "max_iter": job.max_iter}
-            ctx = run.context(job.n_clusters, public_n=job.public_n, options=options, callback=callback)
-            result = ALGORITHMS[job.algorithm](ctx)
+        run, result = run_party(X, job, seed, aggregation, callback)
         channel.send(Kind.DONE, {})
     except FederatedAbort:
         raise
@@ -330,6 +321,30 @@ def join(
         raise FederatedAbort(f"party {party}: {exc}") from exc
     finally:
         sock.close()
+    return party_result(run, result, aggregation.contributors, channel.sent, channel.received)
+
+
+def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None):
+    """Run ``job``'s algorithm on this party's checked rows ``X``: (session, FitResult).
+
+    ``aggregation`` carries each round (``aggregate(round, header, encoded) -> ring total``, see
+    :class:`MaskedAggregation`); ``seed`` is the public geometry seed every party derives alike.
+    The algorithm is the central model's code; only the oracle is the party's."""
+
+    def federated(accountant, randomness):  # this party's rows; the server adds the noise
+        domain = make_domain(job.bounds, X.shape[1])
+        rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
+        return Curated(FederatedClientOracle(rows, job.budget(), accountant, aggregation), domain, X.shape[1], rows)
+
+    with open_session(job.budget(), job.bounds, random_state=seed, oracle=federated, seeded_noise=False) as run:
+        options = {"alpha": job.alpha, "max_iter": job.max_iter}
+        ctx = run.context(job.n_clusters, public_n=job.public_n, options=options, callback=callback)
+        result = ALGORITHMS[job.algorithm](ctx)
+    return run, result
+
+
+def party_result(run, result, contributors, sent: int = 0, received: int = 0) -> FederatedResult:
+    """What a party reports of a finished run: the released centers, the ledger and who contributed."""
     report = run.accountant.report()
     return FederatedResult(
         centers=run.domain.from_unit(result.centers),
@@ -341,8 +356,8 @@ def join(
             "steps": [s.as_dict() for s in report.steps],
         },
         rounds=run.oracle.rounds,
-        bytes_sent=channel.sent,
-        bytes_received=channel.received,
+        bytes_sent=sent,
+        bytes_received=received,
         round_seconds=run.oracle.round_seconds,
-        contributors=aggregation.contributors,
+        contributors=[list(c) for c in contributors],
     )

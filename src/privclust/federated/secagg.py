@@ -34,7 +34,7 @@ import numpy as np
 from . import crypto, shamir
 from .wire import ProtocolError
 
-__all__ = ["SecAggParty", "RoundSecrets", "remove_masks", "check_material", "default_threshold"]
+__all__ = ["SecAggParty", "RoundSecrets", "remove_masks", "check_material", "default_threshold", "output_mask"]
 
 
 def default_threshold(parties: int) -> int:
@@ -55,7 +55,8 @@ def _self_mask(seed: bytes, session: str, party: int, round_index: int, count: i
     return crypto.prg(crypto.derive(seed, "self", session, party, round_index), count)
 
 
-def _output_mask(group: bytes, session: str, party: int, round_index: int, count: int) -> np.ndarray:
+def output_mask(group: bytes, session: str, party, round_index: int, count: int) -> np.ndarray:
+    """Party ``party``'s output mask of round ``round_index``: only holders of ``group`` can compute it."""
     return crypto.prg(crypto.derive(group, "output", session, party, round_index), count)
 
 
@@ -203,7 +204,7 @@ class SecAggParty:
         count = encoded.size
         y = np.asarray(encoded, dtype=np.uint64).ravel().copy()
         y += _self_mask(self._current.seed, self.session, self.party, round_index, count)
-        y += _output_mask(self.group_secret, self.session, self.party, round_index, count)
+        y += output_mask(self.group_secret, self.session, self.party, round_index, count)
         for j in sorted(self.alive - {self.party}):
             p = _pair_mask(
                 self._current.key.exchange(self._peer_keys[j]), self.session, round_index, self.party, j, count
@@ -241,7 +242,7 @@ class SecAggParty:
             raise ProtocolError(f"the server's result for round {round_index} names invalid survivors")
         out = np.asarray(total, dtype=np.uint64).copy()
         for i in sorted(survivors):
-            out -= _output_mask(self.group_secret, self.session, i, round_index, out.size)
+            out -= output_mask(self.group_secret, self.session, i, round_index, out.size)
         return out
 
     def advance(self, round_index: int, alive, relayed) -> None:

@@ -74,7 +74,15 @@ from .wire import (
     send_abort,
 )
 
-__all__ = ["Job", "FederatedServer", "ServerReport", "PROTOCOL_VERSION", "validate_spec"]
+__all__ = [
+    "Job",
+    "FederatedServer",
+    "ServerReport",
+    "PROTOCOL_VERSION",
+    "validate_spec",
+    "round_spends",
+    "draw_ring_noise",
+]
 
 PROTOCOL_VERSION = 2
 # What a party's oracle offers: dense Gaussian sums, in as many rounds as the algorithm asks for.  Any
@@ -667,7 +675,7 @@ class FederatedServer:
                 self._drop(alive[i], round_index, failures.get(i, "no message"))
             if len(survivors) < self.threshold:
                 raise self._short(len(survivors), round_index, failures)
-            spends = [Spend(f"{label}/{b['name']}", mu=b["sensitivity"] / b["std"]) for b in blocks]
+            spends = round_spends(label, blocks)
             self.accountant.check(spends)
             members = {i: alive[i] for i in survivors}
             total = np.zeros(count, dtype=np.uint64)
@@ -765,13 +773,7 @@ class FederatedServer:
         return (n_buckets, tuple((b["width"], b["sensitivity"], b["std"]) for b in blocks))
 
     def _draw_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
-        """Integer ring noise per block: round(N(0, sigma_int^2)), see the module docstring."""
-        parts = []
-        for block in blocks:
-            width, sensitivity, std = block["width"], block["sensitivity"], block["std"]
-            sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
-            parts.append(np.rint(self._noise.add_gaussian(np.zeros((n_buckets, width)), sigma_int)))
-        return np.hstack(parts).astype(np.int64).view(np.uint64)
+        return draw_ring_noise(self._noise, n_buckets, blocks)
 
     def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
         key = self._noise_key(n_buckets, blocks)
@@ -779,6 +781,23 @@ class FederatedServer:
         if spare is not None and spare[0] == key:
             return spare[1]  # each draw is used once, then discarded
         return self._draw_noise(n_buckets, blocks)
+
+
+def round_spends(label: str, blocks: list[dict]) -> list[Spend]:
+    """What a round with the validated noise parameters ``blocks`` charges: each block is mu-GDP with
+    mu = sensitivity / std (the ring noise keeps that mu exactly, see the module docstring)."""
+    return [Spend(f"{label}/{b['name']}", mu=b["sensitivity"] / b["std"]) for b in blocks]
+
+
+def draw_ring_noise(noise: NoiseSource, n_buckets: int, blocks: list[dict]) -> np.ndarray:
+    """Integer ring noise per block: round(N(0, sigma_int^2)), see the module docstring.  It depends on
+    the validated noise parameters only, never on the data nor on who contributed."""
+    parts = []
+    for block in blocks:
+        width, sensitivity, std = block["width"], block["sensitivity"], block["std"]
+        sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
+        parts.append(np.rint(noise.add_gaussian(np.zeros((n_buckets, width)), sigma_int)))
+    return np.hstack(parts).astype(np.int64).view(np.uint64)
 
 
 def validate_spec_or_abort(spec, max_bytes: int, round_index: int):

@@ -7,7 +7,7 @@ box privately, in three releases of noisy counts, each a histogram per feature
 (nothing else about the rows is read).  A row falls in one bucket per feature,
 so the d histograms of a release together have l2 sensitivity sqrt(d)
 (add/remove one row): Gaussian noise in GDP, or Laplace with l1 sensitivity d
-when ``delta = 0``; ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
+when ``delta = 0`` (at user level, m times both: ``privacy.unit``); ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
 
 1. **Magnitudes** -- buckets of ``OCTAVES`` octaves of |x| from 2^MIN_EXPONENT
    to 2^MAX_EXPONENT (the whole range of doubles; 1e300 and beyond) plus a zero
@@ -50,6 +50,7 @@ from .._validation import check_data, positive_finite
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.noise import NoiseSource, Randomness
+from ..privacy.unit import ROW, PrivacyUnit, UserBound
 from .domain import BoxDomain, Domain
 
 __all__ = [
@@ -122,13 +123,14 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def _mechanisms(budget: Budget, d: int, shares=None):
-    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise."""
+def _mechanisms(budget: Budget, d: int, shares=None, group: int = 1):
+    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise; calibrated for ``group``
+    rows changed at once (a user's m rows: m times a row's l2 and l1 sensitivity)."""
     shares = STAGE_SHARES if shares is None else shares
     if budget.delta > 0:
         mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
-        return [GaussianMechanism.for_mu(mu * math.sqrt(share), math.sqrt(d)) for share in shares]
-    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(d)) for share in shares]
+        return [GaussianMechanism.for_mu(mu * math.sqrt(share), group * math.sqrt(d)) for share in shares]
+    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(group * d)) for share in shares]
 
 
 def _tail(mechanism, candidates: int) -> float:
@@ -267,24 +269,29 @@ def private_bounds(
     random_state=None,
     accountant: PrivacyAccountant | None = None,
     noise: NoiseSource | None = None,
+    users: UserBound | None = None,
 ) -> PrivateBox:
     """A box holding nearly all rows of ``X``, found with (epsilon, delta)-DP (see the module docstring).
 
     ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
     outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
     row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
-    ``random_state``.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
+    ``random_state``.  ``users``: a user-level fit's bound (``privacy.unit``): the histograms count each
+    user's kept rows only, with every sensitivity m times a row's.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
     budget = Budget(epsilon, delta)
     d = _features(X)
     outer_box = _outer_box(outer, d)
-    mechanisms = _mechanisms(budget, d)
+    unit = ROW if users is None else users.unit
+    mechanisms = _mechanisms(budget, d, group=unit.max_rows)
     mag_mech, octave_mech, edge_mech = mechanisms
-    spends = _spends(mechanisms)
+    spends = _spends(mechanisms, unit)
     ledger = PrivacyAccountant(budget, parent=accountant)
     ledger.check(spends)  # refused before any row is read
     if noise is None:
         noise = Randomness(random_state).noise
     data = check_data(X)
+    if users is not None:  # each user's kept rows (chosen from ids and secret coins, not values)
+        data = data[users.kept(data.shape[0])]
     if outer_box is None:
         outer_hi = np.full(d, np.inf)
     else:
@@ -390,9 +397,9 @@ class PrivateDomain(Domain):
     its releases spent) only then: a fit refused for its parameters spends nothing on the box either.
     Until then only the number of features is known."""
 
-    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise):
+    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise, users=None):
         self._d = int(n_features)
-        self._pending = (X, budget, outer, accountant, noise)
+        self._pending = (X, budget, outer, accountant, noise, users)
         self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
         self._domain: BoxDomain | None = None
         self._failed: BaseException | None = None
@@ -408,11 +415,11 @@ class PrivateDomain(Domain):
             if self._failed is not None:  # found once, refused once: a later read (another chunk) releases nothing
                 raise self._failed
             if self._domain is None:
-                X, budget, outer, accountant, noise = self._pending
+                X, budget, outer, accountant, noise, users = self._pending
                 self._pending = None  # neither the rows nor the ledger are kept, whatever happens
                 try:
                     box = private_bounds(
-                        X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise
+                        X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise, users=users
                     )
                 except BaseException as exc:
                     self._failed = exc
@@ -447,13 +454,13 @@ NO_BUDGET_FOR_A_BOX = (
 )
 
 
-def box_spends(budget: Budget, d: int) -> list[Spend]:
+def box_spends(budget: Budget, d: int, unit: PrivacyUnit = ROW) -> list[Spend]:
     """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
-    return _spends(_mechanisms(budget, d))
+    return _spends(_mechanisms(budget, d, group=unit.max_rows), unit)
 
 
-def _spends(mechanisms) -> list[Spend]:
-    return [m.spend(label) for m, label in zip(mechanisms, DOMAIN_LABELS)]
+def _spends(mechanisms, unit: PrivacyUnit = ROW) -> list[Spend]:
+    return [unit.stated(m.spend(label)) for m, label in zip(mechanisms, DOMAIN_LABELS)]
 
 
 def find_fit_domain(
@@ -464,6 +471,7 @@ def find_fit_domain(
     randomness: Randomness,
     model,
     planned: Callable[[Budget, int], list[list[Spend]]],
+    users: UserBound | None = None,
 ):
     """For an estimator's ``fit``: ``(bounds, budget)`` to fit with.
 
@@ -486,7 +494,8 @@ def find_fit_domain(
     _outer_box(outer, d)  # a malformed outer limit is refused now
     box_budget = Budget(budget.epsilon * share, budget.delta * share)
     rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
+    unit = ROW if users is None else users.unit
     for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
-        accountant.check(box_spends(box_budget, d) + plan)
-    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise)
+        accountant.check(box_spends(box_budget, d, unit) + plan)
+    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise, users)
     return found, rest

@@ -6,28 +6,13 @@
 * ``KMeans(..., privacy_model="local")``: the same protocol simulated, every row one user.
 """
 
+from . import protocol
 from .frequency import GeneralizedRR, LocalHashing, OneCoordinate, frequency_oracle
 from .oracle import REPORT, LocalOracle, LocalQuery, LocalRound
-from .protocol import (
-    Aggregator,
-    LocalResult,
-    Protocol,
-    Randomizer,
-    WeakerGuaranteeError,
-    check_reports,
-    decode_reports,
-    encode_reports,
-)
+from .protocol import *  # noqa: F403  (the deployment's API: protocol.__all__)
 
 __all__ = [
-    "Protocol",
-    "Randomizer",
-    "Aggregator",
-    "LocalResult",
-    "encode_reports",
-    "decode_reports",
-    "check_reports",
-    "WeakerGuaranteeError",
+    *protocol.__all__,
     "GeneralizedRR",
     "LocalHashing",
     "OneCoordinate",

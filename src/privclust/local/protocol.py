@@ -37,6 +37,8 @@ import math
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -49,6 +51,7 @@ from ..queries.base import clip_blocks
 from ..queries.curator import Curated
 from ..queries.plan import DENSE, SPARSE, Oracle
 from ..session import open_session
+from .nonces import Nonces, NonceSpill
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 from .secure import SecureRandom
 
@@ -60,6 +63,10 @@ __all__ = [
     "encode_reports",
     "decode_reports",
     "check_reports",
+    "check_report_count",
+    "repeated_nonces",
+    "report_header",
+    "ReportFile",
     "WeakerGuaranteeError",
 ]
 
@@ -214,66 +221,34 @@ class _LocalRoundOracle(Oracle):
         return round_.release(tallies)
 
 
-class _Nonces:
-    """The nonces of every report received so far, to refuse one seen before (exact, 16 bytes compared).
-
-    Kept as sorted runs merged like a binary counter (O(n log n) over any number of batches); a batch is
-    looked up by its first 8 bytes and the rare hits compared in full."""
-
-    def __init__(self):
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (first 8 bytes sorted, the nonces in that order)
-
-    @staticmethod
-    def _keys(nonces: np.ndarray) -> np.ndarray:
-        return np.frombuffer(np.ascontiguousarray(nonces).tobytes(), dtype="<u8")[::2]
-
-    def repeats(self, nonces: np.ndarray) -> int:
-        """How many of ``nonces`` repeat one of the batch itself or one received before."""
-        if not nonces.size:
-            return 0
-        keys = self._keys(nonces)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        tied = np.zeros(keys.size, dtype=bool)
-        same = sorted_keys[1:] == sorted_keys[:-1]
-        tied[1:] |= same
-        tied[:-1] |= same
-        candidates = nonces[order[tied]]
-        count = candidates.size - np.unique(candidates).size
-        for run_keys, run_nonces in self._runs:
-            at = np.minimum(np.searchsorted(run_keys, keys), run_keys.size - 1)
-            hit = run_keys[at] == keys
-            if np.any(hit):
-                count += int(np.isin(nonces[hit], run_nonces[np.isin(run_keys, keys[hit])]).sum())
-        return int(count)
-
-    def add(self, nonces: np.ndarray) -> None:
-        if not nonces.size:
-            return
-        keys = self._keys(nonces)
-        order = np.argsort(keys, kind="stable")
-        self._runs.append((keys[order], np.asarray(nonces)[order]))
-        while len(self._runs) > 1 and self._runs[-2][0].size <= 2 * self._runs[-1][0].size:
-            (k2, n2), (k1, n1) = self._runs.pop(), self._runs.pop()
-            keys, nonces = np.concatenate([k1, k2]), np.concatenate([n1, n2])
-            order = np.argsort(keys, kind="stable")
-            self._runs.append((keys[order], nonces[order]))
-
-
-def check_reports(protocol: "Protocol", records: np.ndarray, received: int = 0, seen: _Nonces | None = None) -> None:
+def check_reports(
+    protocol: "Protocol",
+    records: np.ndarray,
+    received: int = 0,
+    seen: Nonces | None = None,
+    spilled: NonceSpill | None = None,
+) -> None:
     """Refuse a batch that would take the reports past the protocol's users, or that repeats a nonce (within
-    itself, or one of ``seen``): one report per user, each counted once.  The messages name counts only
-    (public in this model), never a report."""
-    _check_count(protocol, received + len(records))
-    repeated = (seen if seen is not None else _Nonces()).repeats(np.asarray(records)["nonce"])
+    itself, or one of ``seen`` or ``spilled``): one report per user, each counted once.  The messages name
+    counts only (public in this model), never a report."""
+    check_report_count(protocol, received + len(records))
+    nonces = np.asarray(records)["nonce"]
+    repeated = (seen if seen is not None else Nonces()).repeats(nonces)
+    repeated += spilled.seen(nonces) if spilled is not None else 0
     if repeated:
-        raise ValueError(
-            f"{repeated:,} reports repeat a nonce already received (a duplicated batch or replayed reports): "
-            "the batch is refused"
-        )
+        raise repeated_nonces(repeated)
 
 
-def _check_count(protocol: "Protocol", total: int) -> None:
+def repeated_nonces(repeated: int) -> ValueError:
+    """The refusal of reports that repeat a nonce (a count, public in this model; never a report)."""
+    return ValueError(
+        f"{repeated:,} reports repeat a nonce already received (a duplicated batch or replayed reports): "
+        "the batch is refused"
+    )
+
+
+def check_report_count(protocol: "Protocol", total: int) -> None:
+    """Refuse ``total`` reports when they are more than the protocol's users."""
     if total > protocol.users:
         raise ValueError(
             f"more reports than the protocol's {protocol.users:,} users ({total:,}): every user sends one "
@@ -281,22 +256,76 @@ def _check_count(protocol: "Protocol", total: int) -> None:
         )
 
 
+def report_header(protocol: Protocol) -> bytes:
+    """What a batch of ``protocol``'s reports starts with (the records follow)."""
+    return MAGIC + bytes([FORMAT]) + protocol.fingerprint
+
+
 def encode_reports(protocol: Protocol, records: np.ndarray) -> bytes:
-    return MAGIC + bytes([FORMAT]) + protocol.fingerprint + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+    return report_header(protocol) + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+
+
+def _check_header(protocol: Protocol, head: bytes, body_bytes: int) -> int:
+    """The number of reports of a batch starting with ``head`` and holding ``body_bytes`` after its header,
+    refused unless it was made for ``protocol`` and holds a whole number of reports."""
+    if len(head) < HEADER_BYTES or head[:4] != MAGIC:
+        raise ValueError("not a batch of privclust local reports (bad header)")
+    if head[4] != FORMAT:
+        raise ValueError(f"report format {head[4]} is not supported (this privclust reads format {FORMAT})")
+    if head[5:HEADER_BYTES] != protocol.fingerprint:
+        raise ValueError("these reports were made for another protocol (fingerprint mismatch): refused")
+    if body_bytes % REPORT.itemsize:
+        raise ValueError("the batch of reports is truncated (its length is not a whole number of reports)")
+    return body_bytes // REPORT.itemsize
 
 
 def decode_reports(protocol: Protocol, data: bytes) -> np.ndarray:
     """The records of a batch of reports, refused unless they were made for ``protocol``."""
-    if len(data) < HEADER_BYTES or data[:4] != MAGIC:
-        raise ValueError("not a batch of privclust local reports (bad header)")
-    if data[4] != FORMAT:
-        raise ValueError(f"report format {data[4]} is not supported (this privclust reads format {FORMAT})")
-    if data[5:HEADER_BYTES] != protocol.fingerprint:
-        raise ValueError("these reports were made for another protocol (fingerprint mismatch): refused")
-    body = data[HEADER_BYTES:]
-    if len(body) % REPORT.itemsize:
-        raise ValueError("the batch of reports is truncated (its length is not a whole number of reports)")
-    return np.frombuffer(body, dtype=REPORT)
+    _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES)
+    return np.frombuffer(data[HEADER_BYTES:], dtype=REPORT)
+
+
+REPORTS_CHUNK = 2**20  # reports read from a file at a time (27 MiB)
+
+
+@dataclass(frozen=True)
+class ReportFile:
+    """A file of reports whose header and length were checked (:meth:`open`), read a chunk at a time: a
+    file of any size is tallied or shuffled in the memory of one chunk."""
+
+    path: Path
+    reports: int  # how many it holds (public: one per user)
+
+    @classmethod
+    def open(cls, protocol: Protocol, path: str | Path) -> "ReportFile":
+        """The file at ``path``, refused (before any report is read) unless it is a whole batch for ``protocol``."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as batch:
+                head, size = batch.read(HEADER_BYTES), os.fstat(batch.fileno()).st_size
+        except OSError as exc:
+            raise ValueError(f"cannot read the reports {path}: {exc.strerror or exc}") from None
+        try:
+            return cls(path, _check_header(protocol, head, size - HEADER_BYTES))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+    def chunks(self, reports: int | None = None) -> Iterator[np.ndarray]:
+        """The file's records, ``reports`` (default :data:`REPORTS_CHUNK`) at a time; refused if the file no
+        longer holds what :meth:`open` found."""
+        reports = REPORTS_CHUNK if reports is None else int(reports)
+        with open(self.path, "rb") as batch:
+            batch.seek(HEADER_BYTES)
+            left = self.reports
+            while left:
+                data = batch.read(min(left, reports) * REPORT.itemsize)
+                if not data or len(data) % REPORT.itemsize:
+                    raise ValueError(f"{self.path} changed while it was read: run again on a file nobody is writing")
+                records = np.frombuffer(data, dtype=REPORT)
+                left -= len(records)
+                yield records
+            if batch.read(1):
+                raise ValueError(f"{self.path} changed while it was read: run again on a file nobody is writing")
 
 
 class Randomizer:
@@ -332,8 +361,13 @@ class Randomizer:
         return encode_reports(self.protocol, self._records(np.asarray(point, dtype=np.float64).reshape(1, -1)))
 
     def reports(self, points) -> bytes:
-        """The reports of many devices, one per row of ``points``, as one batch."""
-        return encode_reports(self.protocol, self._records(points))
+        """The reports of many devices, one per row of ``points`` (an array or a memory map), as one batch.
+
+        Made :data:`REPORTS_CHUNK` rows at a time: each device's report depends on its own point and coins
+        only, so the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
+        points = np.atleast_2d(points)
+        parts = [self._records(points[s : s + REPORTS_CHUNK]) for s in range(0, points.shape[0], REPORTS_CHUNK)]
+        return encode_reports(self.protocol, np.concatenate(parts) if parts else self._records(points))
 
 
 class WeakerGuaranteeError(ValueError):
@@ -357,7 +391,8 @@ class Aggregator:
         self.round, self.domain = protocol.design()
         self.tallies: list[Tally] | None = None
         self.received = 0
-        self._nonces = _Nonces()
+        self._nonces = Nonces()  # the nonces of the batches given to add
+        self._spill: NonceSpill | None = None  # those of the streams given to add_stream, on disk
 
     def add(self, batch) -> int:
         """Tally a batch of reports (bytes, or records); returns how many it held.  A batch that would take the
@@ -366,11 +401,47 @@ class Aggregator:
         records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
         records = np.asarray(records, dtype=REPORT)
         tallies = self.round.tally(records)  # refuses a forged field
-        check_reports(self.protocol, records, self.received, self._nonces)  # the count and the nonces
+        check_reports(self.protocol, records, self.received, self._nonces, self._spill)  # the count, the nonces
         self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
         self._nonces.add(records["nonce"])
         self.received += len(records)
         return len(records)
+
+    def add_stream(self, batches: Iterable, expected: int | None = None, scratch=None) -> int:
+        """Tally a stream of batches (record arrays, e.g. :meth:`ReportFile.chunks`) as one batch that need not
+        fit in memory; returns how many reports it held.
+
+        The same checks as :meth:`add`, in bounded memory: each batch is tallied (a forged field is refused)
+        and counted against the users as it passes, and its nonces are staged in a :class:`NonceSpill` on
+        disk; once the stream has passed they are checked for repeats, among themselves and against every
+        nonce received before, one part at a time.  Any refusal refuses the whole stream: the tallies, the
+        count and the nonces stay as they were.  ``expected`` (public: the files' lengths say it): the
+        stream's count, checked against the users before any report is read."""
+        if expected is not None:
+            check_report_count(self.protocol, self.received + expected)
+        if self._spill is None:
+            self._spill = NonceSpill(self.protocol.users, scratch)
+        tallies, count, repeated = None, 0, 0
+        try:
+            for batch in batches:
+                records = np.asarray(batch, dtype=REPORT)
+                part = self.round.tally(records)  # refuses a forged field
+                count += len(records)
+                check_report_count(self.protocol, self.received + count)
+                repeated += self._nonces.seen(records["nonce"])  # against the batches given to add
+                self._spill.stage(records["nonce"])
+                tallies = part if tallies is None else [a.merge(b) for a, b in zip(tallies, part)]
+            repeated += self._spill.staged_repeats()
+            if repeated:
+                raise repeated_nonces(repeated)
+        except BaseException:  # a refusal, or Ctrl-C: nothing of the stream is kept
+            self._spill.rollback()
+            raise
+        self._spill.commit()
+        if tallies is not None:
+            self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
+        self.received += count
+        return count
 
     def release(self, accountant: PrivacyAccountant | None = None, accept_weaker: bool = False) -> LocalResult:
         """The centers from every report tallied so far (the round is released once: run it when all are in).

@@ -24,7 +24,9 @@ replacement is a removal and an addition: (epsilon, delta) add/remove gives
 (2 epsilon, (1 + e^epsilon) delta) replace-one, and mu-GDP gives 2 mu-GDP), and
 the total -- and the budget check -- is stated for replace-one neighbours.  The
 other way has no conversion: a replace-one guarantee says nothing about whether
-a user took part (the local model publishes the number of reports).
+a user took part (the local model publishes the number of reports).  A user-level fit's spends are for neighbours that differ
+in one user's rows, at most m of them (``privacy.unit``): they compose only with
+spends for the same relation, and mixing them with any other is refused.
 
 An in-memory accountant belongs to the process that made it.  A copy in another process -- pickled
 (refused by ``__reduce__``) or inherited through ``fork`` (``multiprocessing`` or joblib's
@@ -44,6 +46,7 @@ from typing import Iterable
 
 from .errors import BudgetExceededError
 from .gdp import compose_mu, gdp_epsilon
+from .unit import is_user_relation, rows_per_unit, user_relation
 
 __all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport", "ADD_REMOVE", "REPLACE_ONE"]
 
@@ -110,8 +113,11 @@ class Spend:
     relation: str = ADD_REMOVE  # the neighbours the guarantee is for (see the module docstring)
 
     def __post_init__(self) -> None:
-        if self.relation not in (ADD_REMOVE, REPLACE_ONE):
-            raise ValueError(f"a spend's relation is {ADD_REMOVE!r} or {REPLACE_ONE!r}, got {self.relation!r}")
+        if self.relation not in (ADD_REMOVE, REPLACE_ONE) and not is_user_relation(self.relation):
+            raise ValueError(
+                f"a spend's relation is {ADD_REMOVE!r}, {REPLACE_ONE!r} or a user-level one "
+                f"({user_relation(5)!r}), got {self.relation!r}"
+            )
 
     @property
     def is_gdp(self) -> bool:
@@ -122,6 +128,12 @@ class Spend:
         (two steps); replace-one -> add/remove is refused (no such conversion exists)."""
         if relation == self.relation:
             return self
+        if is_user_relation(relation) or is_user_relation(self.relation):
+            raise ValueError(
+                f"a guarantee for {self.relation} neighbours cannot be stated for {relation} neighbours: "
+                "spends for different privacy units do not compose; give a user-level fit an accountant "
+                "of its own (or one holding user-level spends with the same max_rows_per_user)"
+            )
         if relation != REPLACE_ONE:
             raise ValueError("a replace-one guarantee cannot be stated for add/remove neighbours")
         if self.is_gdp:
@@ -142,8 +154,13 @@ class Spend:
 
 
 def relation_of(spends: Iterable[Spend]) -> str:
-    """The relation spends compose in: replace-one as soon as one is (see the module docstring)."""
-    return REPLACE_ONE if any(s.relation == REPLACE_ONE for s in spends) else ADD_REMOVE
+    """The relation spends compose in: replace-one as soon as one is (see the module docstring); a
+    user-level relation when they all are (mixed with another, ``Spend.under`` refuses)."""
+    relations = {s.relation for s in spends}
+    users = sorted(r for r in relations if is_user_relation(r))
+    if users:
+        return users[0]
+    return REPLACE_ONE if REPLACE_ONE in relations else ADD_REMOVE
 
 
 def _guarantee(spends: Iterable[Spend], delta: float) -> tuple[float, float]:
@@ -183,7 +200,16 @@ class PrivacyReport:
         }
         if self.relation != ADD_REMOVE:
             out["relation"] = self.relation
+        if is_user_relation(self.relation):
+            out["privacy_unit"] = self.privacy_unit
         return out
+
+    @property
+    def privacy_unit(self) -> dict:
+        """What the total protects: ``{"unit": "row"}``, or ``{"unit": "user", "max_rows_per_user": m}``."""
+        if is_user_relation(self.relation):
+            return {"unit": "user", "max_rows_per_user": rows_per_unit(self.relation)}
+        return {"unit": "row"}
 
     def __str__(self) -> str:
         head = f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"

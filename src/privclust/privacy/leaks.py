@@ -15,7 +15,7 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["PrivacyLeakWarning", "warn_leak", "warn_if_seeded"]
+__all__ = ["PrivacyLeakWarning", "warn_leak", "warn_if_seeded", "warn_user"]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 # Libraries that call an estimator's fit on the user's behalf (scikit-learn's searches, pipelines and
@@ -37,13 +37,18 @@ class PrivacyLeakWarning(RuntimeWarning):
     """The requested operation weakens or voids the differential-privacy guarantee."""
 
 
-def warn_leak(message: str) -> None:
-    """Warn with :class:`PrivacyLeakWarning` at the first caller outside privclust."""
+def warn_user(message: str, category: type[Warning]) -> None:
+    """Warn with ``category`` at the first caller outside privclust (and the libraries that call ``fit``)."""
     passed = _passed_through()
-    frame, level = sys._getframe(1), 2  # stacklevel 2: the frame that called warn_leak
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the frame that called warn_user
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(passed):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, PrivacyLeakWarning, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level)
+
+
+def warn_leak(message: str) -> None:
+    """Warn with :class:`PrivacyLeakWarning` at the first caller outside privclust."""
+    warn_user(message, PrivacyLeakWarning)
 
 
 def warn_if_seeded(random_state) -> None:

@@ -429,7 +429,7 @@ def _check_values(state: dict) -> None:
         for item in [*entry["spends"], *_reserved(entry)]:
             where = f"a spend of the entry {entry['id']}"
             if "mu" in item:
-                if set(item) - {"label", "mu"}:
+                if set(item) - {"label", "mu", "relation"}:  # a relation may come with it (a user-level Gaussian)
                     raise ValueError(f"{where} is both mu-GDP and (epsilon, delta)")
                 _number(item["mu"], f"the mu of {where}")
             else:
@@ -534,8 +534,9 @@ class _LedgerRun(PrivacyAccountant):
     def _check(self, planned: list[Spend]) -> None:
         if any(s.relation != ADD_REMOVE for s in planned):
             raise BudgetExceededError(
-                "a ledger run reserves for add/remove neighbours, and this run planned a replace-one release (the "
-                "local or shuffle model); give the ledger itself as the accountant instead; nothing was released"
+                "a ledger run reserves for add/remove neighbours, and this run planned a release for other "
+                "neighbours (replace-one: the local or shuffle model; or one user's rows: privacy_unit='user'); "
+                "give the ledger itself as the accountant instead; nothing was released"
             )
         super().check(planned)  # the run's own (epsilon, delta)
         need = Cover.of([*self.spends, *planned])

@@ -29,6 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._parallel import map_chunks, n_workers
+
 __all__ = ["NoiseSource", "SecureNoise", "SeededNoise", "PartitionedNoise", "Randomness"]
 
 
@@ -109,13 +111,14 @@ def grid_exponent(scale: float, size: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def vector_measurement(kind: str, scale: float, size: int):
+def vector_measurement(kind: str, scale: float, size: int, k: int | None = None):
     """OpenDP's measurement adding ``kind`` ("gaussian" or "laplace") noise of ``scale`` to a vector of
-    ``size`` floats, built once per (kind, scale, size).  It adds the noise to the values themselves in
-    exact arithmetic and rounds the result once, so the output carries no floating-point artefacts."""
+    ``size`` floats on the grid 2^``k`` (by default ``grid_exponent(scale, size)``), built once per
+    (kind, scale, size, k).  It adds the noise to the values themselves in exact arithmetic and rounds the
+    result once, so the output carries no floating-point artefacts."""
     dp = _opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
-    k = grid_exponent(scale, size)
+    k = grid_exponent(scale, size) if k is None else int(k)
     if kind == "gaussian":
         return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale, k=k)
     if kind == "laplace":
@@ -131,10 +134,27 @@ def _noisy_max(scale: float, measure: str):
     return dp.m.make_noisy_max(domain, dp.linf_distance(T=float), output_measure, scale=scale)
 
 
+NOISE_CALL_VALUES = 4096  # values noised per OpenDP call: well under a second, so Ctrl-C acts within 2 s
+PARALLEL_DRAWS = 512  # a release of at least twice this many values is noised on several threads (~8 ms a piece)
+
+
+def vector_pieces(size: int) -> np.ndarray:
+    """Where a release of ``size`` values is cut: one piece per worker, each of at least ``PARALLEL_DRAWS``
+    values (one piece below that: threads would cost more than they save), and none over
+    ``NOISE_CALL_VALUES`` (an OpenDP call cannot be interrupted: Ctrl-C acts between pieces)."""
+    pieces = max(1, min(n_workers(), size // PARALLEL_DRAWS), -(-size // NOISE_CALL_VALUES))
+    return np.linspace(0, size, pieces + 1).round().astype(np.int64)
+
+
 class SecureNoise(NoiseSource):
     """OpenDP's exact samplers, seeded from OS entropy (not reproducible).
 
-    A release's values go to OpenDP in one call, as one vector (see :func:`vector_measurement`)."""
+    A release's values go to OpenDP as one vector (see :func:`vector_measurement`), or -- a large release --
+    as contiguous pieces (:func:`vector_pieces`) sampled on the pool's threads (the sampler is ~15 us a value
+    and releases the GIL), none over :data:`NOISE_CALL_VALUES` values, so that Ctrl-C, which can act only
+    between OpenDP calls, acts within a second.  A piece is the same measurement on fewer values, on the whole
+    release's grid (``k`` from its full size): OpenDP noises each coordinate on its own, independently, so
+    the release has exactly the law of one call over the whole vector, the one OpenDP's map charges for."""
 
     secure = True
 
@@ -142,8 +162,15 @@ class SecureNoise(NoiseSource):
         values = np.asarray(values, dtype=np.float64)
         if values.size == 0:
             return values.copy()
-        measurement = vector_measurement(kind, float(scale), values.size)
-        out = measurement(np.ascontiguousarray(values.ravel()))
+        flat, scale = np.ascontiguousarray(values.ravel()), float(scale)
+        cuts = vector_pieces(flat.size)
+        if cuts.size == 2:
+            out = vector_measurement(kind, scale, flat.size)(flat)
+        else:
+            k = grid_exponent(scale, flat.size)
+            pieces = [flat[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+            drawn = map_chunks(lambda piece: vector_measurement(kind, scale, piece.size, k)(piece), pieces)
+            out = np.concatenate([np.asarray(piece, dtype=np.float64) for piece in drawn])
         return np.asarray(out, dtype=np.float64).reshape(values.shape)
 
     def add_gaussian(self, values, std):

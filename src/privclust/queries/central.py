@@ -12,7 +12,10 @@ noise from the release's allotment and the block's share:
 * a Laplace (pure) allotment: block epsilon_b = epsilon share_b, scale =
   l1 bound / epsilon_b, so the blocks add up to exactly epsilon;
 
-adds the noise once, and records every block's spend.  A sparse query
+adds the noise once, and records every block's spend.  At user level
+(``privacy.unit``: the rows are bounded to m per user where they live) every
+sensitivity is m times a row's and a sparse release's threshold covers m new
+buckets.  A sparse query
 (a huge universe of buckets) is answered by Gaussian (or Laplace) partition
 selection: the non-empty buckets get the block noise, and a bucket is kept
 when its noisy first value reaches the threshold that a bucket holding one
@@ -46,6 +49,7 @@ import numpy as np
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate
 from ..privacy.noise import NoiseSource, PartitionedNoise
+from ..privacy.unit import ROW, PrivacyUnit
 from .base import Released, SumQuery, significant_buckets
 from .plan import (
     ADAPTIVE,
@@ -75,16 +79,20 @@ __all__ = [
 ]
 
 
-def block_mechanisms(query: SumQuery, allotment: Allotment) -> list:
-    """Each block's mechanism for a release with ``allotment`` (see the module docstring)."""
+def block_mechanisms(query: SumQuery, allotment: Allotment, group: int = 1) -> list:
+    """Each block's mechanism for a release with ``allotment`` (see the module docstring), calibrated for
+    ``group`` rows changed at once (a user-level unit's m: by the triangle inequality, m rows clipped to a
+    block's bound move its sums by at most m times the bound, in l2 and in l1)."""
     out = []
     for block, share in zip(query.blocks, query.shares()):
         if allotment.exact:
             out.append(NonPrivate())
         elif allotment.mu is not None:
-            out.append(GaussianMechanism(block.l2_bound, block.l2_bound / (allotment.mu * math.sqrt(share))))
+            l2 = group * block.l2_bound
+            out.append(GaussianMechanism(l2, l2 / (allotment.mu * math.sqrt(share))))
         else:
-            out.append(LaplaceMechanism(block.l1_bound, block.l1_bound / (allotment.epsilon * share)))
+            l1 = group * block.l1_bound
+            out.append(LaplaceMechanism(l1, l1 / (allotment.epsilon * share)))
     return out
 
 
@@ -96,16 +104,22 @@ def noise_std(mechanism) -> float:
     return 0.0
 
 
-def sparse_threshold(mechanism, delta: float) -> float:
+def sparse_threshold(mechanism, delta: float, group: int = 1) -> float:
     """The keep-threshold of a sparse release: a bucket holding one row (first value at most the
-    sensitivity) clears it with probability ``delta``."""
+    sensitivity) clears it with probability ``delta``.
+
+    With ``group`` rows changed at once (a user's m rows; the mechanism's sensitivity is then m times a
+    row's), the change may add up to ``group`` buckets, each with first value at most the sensitivity: each
+    clears the threshold with probability ``delta / group``, so any of them does with probability at most
+    ``delta`` (union bound)."""
     from scipy.stats import norm
 
     if not 0 < delta < 1:
         raise ValueError(f"the sparse release's delta must lie in (0, 1), got {delta!r}")
+    per_bucket = delta / group
     if isinstance(mechanism, LaplaceMechanism):  # P[Lap(b) >= t] = exp(-t / b) / 2
-        return float(mechanism.sensitivity + mechanism.scale * math.log(1.0 / (2.0 * delta)))
-    return float(mechanism.sensitivity + mechanism.std * norm.isf(delta))
+        return float(mechanism.sensitivity + mechanism.scale * math.log(1.0 / (2.0 * per_bucket)))
+    return float(mechanism.sensitivity + mechanism.std * norm.isf(per_bucket))
 
 
 def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,15 +130,18 @@ def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tupl
     return ids[inside], sums[inside]
 
 
-def release_spends(query: SumQuery, mechanisms: list, allotment: Allotment) -> tuple[list[Spend], float | None]:
-    """What a release charges, and the keep-threshold of a sparse one (None: keep every bucket)."""
-    spends = [m.spend(f"{query.label}/{b.name}") for b, m in zip(query.blocks, mechanisms)]
+def release_spends(
+    query: SumQuery, mechanisms: list, allotment: Allotment, unit: PrivacyUnit = ROW
+) -> tuple[list[Spend], float | None]:
+    """What a release charges (stated for ``unit``'s neighbours), and the keep-threshold of a sparse one
+    (None: keep every bucket)."""
+    spends = [unit.stated(m.spend(f"{query.label}/{b.name}")) for b, m in zip(query.blocks, mechanisms)]
     if not query.sparse or allotment.exact:
         return spends, None
     if allotment.delta <= 0:
         raise ValueError(f"the sparse release {query.label!r} needs a partition-selection delta in its part")
-    spends.append(Spend(f"{query.label}/threshold", delta=allotment.delta))
-    return spends, sparse_threshold(mechanisms[0], allotment.delta)
+    spends.append(unit.stated(Spend(f"{query.label}/threshold", delta=allotment.delta)))
+    return spends, sparse_threshold(mechanisms[0], allotment.delta, unit.max_rows)
 
 
 def noised(query: SumQuery, mechanisms, total, noise: NoiseSource, threshold: float | None) -> Released:
@@ -180,9 +197,18 @@ class CentralOracle(Oracle):
     capabilities = frozenset({DENSE, SPARSE, ADAPTIVE, EXACT, LAPLACE})
     model = "the central model"
 
-    def __init__(self, rows: Rows, budget: Budget | None, accountant: PrivacyAccountant, noise: NoiseSource):
+    def __init__(
+        self,
+        rows: Rows,
+        budget: Budget | None,
+        accountant: PrivacyAccountant,
+        noise: NoiseSource,
+        unit: PrivacyUnit = ROW,
+    ):
         super().__init__(rows.n_features, budget, accountant)
-        self.rows, self.noise = rows, noise
+        self.rows, self.noise, self.unit = rows, noise, unit
+        if unit.user:  # the rows are bounded to unit.max_rows per user where they live (privacy.unit.UserBound)
+            self.model = f"the central model at user level (at most {unit.max_rows} rows per user)"
         if rows.distributed:
             self.capabilities = self.capabilities | {DISTRIBUTED}
         elif isinstance(rows, MemoryRows):  # sampled without a pass over the rows
@@ -212,8 +238,8 @@ class CentralOracle(Oracle):
         return out
 
     def _noised(self, query: SumQuery, allotment: Allotment, total) -> Released:
-        mechanisms = block_mechanisms(query, allotment)
-        spends, threshold = release_spends(query, mechanisms, allotment)
+        mechanisms = block_mechanisms(query, allotment, self.unit.max_rows)
+        spends, threshold = release_spends(query, mechanisms, allotment, self.unit)
         released = noised(query, mechanisms, total, self.noise, threshold)
         for spend in spends:
             self.accountant.spend(spend)
@@ -231,8 +257,8 @@ class CentralOracle(Oracle):
         noisers = []
         for i in sparse:
             query, allotment, _ = requests[i]
-            mechanisms = block_mechanisms(query, allotment)
-            spends, threshold = release_spends(query, mechanisms, allotment)
+            mechanisms = block_mechanisms(query, allotment, self.unit.max_rows)
+            spends, threshold = release_spends(query, mechanisms, allotment, self.unit)
             for spend in spends:
                 self.accountant.spend(spend)
             noisers.append(PartitionNoiser(query, tuple(mechanisms), threshold, self.noise.partitioned()))
@@ -244,6 +270,7 @@ class CentralOracle(Oracle):
         return out
 
     def run_exact(self, spends: list[Spend], mechanism):
+        self.require({EXACT}, "a mechanism over exact rows")  # refused at user level (privacy.unit)
         self.accountant.check(spends)
         out = mechanism(ExactAccess(self.rows, self.noise))
         for spend in spends:

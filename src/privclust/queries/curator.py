@@ -23,6 +23,7 @@ from .._validation import check_data
 from ..geometry.domain import Domain, make_domain
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
+from ..privacy.unit import ROW, UserBound
 from .central import CentralOracle
 from .rows import MemoryRows
 from .spark import is_spark_frame
@@ -30,7 +31,7 @@ from .spark import is_spark_frame
 __all__ = ["Curated", "central_oracle", "fit_ledger", "input_features", "DATA_BOUNDS"]
 
 # bounds="data" reads the domain off the rows: no DP guarantee survives that, so it is charged as a
-# non-private step -- reported as epsilon = inf and refused by any finite shared budget, like "lloyd".
+# non-private step -- reported as epsilon = inf and refused by any finite shared budget, like "nonprivate-lloyd".
 DATA_BOUNDS = Spend("bounds read off the data (not private)", epsilon=math.inf)
 
 
@@ -68,21 +69,25 @@ class Curated:
 
 @contextmanager
 def central_oracle(
-    X, bounds, budget: Budget | None, accountant: PrivacyAccountant, noise: NoiseSource
+    X, bounds, budget: Budget | None, accountant: PrivacyAccountant, noise: NoiseSource, users: UserBound | None = None
 ) -> Iterator[Curated]:
     """Check the declared ``bounds`` against the input's schema and open the curator's oracle over the rows.
 
+    ``users``: a user-level fit's bound (``privacy.unit``): the rows keep at most m per user where they
+    live, and the oracle calibrates every release for m rows.
+
     Nothing here compares a parameter with the rows (k with n, say): every refusal is a function of
     the parameters and of the input's public schema, never of the private rows' values or count."""
+    unit = ROW if users is None else users.unit
     if is_spark_frame(X):
         from .spark import SparkRows, spark_features
 
         if isinstance(bounds, str):
             raise ValueError("bounds='data' is not supported for Spark input: declare public bounds")
-        domain = make_domain(bounds, spark_features(X))
-        rows = SparkRows(X, transform=domain.to_unit)
+        domain = make_domain(bounds, spark_features(X, ignore=_user_column(users)))
+        rows = SparkRows(X, transform=domain.to_unit, users=users)
         try:
-            yield Curated(CentralOracle(rows, budget, accountant, noise), domain, rows.n_features, None)
+            yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, None)
         finally:
             rows.close()
         return
@@ -94,5 +99,15 @@ def central_oracle(
         X = data
     else:
         domain = make_domain(bounds, input_features(X))
-    rows = MemoryRows(X, domain.n_features, transform=domain.to_unit)
-    yield Curated(CentralOracle(rows, budget, accountant, noise), domain, rows.n_features, rows)
+    if users is not None and users.column is not None:
+        raise ValueError("user ids given as a column name are for a Spark DataFrame: pass one user id per row")
+    rows = MemoryRows(X, domain.n_features, transform=domain.to_unit, users=users)
+    yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, rows)
+
+
+def _user_column(users: UserBound | None) -> str | None:
+    if users is None:
+        return None
+    if users.column is None:
+        raise ValueError("for a Spark DataFrame, user_ids is the name of its user column (e.g. user_ids='user')")
+    return users.column

@@ -54,6 +54,7 @@ from typing import Callable, Iterable, TypeVar
 
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.gdp import gdp_mu
+from ..privacy.unit import EXACT_AT_USER_LEVEL, ROW, PrivacyUnit
 from .base import Released, SumQuery
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "Plan",
     "Oracle",
     "PlanningOracle",
+    "Portion",
     "pooled_allotments",
 ]
 
@@ -148,6 +150,12 @@ class Spec:
         price themselves, as they are)."""
         parts = [dataclasses.replace(p, share=p.share * share) if p.pooled else p for p in self.parts]
         return dataclasses.replace(self, parts=tuple(parts))
+
+    def prefixed(self, prefix: str) -> "Spec":
+        """This plan with every part named ``prefix + name``: several plans made by the same code (two FastLloyd
+        runs, say) can then share one pool (:func:`shared_pool`) and each draw from its own parts
+        (:class:`Portion`)."""
+        return dataclasses.replace(self, parts=tuple(dataclasses.replace(p, name=prefix + p.name) for p in self.parts))
 
 
 def shared_pool(what: str, *stages: tuple[Spec, float]) -> Spec:
@@ -236,14 +244,29 @@ class Plan:
         self.oracle, self.parts, self.family = oracle, list(parts), family
         self._allotments = allotments
         self._used = {p.name: 0.0 for p in parts}
+        self._prefix = ""  # a portion's view (:meth:`portion`) names its parts without the prefix
 
     def reserved(self) -> list[Spend]:
         """The spends the whole plan may make: what the budget is checked against up front."""
-        return [s for p in self.parts for s in self._allotments[p.name].spends(p.name)]
+        return [s for p in self.parts for s in self._allotments[self._known(p.name)].spends(self._prefix + p.name)]
 
     def allotment(self, part: str) -> Allotment:
         """A part's whole allotment (for heuristics that need the noise level, e.g. FastLloyd's iterations)."""
         return self._allotments[self._known(part)]
+
+    def portion(self, prefix: str, spec: "Spec") -> "Plan":
+        """A view of this opened plan that releases through the parts named ``prefix + name`` for each part of
+        ``spec`` (a plan made by :meth:`Spec.prefixed` and joined to others by :func:`shared_pool`), calling them
+        by their own names and labelling its releases ``prefix + label``.  It shares this plan's allotments and
+        what has been drawn of them, so the portions together can never draw more than was checked."""
+        view = copy.copy(self)
+        view._prefix, view.parts = self._prefix + prefix, list(spec.parts)
+        for part in spec.parts:
+            view._known(part.name)
+        return view
+
+    def _labelled(self, query: SumQuery) -> SumQuery:
+        return dataclasses.replace(query, label=self._prefix + query.label) if self._prefix else query
 
     def release(self, query: SumQuery, part: str, fraction: float = 1.0) -> Released:
         """The noisy sums of ``query``, spending ``fraction`` of ``part``."""
@@ -253,7 +276,7 @@ class Plan:
         """Several releases fixed in advance: one pass over the rows.  None depends on another's answer, except a
         sparse query whose ``narrows`` names its candidates from the release before it."""
         requests = list(requests)
-        drawn = [(query, self._draw(part, fraction)) for query, part, fraction in requests]
+        drawn = [(self._labelled(query), self._draw(part, fraction)) for query, part, fraction in requests]
         return self.oracle.answer(drawn)
 
     def release_reduced(self, requests: Iterable[tuple[SumQuery, str, float, "Reduction"]]) -> list[Released]:  # noqa: F821
@@ -262,7 +285,10 @@ class Plan:
         requests = list(requests)
         if any(query.narrows is not None for query, *_ in requests):
             raise ValueError("a reduced release is answered whole: its sparse queries cannot narrow (drop narrows)")
-        drawn = [(query, self._draw(part, fraction), reduction) for query, part, fraction, reduction in requests]
+        drawn = [
+            (self._labelled(query), self._draw(part, fraction), reduction)
+            for query, part, fraction, reduction in requests
+        ]
         return self.oracle.answer_reduced(drawn)
 
     def on_sample(self, rate: float, rng) -> "Plan":
@@ -277,29 +303,36 @@ class Plan:
 
     def run_exact(self, parts: list[str], mechanism: Callable[["ExactAccess"], T]) -> T:  # noqa: F821
         """Run a mechanism that reads exact rows (central model), charging the whole of ``parts``."""
-        spends = [s for part in parts for s in self._draw(part, 1.0).spends(part)]
+        spends = [s for part in parts for s in self._draw(part, 1.0).spends(self._prefix + part)]
         return self.oracle.run_exact(spends, mechanism)
 
     def _known(self, part: str) -> str:
-        if part not in self._used:
-            raise KeyError(f"the plan has no part {part!r}; it has {list(self._used)}")
-        return part
+        """The part's name in the opened plan (``prefix + part`` in a portion's view)."""
+        name = self._prefix + part
+        if name not in self._used:
+            raise KeyError(f"the plan has no part {name!r}; it has {list(self._used)}")
+        return name
 
     def _draw(self, part: str, fraction: float) -> Allotment:
-        self._known(part)
+        name = self._known(part)
         if not (0 < fraction <= 1):
             raise ValueError(f"a release draws a fraction in (0, 1] of its part, got {fraction!r}")
-        self._used[part] += fraction
-        if self._used[part] > 1.0 + _SLACK:  # a bug in the algorithm, never a data-dependent event
-            raise RuntimeError(f"the plan's part {part!r} is overdrawn ({self._used[part]:.6g} of it)")
-        return self._allotments[part].fraction(fraction)
+        self._used[name] += fraction
+        if self._used[name] > 1.0 + _SLACK:  # a bug in the algorithm, never a data-dependent event
+            raise RuntimeError(f"the plan's part {name!r} is overdrawn ({self._used[name]:.6g} of it)")
+        return self._allotments[name].fraction(fraction)
 
 
 class Oracle(ABC):
-    """One privacy model: it plans, calibrates, draws every noise value and charges every spend."""
+    """One privacy model: it plans, calibrates, draws every noise value and charges every spend.
+
+    ``unit`` is what its guarantee protects (``privacy.unit``): a row, or a user owning up to m rows.  Every
+    spend it reserves and charges is stated for that unit's neighbours, and a user-level oracle refuses the
+    mechanisms over exact rows (their proofs price one row)."""
 
     capabilities: frozenset[str] = frozenset()
     model = "this privacy model"
+    unit: PrivacyUnit = ROW
 
     def __init__(self, n_features: int, budget: Budget | None, accountant: PrivacyAccountant):
         self.n_features = int(n_features)
@@ -363,6 +396,12 @@ class Oracle(ABC):
 
     def require(self, needs: Iterable[str], what: str = "it") -> None:
         """Refuse, before anything is read or spent, an algorithm needing what this model does not offer."""
+        if self.unit.user and EXACT in set(needs):
+            raise CapabilityError(
+                f"{what} needs {EXACT}, which a user-level fit (privacy_unit='user') does not offer: "
+                f"{EXACT_AT_USER_LEVEL}; nothing was spent. Choose an algorithm built on noisy sums (fastlloyd, "
+                "glloyd, sulloyd, the greedy with selection='histogram', or auto)."
+            )
         missing = sorted(set(needs) - self.capabilities)
         if missing:
             raise CapabilityError(
@@ -371,8 +410,9 @@ class Oracle(ABC):
             )
 
     def reserved(self, plan: Plan) -> list[Spend]:
-        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends."""
-        return plan.reserved()
+        """What serving ``plan`` may spend, checked before any row is read: by default its parts' spends,
+        stated for the unit's neighbours."""
+        return [self.unit.stated(spend) for spend in plan.reserved()]
 
     @abstractmethod
     def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
@@ -433,12 +473,46 @@ class PlanningOracle(Oracle):
     split) and answers nothing.  For checking an algorithm against a model before any row or party is
     there -- e.g. a federated job, announced before the parties join."""
 
-    def __init__(self, n_features: int, budget: Budget | None, capabilities: Iterable[str], model: str):
+    def __init__(
+        self, n_features: int, budget: Budget | None, capabilities: Iterable[str], model: str, unit: PrivacyUnit = ROW
+    ):
         super().__init__(n_features, budget, PrivacyAccountant(budget))
-        self.capabilities, self.model = frozenset(capabilities), model
+        self.capabilities, self.model, self.unit = frozenset(capabilities), model, unit
 
     def allot(self, parts: list[Part], family: str) -> dict[str, Allotment]:
         return pooled_allotments(self.budget, parts, family)
 
     def answer(self, requests):
         raise CapabilityError(f"{self.model}: a planning oracle answers no query")
+
+
+class Portion(Oracle):
+    """One portion of a plan already opened (checked against the capabilities and the ledger as a whole): an
+    oracle through which an unmodified algorithm runs inside a larger plan -- ``auto``'s private selection runs
+    each candidate in its share of one pool this way.
+
+    The algorithm opens its own plan as usual; :meth:`open` accepts only the plan this portion was cut for
+    (``spec``, compared as a value: the candidate's plan is a function of the same public parameters) and
+    returns the opened plan's view of it (:meth:`Plan.portion`).  Nothing is checked or charged again: the
+    whole was checked when it was opened, every release is charged by the opened plan's oracle when it is
+    made, and the view cannot draw more than its parts.  ``budget`` is the nominal budget the algorithm's
+    public heuristics read (its parts' noise is what the opened plan allotted them)."""
+
+    def __init__(self, plan: Plan, prefix: str, spec: Spec, budget: Budget):
+        super().__init__(plan.oracle.n_features, budget, plan.oracle.accountant)
+        self.capabilities, self.model = plan.oracle.capabilities, plan.oracle.model
+        self._plan, self._prefix, self._spec = plan, prefix, spec
+
+    def open(self, spec: Spec) -> Plan:
+        if spec != self._spec:  # a bug in the caller: the portion was cut for another plan
+            raise RuntimeError(f"this portion was planned for {self._spec.what}, not for {spec.what}")
+        return self._plan.portion(self._prefix, spec)
+
+    def allot(self, parts, family):
+        raise CapabilityError("a portion of an opened plan allots nothing: its parts were allotted with the whole")
+
+    def answer(self, requests):
+        raise CapabilityError("a portion of an opened plan answers through the plan it was cut from")
+
+    def with_pool(self, budget: Budget) -> "Oracle":
+        raise CapabilityError("a portion of an opened plan cannot be split into further pools")

@@ -12,6 +12,11 @@ them, always in the unit box of the declared bounds:
 * ``map_rows(fn)``: exact rows mapped by ``fn`` -- for the central model's
   exact-access mechanisms only.
 
+At user level (``privacy.unit``) the rows keep at most m per user where they
+live: :class:`MemoryRows` answers every question over the rows a
+``UserBound`` keeps (chosen from the user ids and secret coins on first use),
+``SparkRows`` over a frame its executors bound the same way.
+
 Nothing here adds noise or charges a budget: that is the oracle's job.  Rows
 are validated (numeric, finite) and mapped into the unit box lazily, on the
 first question, so an oracle can check a plan against the budget before any
@@ -33,8 +38,9 @@ from typing import Callable, TypeVar
 import numpy as np
 from scipy import sparse
 
-from .._parallel import map_chunks, n_workers
+from .._parallel import imap_chunks, map_chunks
 from .._validation import check_data, check_int
+from ..privacy.unit import UserBound
 from .base import ROW_COUNT, SumQuery, clip_blocks
 from .reduce import leaf_selections, merge_and_reduce, split, tree_height
 from .voronoi import VoronoiCells
@@ -247,11 +253,16 @@ def _as_is(chunk: RowChunk) -> RowChunk:
     return chunk
 
 
+COIN_BLOCK = 2**20  # a Poisson sample's coins are drawn this many at a time
+
+
 def poisson_indices(n: int, rate: float, rng: np.random.Generator) -> np.ndarray:
-    """Sorted indices of the rows a Poisson sample keeps: m ~ Binomial(n, rate), then m distinct indices
-    uniformly -- the distribution of independent per-row coins, drawn without reading the rows (numpy may
-    still build a permutation of n indices)."""
-    return np.sort(rng.choice(n, size=int(rng.binomial(n, rate)), replace=False))
+    """Sorted indices of the rows a Poisson sample keeps: one independent coin of probability ``rate`` per
+    row, drawn without reading the rows, a block of coins at a time (8 MiB whatever n is).  Five times
+    faster at 1e6 rows than m ~ Binomial(n, rate) then m distinct indices (the same distribution), for which
+    numpy built a permutation of all n indices."""
+    parts = [start + np.flatnonzero(rng.random(min(COIN_BLOCK, n - start)) < rate) for start in range(0, n, COIN_BLOCK)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class MemoryRows(Rows):
@@ -265,8 +276,11 @@ class MemoryRows(Rows):
         chunk_rows: int | None = None,
         what: str = "X",
         partitions: int = 1,
+        users: UserBound | None = None,
     ):
         self.n_features = int(n_features)
+        # User level: the releases read each user's kept rows only (``privacy.unit``), chosen on first use
+        self._users, self._keep = users, None
         self._partitions = check_int("partitions", partitions, 1, 1 << 20)  # > 1: reduced releases run the merge tree
         self._input, self._what = data, what
         self._transform = transform or (lambda rows: rows)
@@ -279,15 +293,25 @@ class MemoryRows(Rows):
             data = check_data(self._input, self._what)  # numeric and finite; refused before any release
             if data.shape[1] != self.n_features:
                 raise ValueError(f"{self._what} has {data.shape[1]} features, expected {self.n_features}")
-            starts = range(0, data.shape[0], self._chunk_rows)
+            if self._users is not None:  # from the user ids and secret coins: no row's values are read
+                self._keep = self._users.kept(data.shape[0])
+            starts = range(0, self._released_rows(data), self._chunk_rows)
             self._slices = [slice(s, s + self._chunk_rows) for s in starts]
             self._data = data
             if not isinstance(data, np.memmap):
                 self._prepared = map_chunks(self._prepare, self._slices)
         return self._data
 
+    def _released_rows(self, data) -> int:
+        return data.shape[0] if self._keep is None else self._keep.size
+
+    def _at(self, index) -> np.ndarray:
+        """The rows the releases read at positions ``index`` (a slice or sorted indices): at user level,
+        positions among the kept rows."""
+        return self._data[index] if self._keep is None else self._data[self._keep[index]]
+
     def _prepare(self, rows: slice) -> RowChunk:
-        return RowChunk(self._transform(np.asarray(self._data[rows], dtype=np.float64)))
+        return RowChunk(self._transform(np.asarray(self._at(rows), dtype=np.float64)))
 
     @property
     def partitions(self) -> int:
@@ -295,7 +319,8 @@ class MemoryRows(Rows):
 
     @property
     def data(self) -> np.ndarray:
-        """The checked input array (raw coordinates, not the unit box)."""
+        """The checked input array (raw coordinates, not the unit box); at user level, every row, not only
+        the kept ones (for the data holder's labels)."""
         return self._ready()
 
     def _map(self, fn: Callable[[RowChunk], T]) -> list[T]:
@@ -305,7 +330,7 @@ class MemoryRows(Rows):
         return [fn(self._prepare(s)) for s in self._slices]  # memory map: one chunk in memory at a time
 
     def count(self) -> int:
-        return int(self._ready().shape[0])
+        return int(self._released_rows(self._ready()))
 
     def sums(self, queries):
         counts = [q.structure is ROW_COUNT for q in queries]
@@ -319,19 +344,18 @@ class MemoryRows(Rows):
             chunks, read = self._prepared, _as_is
         else:  # memory map: one chunk read per worker at a time
             chunks, read = self._slices, self._prepare
-        group = max(1, n_workers())  # chunks in flight: memory stays a few partial answers, whatever n is
-        for start in range(0, len(chunks), group):
-            for parts in map_chunks(lambda c: answers.of_chunk(read(c)), chunks[start : start + group]):
-                answers.add(parts)
+        # A few chunks in flight (imap_chunks): memory stays a few partial answers, whatever n is.
+        for parts in imap_chunks(lambda c: answers.of_chunk(read(c)), chunks):
+            answers.add(parts)
         return answers.result()
 
     def contributions(self, query, select=None):
         data = self._ready()
         if select is None:
-            select = np.arange(data.shape[0])
+            select = np.arange(self._released_rows(data))
         buckets, values = [], []
         for start in range(0, select.size, self._chunk_rows):
-            rows = self._transform(np.asarray(data[select[start : start + self._chunk_rows]], dtype=np.float64))
+            rows = self._transform(np.asarray(self._at(select[start : start + self._chunk_rows]), dtype=np.float64))
             b, v = clipped_contribution(query, rows)
             buckets.append(b)
             values.append(v)
@@ -344,7 +368,7 @@ class MemoryRows(Rows):
         uniformly -- the same distribution (as ``Subsampled`` draws it).  Only the m rows are copied."""
         data = self._ready()
         return MemoryRows(
-            data[poisson_indices(data.shape[0], rate, rng)],
+            self._at(poisson_indices(self._released_rows(data), rate, rng)),
             self.n_features,
             transform=self._transform,
             chunk_rows=self._chunk_rows,

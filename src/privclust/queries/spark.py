@@ -37,7 +37,7 @@ from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
-__all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame"]
+__all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame", "bounded_frame"]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -47,9 +47,12 @@ def is_spark_frame(X) -> bool:
     return any(cls.__module__.startswith("pyspark.sql") and cls.__name__ == "DataFrame" for cls in type(X).__mro__)
 
 
-def spark_features(frame) -> int:
-    """The number of features of ``frame``; refuses non-numeric columns (column types are public schema)."""
-    dtypes = frame.dtypes
+def spark_features(frame, ignore: str | None = None) -> int:
+    """The number of features of ``frame``; refuses non-numeric columns (column types are public schema).
+    ``ignore``: a user-level fit's user column, which is not a feature (and may hold strings)."""
+    if ignore is not None and ignore not in frame.columns:
+        raise ValueError(f"the Spark DataFrame has no user column {ignore!r}: user_ids names the column of user ids")
+    dtypes = [(name, kind) for name, kind in frame.dtypes if name != ignore]
     if not dtypes:
         raise ValueError("the Spark DataFrame has no columns")
     bad = [name for name, kind in dtypes if not kind.startswith(NUMERIC_TYPES)]
@@ -118,8 +121,10 @@ def _merge_answers(a: RunningAnswers, b: RunningAnswers) -> RunningAnswers:
 class SparkRows(Rows):
     """A Spark DataFrame's rows, cached by the executors as unit-box chunks on first use."""
 
-    def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None):
-        self.n_features = spark_features(frame)
+    def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None, users=None):
+        self.n_features = spark_features(frame, ignore=None if users is None else users.column)
+        if users is not None:  # user level: the executors keep at most m rows per user (privacy.unit)
+            frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
 
@@ -214,6 +219,22 @@ class SparkRows(Rows):
             )
         ((_, result),) = selections.collect()
         return result
+
+
+def bounded_frame(frame, column: str, max_rows: int, seed: int):
+    """The feature columns of ``frame`` with each user's rows (by ``column``) bounded to ``max_rows``: the
+    rows with the smallest i.i.d. uniform priorities (``rand`` from a secret ``seed``), ranked within each
+    user where the rows live.  The choice reads the user ids and the coins only, never a feature's value
+    (``privacy.unit``); rows whose user id is null count as one user."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    features = [name for name in frame.columns if name != column]
+    priority, rank = "__privclust_priority", "__privclust_rank"
+    ranked = frame.withColumn(priority, F.rand(seed)).withColumn(
+        rank, F.row_number().over(Window.partitionBy(column).orderBy(priority))
+    )
+    return ranked.where(F.col(rank) <= max_rows).select(*features)
 
 
 def _identity(rows: np.ndarray) -> np.ndarray:

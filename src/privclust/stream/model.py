@@ -29,6 +29,7 @@ from ..algorithms.greedy import greedy_centers, greedy_round, greedy_spec, solut
 from ..geometry.domain import make_domain
 from ..io import StagedFiles
 from ..privacy.budget import Budget, PrivacyAccountant, PrivacyReport
+from ..privacy.leaks import warn_if_seeded
 from ..queries.curator import Curated
 from ..session import open_session
 from .counters import MECHANISMS
@@ -103,6 +104,7 @@ class ContinualKMeans:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
         if random_state is not None:
             random_state = check_int("random_state", random_state, 0, 2**128 - 1)
+        warn_if_seeded(random_state)  # it seeds the node noise too, not only the public geometry
         self.algorithm, self.mechanism, self.random_state = algorithm, mechanism, random_state
         self.bounds = _json_bounds(bounds)
         self.algorithm_params = dict(algorithm_params or {})

@@ -1,0 +1,224 @@
+"""CSV and Parquet tables read in chunks into a private, nameless memory map (issue 28, files larger than memory).
+
+The chunked reader must give exactly the rows the whole file read at once gives, refuse exactly what it
+refuses (whichever chunk holds the problem), hand the fit nothing before every chunk is checked, and leave
+no file behind: its temporary file has mode 0600 and no name.
+"""
+
+import gzip
+import os
+import re
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from privclust import io
+from privclust._validation import check_data
+from privclust.cli import app
+from privclust.io import read_frame, read_table
+
+CHUNKS = [1, 2, 3, 7, 1000]
+
+
+def whole(path, columns=None, **options):
+    """The rows as the whole file read at once gives them (the reader before chunks)."""
+    return check_data(read_frame(path, columns, **options))
+
+
+@pytest.fixture
+def rows():
+    rng = np.random.default_rng(5)
+    return np.round(rng.normal(0, 10, (23, 4)), 3)
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    return folder
+
+
+def tables(tmp_path, rows):
+    """The same rows in every layout the reader takes."""
+    frame = pd.DataFrame(rows, columns=["a", "b", "c", "d"])
+    frame.insert(1, "id", [f"u{i}" for i in range(len(rows))])
+    frame.to_csv(tmp_path / "h.csv", index=False)
+    frame.to_csv(tmp_path / "s.tsv", index=False, sep="\t")
+    with gzip.open(tmp_path / "g.csv.gz", "wt") as out:
+        frame.to_csv(out, index=False)
+    frame.to_parquet(tmp_path / "t.parquet")
+    np.savetxt(tmp_path / "raw.csv", rows, delimiter=";", fmt="%g")
+    return [
+        (tmp_path / "h.csv", ["d", "a", "c"], {}),
+        (tmp_path / "s.tsv", ["b", "c"], {}),
+        (tmp_path / "g.csv.gz", ["a", "b", "c", "d"], {}),
+        (tmp_path / "t.parquet", ["c", "a"], {}),
+        (tmp_path / "raw.csv", None, {"sep": ";"}),
+        (tmp_path / "raw.csv", ["x3", "x0"], {"sep": ";", "header": False}),
+    ]
+
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+def test_chunks_give_the_rows_of_the_whole_file(tmp_path, rows, scratch, chunk_rows):
+    for path, columns, options in tables(tmp_path, rows):
+        table = read_table(path, columns, chunk_rows=chunk_rows, scratch=scratch, **options)
+        expected = whole(path, columns, **options)
+        assert isinstance(table.X, np.memmap) and table.X.dtype == np.float64
+        np.testing.assert_array_equal(table.X, expected)
+        assert table.columns == [str(c) for c in read_frame(path, columns, **options).columns]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 4, 1000])
+def test_dropna_drops_the_same_rows_chunk_by_chunk(tmp_path, scratch, chunk_rows):
+    text = "a,b,c\n1,2.5,x\n3,,y\n4,NA,z\n6,7.25,\n8,9,w\n,1,q\n10,11,r\n"
+    (tmp_path / "n.csv").write_text(text)
+    table = read_table(tmp_path / "n.csv", ["a", "b"], dropna=True, chunk_rows=chunk_rows, scratch=scratch)
+    np.testing.assert_array_equal(table.X, whole(tmp_path / "n.csv", ["a", "b"], dropna=True))
+    np.testing.assert_array_equal(table.X, [[1, 2.5], [6, 7.25], [8, 9], [10, 11]])
+
+
+def test_the_temporary_file_is_private_and_has_no_name(tmp_path, rows, scratch, monkeypatch):
+    seen = []
+    real = io.tempfile.TemporaryFile
+
+    class Watched:
+        """The reader's temporary file, its status taken when the reader lets go of it (the map holds it on)."""
+
+        def __init__(self, *args, **kwargs):
+            self.file = real(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            seen.append(os.fstat(self.file.fileno()))
+            self.file.close()
+
+    monkeypatch.setattr(io.tempfile, "TemporaryFile", Watched)
+    path, columns, _ = tables(tmp_path, rows)[0]
+    table = read_table(path, columns, chunk_rows=5, scratch=scratch)
+    (status,) = seen
+    assert stat.S_IMODE(status.st_mode) == 0o600
+    assert status.st_nlink == 0  # no name in any folder, so nothing to remove: never left behind
+    assert status.st_size == table.X.nbytes
+    assert list(scratch.iterdir()) == []
+    np.testing.assert_array_equal(table.X, whole(path, columns))  # the map still reads the nameless file
+
+
+def bad_last_rows(tmp_path):
+    """Files whose only problem is in their last line, with what the refusal must say."""
+    good = "a,b,c\n" + "".join(f"{i},{i / 2},{i % 3}\n" for i in range(20))
+    cases = {
+        "missing.csv": (good + "20,,1\n", r"column 'b' has missing values"),
+        "text.csv": (good + "20,oops,1\n", r"non-numeric columns \['b'\]"),
+        "infinite.csv": (good + "20,inf,1\n", r"NaN or infinite"),
+        "malformed.csv": (good + "20,1,2,3,4\n", r"not a well-formed table"),
+    }
+    for name, (text, _) in cases.items():
+        (tmp_path / name).write_text(text)
+    return {tmp_path / name: message for name, (_, message) in cases.items()}
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
+def test_a_bad_last_line_is_refused_as_the_whole_file_refuses_it(tmp_path, scratch, chunk_rows):
+    for path, message in bad_last_rows(tmp_path).items():
+        with pytest.raises(ValueError, match=message) as chunked:
+            read_table(path, ["a", "b"], chunk_rows=chunk_rows, scratch=scratch)
+        with pytest.raises(ValueError) as at_once:
+            check_data(read_frame(path, ["a", "b"]), what=str(path))
+        assert str(chunked.value) == str(at_once.value)
+        said = str(chunked.value).replace(str(path), "")
+        assert not re.search(r"\d", said.replace("'b'", ""))  # no value, row or count
+        assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 1000])
+def test_the_refusal_names_what_the_whole_file_would_name(tmp_path, scratch, chunk_rows):
+    # text in c in the first chunk, missing values in a and b in later ones: the whole file names the missing
+    # values first, in both columns
+    (tmp_path / "m.csv").write_text("a,b,c\n1,2,x\n3,4,5\n6,,7\n,8,9\n10,11,12\n")
+    with pytest.raises(ValueError, match=r"columns \['a', 'b'\] have missing values") as err:
+        read_table(tmp_path / "m.csv", chunk_rows=chunk_rows, scratch=scratch)
+    with pytest.raises(ValueError) as at_once:
+        read_frame(tmp_path / "m.csv")
+    assert str(err.value) == str(at_once.value)
+    with pytest.raises(ValueError, match=r"non-numeric columns \['c'\]"):
+        read_table(tmp_path / "m.csv", dropna=True, chunk_rows=chunk_rows, scratch=scratch)
+
+
+def test_header_only_and_empty_parquet_are_tables_without_rows(tmp_path, scratch):
+    (tmp_path / "h.csv").write_text("a,b\n")
+    pd.DataFrame({"a": np.zeros(0), "b": np.zeros(0)}).to_parquet(tmp_path / "e.parquet")
+    for path in (tmp_path / "h.csv", tmp_path / "e.parquet"):
+        table = read_table(path, chunk_rows=2, scratch=scratch)
+        assert table.X.shape == (0, 2) and table.columns == ["a", "b"]
+
+
+def test_fit_refuses_a_bad_last_line_before_the_fit_starts(tmp_path, monkeypatch):
+    import privclust.estimator as estimator
+
+    monkeypatch.setattr(io, "SPILL_CHUNK_BYTES", 1)  # the smallest chunks the CLI reads (1,024 rows)
+    monkeypatch.setattr(io.tempfile, "tempdir", str(tmp_path))
+    started = []
+    monkeypatch.setattr(estimator.KMeans, "fit", lambda self, *a, **k: started.append(1) or self)
+    lines = "".join(f"{i % 7},{(i * 3) % 5}\n" for i in range(3000))
+    (tmp_path / "d.csv").write_text("a,b\n" + lines + "1,\n")
+    centers = tmp_path / "centers.csv"
+    args = ["fit", str(tmp_path / "d.csv"), "--k", "2", "--bounds", "0,10", "--seed", "0", "-o", str(centers)]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2 and "column 'b' has missing values" in out.output
+    assert started == [] and not centers.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]  # no temporary file left
+
+
+def test_a_fit_on_the_spilled_rows_is_the_fit_on_the_array(tmp_path, scratch):
+    """The map is clustered chunk by chunk (as a .npy map is): the seeded centers are those of the array."""
+    from privclust import KMeans, datasets
+
+    X = datasets.load("s1").X
+    np.savetxt(tmp_path / "s1.csv", X, delimiter=",", fmt="%.17g")
+    spilled = read_table(tmp_path / "s1.csv", chunk_rows=333, scratch=scratch).X
+    assert isinstance(spilled, np.memmap)
+    for algorithm in ("auto", "fastlloyd"):
+        fits = [KMeans(15, epsilon=1, delta=1e-6, bounds=(-1, 1), algorithm=algorithm, random_state=3) for _ in "ab"]
+        np.testing.assert_array_equal(fits[0].fit(X).cluster_centers_, fits[1].fit(spilled).cluster_centers_)
+
+
+def test_a_full_disk_is_a_clear_refusal_without_a_count(tmp_path, scratch, monkeypatch):
+    import errno
+
+    real = io.tempfile.TemporaryFile
+
+    class Full:
+        def __init__(self, *args, **kwargs):
+            self.file = real(*args, **kwargs)
+            self.room = 3  # writes that fit
+
+        def write(self, data):
+            self.room -= 1
+            if self.room < 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    monkeypatch.setattr(io.tempfile, "TemporaryFile", Full)
+    (tmp_path / "d.csv").write_text("a,b\n" + "".join(f"{i},{i}\n" for i in range(40)))
+    with pytest.raises(ValueError, match="No space left on device.*set TMPDIR") as err:
+        read_table(tmp_path / "d.csv", chunk_rows=5, scratch=scratch)
+    said = str(err.value).replace(str(tmp_path), "").replace("8 bytes per number", "")
+    assert not re.search(r"\d", said)  # no row count
+    assert list(scratch.iterdir()) == []
