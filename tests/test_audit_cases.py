@@ -81,6 +81,7 @@ ALGORITHMS = {
     "GLloyd": 100,
     "SuLloyd": 100,
     "greedy (histogram)": 60,
+    "evolve": 150,
     "maxcover": 20,
     "maxcover without final round": 20,
     "maxcover Gaussian average": 20,
@@ -115,7 +116,12 @@ def test_dropped_clipping_is_caught():
 
 @pytest.mark.parametrize(
     "name, factor, draws",
-    [("greedy (histogram)", 0.25, 120), ("maxcover", 0.125, 72), ("maxcover Gaussian average", 0.05, 80)],
+    [
+        ("greedy (histogram)", 0.25, 120),
+        ("evolve", 0.25, 150),
+        ("maxcover", 0.125, 72),
+        ("maxcover Gaussian average", 0.05, 80),
+    ],
 )
 def test_stronger_breaks_of_the_slow_algorithms_are_caught_quickly(name, factor, draws):
     # Their noise / 2 controls need the default draws (see the module docstring).  A larger break, through

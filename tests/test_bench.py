@@ -287,6 +287,144 @@ def test_spark_bench_refuses_bad_options_before_writing_anything(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def _source_tree(root, marker):
+    (root / marker).parent.mkdir(parents=True, exist_ok=True)
+    (root / marker).write_text("")
+    return root
+
+
+def test_pe_means_needs_both_of_its_sources_in_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "peers"))
+    checkout = _source_tree(tmp_path / "PE-means", "src/pe_means_main.py")
+    learning = _source_tree(tmp_path / "learning", "clustering/clustering_params.py")
+    with pytest.raises(ValueError, match="need 2, in that order"):
+        peers.install("pe-means", source=[checkout])
+    with pytest.raises(ValueError, match="is not a PE-means checkout"):
+        peers.install("pe-means", source=[learning, checkout])  # swapped
+    assert not (tmp_path / "peers").exists()  # refused before any environment was made
+
+
+def test_a_bare_checkout_goes_on_the_peer_path_and_a_package_is_pip_installed(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "peers"))
+    checkout = _source_tree(tmp_path / "PE-means", "src/pe_means_main.py")
+    learning = _source_tree(tmp_path / "learning", "clustering/clustering_params.py")
+    (learning / "setup.py").write_text("")
+    site = tmp_path / "site"
+    site.mkdir()
+    calls = []
+
+    def fake_run(cmd, **kwargs):  # no environment, no package index: record what install asks for
+        calls.append([str(c) for c in cmd])
+        return subprocess.CompletedProcess(cmd, 0, stdout=f"{site}\n", stderr="")
+
+    monkeypatch.setattr(peers.subprocess, "run", fake_run)
+    peers.install("pe-means", source=[checkout, learning])
+    pip = next(c for c in calls if "pip" in c)
+    assert str(learning.resolve()) in pip and str(checkout.resolve()) not in pip
+    assert all(r in pip for r in peers.PEERS["pe-means"].requirements)
+    (pth,) = site.glob("*.pth")
+    assert pth.read_text().split() == [str(checkout.resolve())]
+
+
+def test_runner_helpers_map_the_box_to_a_ball_and_pad_to_k():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(peers.__file__).parent / "peer_runners" / "_batch.py"
+    spec = importlib.util.spec_from_file_location("peer_batch", path)
+    batch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(batch)
+    middle, radius = batch.ball_of_box({"lower": [0.0, -2.0], "upper": [2.0, 2.0]}, 2)
+    np.testing.assert_allclose(middle, [1.0, 0.0])
+    assert radius == pytest.approx(np.sqrt(1 + 4))
+    centers, returned = batch.pad_to_k([[0.0, 1.0], [1.0, 1.0]], 4, middle)
+    assert returned == 2
+    np.testing.assert_allclose(centers, [[1, 1], [2, 1], [2, 1], [2, 1]])
+    empty, none = batch.pad_to_k(np.zeros((0, 2)), 2, middle)
+    assert none == 0 and np.allclose(empty, [middle, middle])
+
+
+STUB_PE_MEANS = """
+import json, os
+import numpy as np
+
+def _record(entry, k, data, config, privacy):
+    with open(os.environ["PE_STUB_LOG"], "a") as fh:
+        fh.write(json.dumps({"entry": entry, "k": k, "radius": data.radius, "mean": data.datapoints.mean(0).tolist(),
+                             "config": config, "epsilon": privacy.epsilon, "delta": privacy.delta}) + "\\n")
+    print("noise the runner must keep off its stdout")
+    return 0.0, np.zeros((k - 1, data.datapoints.shape[1])), None
+
+def pe_means(k, data, config, privacy, visualize=True):
+    return _record("pe_means", k, data, config, privacy)
+
+def hdpe_means(k, data, config, privacy, visualize=True):
+    return _record("hdpe_means", k, data, config, privacy)
+"""
+
+STUB_CLUSTERING = """
+class Data:
+    def __init__(self, datapoints, radius):
+        self.datapoints, self.radius = datapoints, radius
+
+class DifferentialPrivacyParam:
+    def __init__(self, epsilon, delta):
+        self.epsilon, self.delta = epsilon, delta
+"""
+
+
+@pytest.mark.parametrize("d, entry", [(3, "pe_means"), (40, "hdpe_means")])
+def test_pe_means_runner_passes_the_job_privacy_and_domain(tmp_path, monkeypatch, d, entry):
+    """The runner against stand-ins for the peer's modules (the peer itself is not needed): the job's
+    epsilon and delta reach the peer unchanged, the data are centred on the box, and the answer is k centers
+    shifted back, on a clean stdout."""
+    import sys
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (tmp_path / "src" / "helpers.py").write_text("PE_PARAMS = {'L': 20, 'num_gen': 10, 'var_scale': 0.01}\n")
+    (tmp_path / "src" / "pe_means_main.py").write_text(STUB_PE_MEANS)
+    (tmp_path / "clustering").mkdir()
+    (tmp_path / "clustering" / "__init__.py").write_text("")
+    (tmp_path / "clustering" / "clustering_params.py").write_text(STUB_CLUSTERING)
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "peers"))
+    (tmp_path / "peers" / "pe-means" / "bin").mkdir(parents=True)
+    (tmp_path / "peers" / "pe-means" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("PE_STUB_LOG", str(tmp_path / "log.jsonl"))
+    X = np.random.default_rng(0).uniform(2.0, 4.0, size=(500, d))
+    job = {"k": 5, "epsilon": 0.5, "delta": 1e-5, "seed": 7, "lower": 2.0, "upper": 4.0}
+    (out,) = peers.run_batch("pe-means", X, [job])
+    (seen,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert seen["entry"] == entry and seen["k"] == 5
+    assert seen["epsilon"] == 0.5 and seen["delta"] == 1e-5
+    assert seen["radius"] == pytest.approx(np.sqrt(d))  # half the diagonal of [2, 4]^d
+    assert np.allclose(seen["mean"], X.mean(0) - 3.0)
+    assert seen["config"]["run_id"] == 7 and seen["config"]["L"] == 20  # max(500 / 25, 4)
+    assert seen["config"]["num_gen"] == int(4 * np.sqrt(d)) and seen["config"]["var_scale"] == 0.01
+    assert out["returned"] == 4 and np.allclose(out["centers"], np.full((5, d), 3.0))
+    assert peers.PEERS["pe-means"].takes_delta
+
+
+def _said(result) -> str:
+    """A CLI result's output as one line of words (the error panel wraps and frames its text)."""
+    return " ".join(result.output.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
+def test_peers_cli_lists_the_sources_and_takes_repeated_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_PEERS_DIR", str(tmp_path / "peers"))
+    listed = CliRunner().invoke(app, ["bench", "peers", "list"])
+    assert listed.exit_code == 0 and "--source 2: the learning/ folder" in _said(listed)
+    checkout = _source_tree(tmp_path / "PE-means", "src/pe_means_main.py")
+    one = CliRunner().invoke(app, ["bench", "peers", "install", "pe-means", "--source", str(checkout)])
+    assert one.exit_code != 0 and "need 2" in _said(one)
+    swapped = CliRunner().invoke(
+        app, ["bench", "peers", "install", "pe-means", "--source", str(tmp_path), "--source", str(checkout)]
+    )
+    assert swapped.exit_code != 0 and "is not a PE-means checkout" in _said(swapped)
+    assert not (tmp_path / "peers").exists()
 def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
     out = CliRunner().invoke(
         app, ["bench", "memory", "--rows", "3000", "--dims", "3", "--users", "2000", "--out", str(tmp_path)]

@@ -3,7 +3,7 @@
 Importing this package registers every algorithm in :data:`ALGORITHMS`.
 """
 
-from . import auto, greedy, lloyd, maxcover, onecluster  # noqa: F401  (registers the algorithms)
+from . import auto, evolve, greedy, lloyd, maxcover, onecluster  # noqa: F401  (registers the algorithms)
 from .base import ALGORITHMS, FitContext, FitResult
 
 __all__ = ["ALGORITHMS", "FitContext", "FitResult"]

@@ -8,9 +8,14 @@ A stand-alone runner script (``peer_runners/``) is executed by the peer's
 interpreter on a batch of jobs and answers in JSON.  A peer that is not
 installed is reported as missing, never silently dropped.
 
-A peer that is not on the package index (``source`` set) is installed from a
-local copy of its source that the user provides: ``privclust bench peers
-install NAME --source PATH``.  privclust ships none of a peer's code.
+A peer that is not on the package index (``sources`` set) is installed from
+local copies of its source that the user provides, one ``--source PATH`` per
+entry of ``sources``, in that order: ``privclust bench peers install NAME
+--source PATH [--source PATH]``.  Each path is checked for the file that marks
+it (``PeerSource.marker``) before any environment is made.  A source with a
+``setup.py`` or ``pyproject.toml`` is pip-installed; a bare checkout (research
+code imported from its root, as its authors run it) is put on the peer's path by
+a ``.pth`` file in the peer's environment.  privclust ships none of a peer's code.
 """
 
 from __future__ import annotations
@@ -25,7 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PEERS", "Peer", "PeerMissing", "peers_dir", "is_installed", "install", "run_batch"]
+__all__ = ["PEERS", "Peer", "PeerSource", "PeerMissing", "peers_dir", "is_installed", "install", "run_batch"]
+
+
+@dataclass(frozen=True)
+class PeerSource:
+    """One local source a peer off the package index needs: what it is, and a file every copy of it holds."""
+
+    what: str
+    marker: str  # relative path that must exist under the given folder
 
 
 @dataclass(frozen=True)
@@ -34,8 +47,14 @@ class Peer:
     requirements: tuple[str, ...]
     runner: str  # file in peer_runners/
     note: str
-    source: str | None = None  # what --source PATH must be, for a peer not on the package index
+    sources: tuple[PeerSource, ...] = ()  # one --source PATH each, in order, for a peer not on the package index
     takes_delta: bool = False  # (epsilon, delta)-DP: jobs carry privclust's delta; else pure epsilon-DP
+
+
+GOOGLE_LEARNING = PeerSource(
+    "the learning/ folder of a google/differential-privacy checkout (it holds setup.py)",
+    "clustering/clustering_params.py",
+)
 
 
 PEERS: dict[str, Peer] = {
@@ -55,7 +74,35 @@ PEERS: dict[str, Peer] = {
         "as claimed by its own PLD accounting; data centred on the bounds box, radius = half its "
         "diagonal. Not on PyPI: installed from a local copy of that repository's learning/ folder "
         "with `privclust bench peers install google-lsh --source PATH/learning`.",
-        source="the learning/ folder of a google/differential-privacy checkout (it holds setup.py)",
+        sources=(GOOGLE_LEARNING,),
+        takes_delta=True,
+    ),
+    "pe-means": Peer(
+        name="pe-means",
+        requirements=(
+            "faiss-cpu==1.13.2",
+            "dp-accounting==0.6.0",
+            "absl-py~=1.0",
+            "numpy~=1.26",
+            "scipy~=1.11",
+            "scikit-learn>=1.5,<1.8",
+        ),
+        runner="pe_means.py",
+        note="PE-means (Humphries et al., 2026; t3humphries/PE-means, commit e67d051): private evolution, each "
+        "generation a Gaussian-noised histogram of nearest-candidate votes (sensitivity 1 whatever the domain), "
+        "composed over the generations by its own GDP accounting to (epsilon, delta) at privclust's delta (its "
+        "paper uses 1/n^1.1). Its experiment script's settings: generations int(4 sqrt(d)), L = max(n/(5k), 4) "
+        "mutants per survivor, sphere-packing start, weighted k-means selection. Data centred on the bounds box, "
+        "radius = half its diagonal (its paper centres on the data's mean and scales by the data's largest norm, "
+        "both not private). Mismatches: it reads the row count as public (its vote threshold and population "
+        "size), where privclust's default here buys a noisy count; its sphere-packing start draws from fresh "
+        "OS entropy, so a run is not reproducible from its seed; for d > 32 it is its hdpe_means (a random "
+        "projection to 16-d, then one noisy sum and count per cluster), whose final sums add one scalar noise "
+        "draw shared by every coordinate and a noise multiplier set for two fewer steps than it charges: as "
+        "written that last release is not private, and MNIST's figures flatter it. Not on PyPI: `privclust bench "
+        "peers install pe-means --source PATH/PE-means --source PATH/learning` (it imports Google's clustering "
+        "package for its data type and loss).",
+        sources=(PeerSource("a PE-means checkout (t3humphries/PE-means)", "src/pe_means_main.py"), GOOGLE_LEARNING),
         takes_delta=True,
     ),
 }
@@ -77,17 +124,48 @@ def is_installed(name: str) -> bool:
     return _python(PEERS[name]).exists()
 
 
-def install(name: str, source: str | Path | None = None) -> Path:
-    """Create the peer's own virtual environment and install it there (from ``source`` if the peer needs one)."""
+def _check_sources(peer: Peer, sources: list[Path]) -> list[Path]:
+    """The peer's local sources, resolved, or a ValueError saying which one is wrong and what it must be."""
+    flag = "".join(f" --source PATH ({s.what})" for s in peer.sources)
+    if not peer.sources and sources:
+        raise ValueError(f"{peer.name} installs from the package index: it takes no --source")
+    if len(sources) != len(peer.sources):
+        raise ValueError(
+            f"{peer.name} is not on the package index: pass{flag} (got {len(sources)} --source, "
+            f"need {len(peer.sources)}, in that order)"
+        )
+    resolved = []
+    for path, want in zip(sources, peer.sources):
+        path = Path(path).resolve()
+        if not (path / want.marker).is_file():
+            raise ValueError(f"--source {path} is not {want.what}: it has no {want.marker}")
+        resolved.append(path)
+    return resolved
+
+
+def _is_package(path: Path) -> bool:
+    return (path / "setup.py").is_file() or (path / "pyproject.toml").is_file()
+
+
+def install(name: str, source: str | Path | list | tuple | None = None) -> Path:
+    """Create the peer's own virtual environment and install it there (from ``source``: one local path per
+    entry of the peer's ``sources``, for a peer off the package index)."""
     peer = PEERS[name]
-    if peer.source and source is None:
-        raise ValueError(f"{name} is not on the package index: pass --source PATH, {peer.source}")
-    if source is not None and not peer.source:
-        raise ValueError(f"{name} installs from the package index: it takes no --source")
-    local = [str(Path(source).resolve())] if source is not None else []
+    given = [] if source is None else [source] if isinstance(source, (str, Path)) else list(source)
+    local = _check_sources(peer, given)
     target = peers_dir() / peer.name
     subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
-    subprocess.run([str(_python(peer)), "-m", "pip", "install", "--quiet", *peer.requirements, *local], check=True)
+    packages = [str(p) for p in local if _is_package(p)]
+    subprocess.run([str(_python(peer)), "-m", "pip", "install", "--quiet", *peer.requirements, *packages], check=True)
+    bare = [str(p) for p in local if not _is_package(p)]
+    if bare:  # research code run from its root: put the root on the peer's path
+        site = subprocess.run(
+            [str(_python(peer)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        (Path(site) / f"privclust_peer_{peer.name.replace('-', '_')}.pth").write_text("\n".join(bare) + "\n")
     return target
 
 

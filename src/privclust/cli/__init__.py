@@ -100,6 +100,7 @@ PAPERS = {  # every registered algorithm (a test keeps this list and the registr
     "maxcover": "Nguyen, Chaturvedi & Xu, AAAI 2021",
     "onecluster": "k balls by the 1-cluster of Nissim, Stemmer & Vadhan, PODS 2016",
     "greedy": "the private greedy of Dupré la Tour, Henzinger & Saulpic, ICML 2024",
+    "evolve": "private evolution by nearest-candidate votes, after PE-means (Humphries et al., 2026)",
     "nonprivate-lloyd": "not private: a baseline",
 }
 PLOT_SAMPLE = 5_000  # rows brought back from Spark for the NICV and the plot

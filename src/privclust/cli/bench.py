@@ -191,13 +191,17 @@ def peers_list() -> None:
     for name, peer in peers.PEERS.items():
         state = "installed" if peers.is_installed(name) else "missing"
         console.print(f"{name}: {state} ({', '.join(peer.requirements)}) in {peers.peers_dir() / name}")
+        for i, src in enumerate(peer.sources, 1):
+            console.print(f"  --source {i}: {src.what}")
 
 
 @peers_app.command("install")
 def peers_install(
     name: str = typer.Argument(..., help="Peer to install, e.g. diffprivlib."),
-    source: Optional[Path] = typer.Option(
-        None, help="Local source of a peer that is not on the package index (google-lsh: its learning/ folder)."
+    source: Optional[list[Path]] = typer.Option(
+        None,
+        help="Local source of a peer that is not on the package index, repeated in the order `peers list` shows "
+        "(google-lsh: its learning/ folder; pe-means: a PE-means checkout, then that learning/ folder).",
     ),
 ) -> None:
     """Create the peer's own virtual environment and install it (needs the package index)."""

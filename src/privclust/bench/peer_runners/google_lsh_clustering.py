@@ -23,16 +23,12 @@ import tracemalloc
 import warnings
 
 import numpy as np
-from _batch import serve
+from _batch import ball_of_box, pad_to_k, serve
 from clustering import clustering_algorithm, clustering_params
 
 
 def run(X, job, trace):
-    d = X.shape[1]
-    lower = np.broadcast_to(np.asarray(job["lower"], dtype=float), (d,))
-    upper = np.broadcast_to(np.asarray(job["upper"], dtype=float), (d,))
-    middle = (lower + upper) / 2
-    radius = float(np.linalg.norm(upper - lower) / 2)
+    middle, radius = ball_of_box(job, X.shape[1])
     if trace:
         tracemalloc.start()
     start = time.perf_counter()
@@ -48,10 +44,7 @@ def run(X, job, trace):
     peak = tracemalloc.get_traced_memory()[1] if trace else 0
     if trace:
         tracemalloc.stop()
-    centers = np.asarray(result.centers, dtype=float).reshape(-1, X.shape[1]) + middle
-    returned = len(centers)
-    filler = centers[-1:] if returned else middle[None, :]  # none at all: the box's center, public
-    centers = np.vstack([centers, np.repeat(filler, job["k"] - returned, axis=0)])
+    centers, returned = pad_to_k(result.centers, job["k"], middle)
     return {
         "centers": centers.tolist(),
         "returned": returned,

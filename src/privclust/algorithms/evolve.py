@@ -1,0 +1,132 @@
+"""``algorithm="evolve"``: private evolution guided by nearest-candidate votes (the idea of PE-means,
+Humphries et al., 2026; written here from the idea, none of its code).
+
+Every generation holds a public population of candidate centers.  Each row votes for its nearest
+candidate, and the votes -- one count per candidate, a histogram over the candidates' Voronoi cells --
+are released with Gaussian noise.  A row adds 1 to one count, so the release's sensitivity is 1
+*whatever the size of the domain*: unlike a Lloyd step's noisy sums, whose noise grows with the box,
+the votes' noise depends on the budget and the number of generations only.  Everything after a
+release is post-processing of it and of public randomness:
+
+* the candidates whose noisy vote is not above the noise floor (``floor_z`` noise standard deviations)
+  are dropped, and a weighted k-means of the others (weights: their noisy votes) names k survivors;
+* each survivor is kept and spawns mutants at a public scale that shrinks from generation to
+  generation (``step`` times the box's half-width, halved every generation down to 1/32 of it,
+  heavy-tailed: a Student t with ``tail_df`` degrees of freedom), clipped to the unit box; the
+  survivors and their mutants are the next population.
+
+The answer is the last generation's k survivors.  The population holds about ``n /
+rows_per_candidate`` candidates (``n``: public or a noisy count), at least ``MIN_MUTANTS + 1`` per
+center and, above that, at most ``max_population`` (every generation compares each row with each
+candidate: the cap keeps a generation's time linear in n), and starts uniform in the unit box (``init="uniform"``) or as a Latin hypercube of stratum
+centres (``init="latin"``: every axis cut into as many strata as candidates, one candidate in each,
+the axes paired by random permutations -- in one dimension a fixed set of points).
+
+Privacy: the plan is a noisy count (unless ``public_n``) and ``generations`` Gaussian releases of
+the votes, each 1/``generations`` of the same pooled part, so they compose exactly in GDP to the
+part's mu; the count and the votes share the pool as the Lloyd family's plans do.  The population
+of every generation is a function of public randomness and of earlier releases only, so each release
+is a histogram over public cells: adding or removing a row changes one count by 1 (an l2 and l1
+sensitivity of 1).  Nothing else reads the rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..queries.base import Block, SumQuery
+from ..queries.plan import ADAPTIVE, Part, Spec
+from ..queries.voronoi import BLOCK_CELLS, VoronoiCells, count_values
+from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register, weighted_kmeans
+from .params import Integer, Interval, OneOf, Param, Params, declare
+
+__all__ = ["evolve", "evolve_spec", "vote_query", "VOTES_PART", "MIN_MUTANTS"]
+
+VOTES_PART = "votes"
+MIN_MUTANTS = 4  # mutants per survivor, at least
+MIN_STEP = 1.0 / 32.0  # the mutation scale stops halving here (a fraction of the first)
+INITS = ("uniform", "latin")
+
+declare(
+    Params(
+        "evolve",
+        "evolve",
+        params={
+            "generations": Param(Integer(1, 1000)),  # None: int(4 sqrt(d)), PE-means' rule
+            "rows_per_candidate": Param(Interval(0.0, math.inf, closed="neither"), 5.0),
+            "floor_z": Param(Interval(0.0, math.inf), 1.0),
+            "step": Param(Interval(0.0, 2.0, closed="right"), 0.05),
+            "tail_df": Param(Interval(0.0, math.inf, closed="neither"), 1.5),
+            "init": Param(OneOf(INITS), "uniform"),
+            "max_population": Param(Integer(1), 10_000),
+        },
+    )
+)
+
+
+def vote_query(candidates: np.ndarray, label: str) -> SumQuery:
+    """One count per candidate: the rows whose nearest candidate it is (its Voronoi cell)."""
+    cells = VoronoiCells(candidates)
+    step = max(256, BLOCK_CELLS // cells.n_cells)  # rows per block: the rows x candidates work array stays small
+
+    def contribution(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ids = [cells.assign(chunk[start : start + step])[0] for start in range(0, chunk.shape[0], step)]
+        return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.intp)), count_values(chunk)
+
+    return SumQuery(label, cells.n_cells, (Block("count", 1, 1.0, count=True),), contribution)
+
+
+def evolve_spec(ctx: FitContext) -> Spec:
+    """The plan: a noisy row count unless ``public_n``, then the generations' votes in one pooled part."""
+    count = count_part(ctx)
+    votes = Part(VOTES_PART, share=1.0 - sum(p.share for p in count))
+    return Spec("evolve", (*count, votes), "gaussian", frozenset({ADAPTIVE}))
+
+
+def _first_population(size: int, d: int, init: str, rng: np.random.Generator) -> np.ndarray:
+    """Public candidates in the unit box: uniform, or a Latin hypercube of stratum centres."""
+    if init == "uniform":
+        return rng.uniform(-1.0, 1.0, size=(size, d))
+    strata = (np.arange(size) + 0.5) / size * 2.0 - 1.0
+    return np.stack([rng.permutation(strata) for _ in range(d)], axis=1)
+
+
+def _mutants(survivors: np.ndarray, per: int, scale: float, df: float, rng: np.random.Generator) -> np.ndarray:
+    steps = rng.standard_t(df, size=(survivors.shape[0] * per, survivors.shape[1])) * scale
+    return np.clip(np.repeat(survivors, per, axis=0) + steps, -1.0, 1.0)
+
+
+@register("evolve", spec=evolve_spec)
+def evolve(ctx: FitContext) -> FitResult:
+    """Private evolution by nearest-candidate votes (see the module docstring)."""
+    k, d = ctx.n_clusters, ctx.n_features
+    params = algorithm_params(ctx, "evolve")
+    plan = ctx.oracle.open(evolve_spec(ctx))
+    n = estimate_rows(ctx, plan)
+    generations = params["generations"] or max(1, int(4 * math.sqrt(d)))
+    per = max(min(int(n / (params["rows_per_candidate"] * k)), params["max_population"] // k - 1), MIN_MUTANTS)
+    rng = ctx.randomness.geometry()
+    population = _first_population(k * (per + 1), d, params["init"], rng)
+    survivors = population[:k]
+    kept_sizes, vote_std = [], 0.0
+    for g in range(generations):
+        released = plan.release(vote_query(population, f"generation {g + 1}"), VOTES_PART, 1.0 / generations)
+        votes = released["count"][:, 0]
+        vote_std = float(np.max(released.std["count"]))  # the release's public error model
+        floor = params["floor_z"] * vote_std
+        weights = np.where(votes > floor, votes, 0.0)
+        kept_sizes.append(int(np.count_nonzero(weights)))
+        if np.any(weights > 0):
+            survivors = weighted_kmeans(population, weights, k, rng)
+            if survivors.shape[0] < k:  # fewer than k candidates carry weight: keep the heaviest of the rest
+                rest = population[np.argsort(-votes, kind="stable")]
+                survivors = np.vstack([survivors, rest[: k - survivors.shape[0]]])
+        if ctx.callback is not None:
+            ctx.callback(g + 1, generations)
+        if g + 1 < generations:
+            scale = params["step"] * max(0.5**g, MIN_STEP)
+            population = np.vstack([survivors, _mutants(survivors, per, scale, params["tail_df"], rng)])
+    info = {"generations": generations, "population": k * (per + 1), "kept": kept_sizes, "vote_std": vote_std}
+    return FitResult(np.asarray(survivors, dtype=float), generations, n, info)
