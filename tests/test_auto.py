@@ -18,7 +18,9 @@ def blobs(n, d, k, seed=0):
 def test_the_rule():
     assert choose(None, 6, 3, 1.0, adaptive=False)[0] == "greedy"  # one-round models
     assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= 100
-    assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # 50 < 100
+    assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "evolve"  # 50 < 100, and k >= EVOLVE_MIN_K
+    assert choose(4_000, 2, 4, 0.05, adaptive=True)[0] == "fastlloyd"  # 50 < 100, but k < EVOLVE_MIN_K
+    assert choose(10_000, 3, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # evolve only in the plane
     assert choose(99_000, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3: 9,900 is not yet enough
     n = GREEDY_SIGNAL * 4 / 0.5
     assert choose(n, 2, 4, 0.5, adaptive=True)[0] == "greedy"
