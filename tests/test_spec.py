@@ -112,6 +112,7 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
         "the greedy (histogram selection)",
         "FastLloyd",
         "FastLloyd (greedy start)",
+        "evolve",
     ]
     assert all(not any(p.name == "row count" for p in s.parts) for s in rest.options)  # n is known by then
 
