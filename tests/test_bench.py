@@ -425,6 +425,8 @@ def test_peers_cli_lists_the_sources_and_takes_repeated_sources(tmp_path, monkey
     )
     assert swapped.exit_code != 0 and "is not a PE-means checkout" in _said(swapped)
     assert not (tmp_path / "peers").exists()
+
+
 def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
     out = CliRunner().invoke(
         app, ["bench", "memory", "--rows", "3000", "--dims", "3", "--users", "2000", "--out", str(tmp_path)]

@@ -488,7 +488,12 @@ def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, 
 
 @pytest.mark.parametrize(
     "algorithm, message",
-    [("sulloyd", "Laplace"), ("maxcover", "exact access"), ("onecluster", "exact access"), ("nonprivate-lloyd", "non-private")],
+    [
+        ("sulloyd", "Laplace"),
+        ("maxcover", "exact access"),
+        ("onecluster", "exact access"),
+        ("nonprivate-lloyd", "non-private"),
+    ],
 )
 def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(algorithm, message):
     with pytest.raises(ValueError, match=message):

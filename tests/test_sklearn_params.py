@@ -176,6 +176,21 @@ def test_sklearns_data_dependent_starts_and_restarts_are_ignored_with_one_warnin
     assert sklearn_style.privacy_spent_.epsilon == plain.privacy_spent_.epsilon
 
 
+def test_auto_takes_sklearns_max_iter_and_ignores_it_with_the_warning(blobs):
+    X = blobs[0]
+    plain = fit_quietly(KMeans(3, bounds=(-1, 1), random_state=1), X)
+    for given in (dict(max_iter=300), dict(max_iter=300, algorithm="lloyd")):  # sklearn's default, its name
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = KMeans(3, bounds=(-1, 1), random_state=1, **given).fit(X)
+        assert any("max_iter=300" in str(w.message) for w in compat_warnings(caught))
+        np.testing.assert_array_equal(model.cluster_centers_, plain.cluster_centers_)  # ignored indeed
+    with pytest.raises(ValueError, match="max_iter must be an integer"):
+        KMeans(3, bounds=(-1, 1), max_iter=0).fit(X)  # still checked
+    lloyd = fit_quietly(KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", max_iter=3, random_state=1), X)
+    assert lloyd.n_iter_ == 3  # honoured where it means something
+
+
 @pytest.mark.parametrize(
     "params",
     [

@@ -20,6 +20,11 @@ refused with the reason -- always from the parameters alone, before any row is r
     with the whole budget (``auto`` or ``algorithm_params={"init": "greedy"}`` give a better
     private start).  Accepted, ignored.  Whether restarts would pay is data-dependent
     (``examples/n_init_budget_split.py``, docs/sklearn.md).
+``max_iter``
+    Honoured by the Lloyd family (the fixed number of steps; the budget is split over them).
+    ``auto`` takes it (scikit-learn code passes ``max_iter=300``) and ignores it: it fixes each
+    candidate's iterations from public values, and 300 noisy steps would each get almost none of
+    the budget.  ``algorithm="fastlloyd"`` sets them.
 ``tol``
     scikit-learn stops when the centers move less than ``tol``: how far they move depends on the
     rows, so the stopping time would be released without noise.  privclust's number of iterations
@@ -55,7 +60,7 @@ import sys
 from typing import Callable
 
 from .algorithms.base import SKLEARN_ALGORITHMS
-from .algorithms.params import Boolean, Integer, Interval
+from .algorithms.params import Boolean, Integer, Interval, check_params
 from .privacy.leaks import warn_user
 
 __all__ = [
@@ -85,6 +90,11 @@ REASONS = {
     "n_init": (
         "each start would need its own share of the budget and the best a private selection on their costs, "
         "which privclust does not implement; it makes one fit with the whole budget"
+    ),
+    "max_iter": (
+        "algorithm='auto' fixes each candidate's iterations from public values, and a Lloyd fit splits its "
+        "budget over its steps (scikit-learn's 300 would leave each step almost nothing); pass "
+        "algorithm='fastlloyd' to set them"
     ),
     "tol": (
         "a tolerance on how far the centers move reads the data; the number of iterations is fixed in advance "
@@ -126,8 +136,9 @@ TOL = Interval(0.0, math.inf, closed="left", hint=" (or None)")
 VERBOSE = Integer(0, hint=" (or a bool)")
 
 
-def ignored(algorithm, init, n_init, tol, verbose, copy_x, n_jobs) -> dict[str, str]:
-    """The parameters given that are accepted but not honoured, each with why (checks them all first)."""
+def ignored(algorithm, init, n_init, tol, verbose, copy_x, n_jobs, max_iter=None) -> dict[str, str]:
+    """The parameters given that are accepted but not honoured, each with why (checks them all first).
+    ``max_iter`` is one of them when the algorithm run is ``auto`` (:func:`auto_ignores_max_iter`)."""
     if not isinstance(verbose, bool):
         VERBOSE.check("verbose", verbose)
     Boolean().check("copy_x", copy_x)
@@ -144,7 +155,16 @@ def ignored(algorithm, init, n_init, tol, verbose, copy_x, n_jobs) -> dict[str, 
         notes[f"n_init={n_init!r}"] = REASONS["n_init"]
     if tol is not None:
         notes[f"tol={tol!r}"] = REASONS["tol"]
+    if auto_ignores_max_iter(algorithm, max_iter):
+        check_params("fastlloyd", {"max_iter": max_iter})  # a valid value, though ignored
+        notes[f"max_iter={max_iter!r}"] = REASONS["max_iter"]
     return notes
+
+
+def auto_ignores_max_iter(algorithm, max_iter) -> bool:
+    """Whether ``max_iter`` is given to ``auto`` (directly or through scikit-learn's algorithm names), which
+    takes it as scikit-learn code passes it (often ``max_iter=300``) and ignores it, with the warning."""
+    return max_iter is not None and resolve_algorithm(algorithm) == "auto"
 
 
 def warn_ignored(notes: dict[str, str]) -> None:

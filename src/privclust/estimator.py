@@ -22,7 +22,16 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import NEARLY_EMPTY, NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_params
-from .compat import Progress, check_sample_weight, ignored, public_start, resolve_algorithm, threads, warn_ignored
+from .compat import (
+    Progress,
+    auto_ignores_max_iter,
+    check_sample_weight,
+    ignored,
+    public_start,
+    resolve_algorithm,
+    threads,
+    warn_ignored,
+)
 from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
 from .metrics import labels_and_cost
 from .models import USER_LEVEL_CENTRAL_ONLY, check_privacy_model, open_oracle
@@ -245,7 +254,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
 
     def _ignored(self) -> dict[str, str]:
         """scikit-learn's parameters given but not honoured, with why (``privclust.compat``); checks them all."""
-        return ignored(self.algorithm, self.init, self.n_init, self.tol, self.verbose, self.copy_x, self.n_jobs)
+        return ignored(
+            self.algorithm, self.init, self.n_init, self.tol, self.verbose, self.copy_x, self.n_jobs, self.max_iter
+        )
 
     def _check_params(self) -> tuple[Budget | None, dict]:
         """The budget and the chosen algorithm's checked options (``algorithms.params``), before anything is
@@ -263,6 +274,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         # The options and algorithm_params against the chosen algorithm's table; for auto, against every
         # algorithm it may choose (it chooses after releasing a noisy count: nothing may be refused then).
         given = {key: getattr(self, key) for key in ESTIMATOR_DEFAULTS}
+        if auto_ignores_max_iter(self.algorithm, self.max_iter):  # ignored with a warning (privclust.compat)
+            given["max_iter"] = ESTIMATOR_DEFAULTS["max_iter"]
         given[START] = public_start(self.init)  # an array of public centers, or None
         options = check_params(algorithm, {**given, "params": self.algorithm_params})
         self._ignored()
