@@ -152,6 +152,21 @@ def test_the_refusal_names_what_the_whole_file_would_name(tmp_path, scratch, chu
         read_table(tmp_path / "m.csv", dropna=True, chunk_rows=chunk_rows, scratch=scratch)
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 2, 1000])
+def test_true_false_in_one_chunk_and_numbers_in_another_is_refused_as_read_whole(tmp_path, scratch, chunk_rows):
+    # pandas reads a chunk of only True/False as 0/1: whether the file is refused must not depend on where the
+    # chunks fall (nor on one row's value), only on what the whole file holds
+    (tmp_path / "b.csv").write_text("a,b\n1,True\n2,False\n3,4.5\n4,2\n")
+    with pytest.raises(ValueError, match=r"non-numeric columns \['b'\]"):
+        read_table(tmp_path / "b.csv", chunk_rows=chunk_rows, scratch=scratch)
+    with pytest.raises(ValueError, match=r"non-numeric columns \['b'\]"):
+        check_data(read_frame(tmp_path / "b.csv"), what="b.csv")
+    (tmp_path / "t.csv").write_text("a,b\n1,True\n2,False\n3,True\n")  # True/False throughout: 0/1 both ways
+    np.testing.assert_array_equal(
+        read_table(tmp_path / "t.csv", chunk_rows=chunk_rows, scratch=scratch).X[:, 1], [1, 0, 1]
+    )
+
+
 def test_header_only_and_empty_parquet_are_tables_without_rows(tmp_path, scratch):
     (tmp_path / "h.csv").write_text("a,b\n")
     pd.DataFrame({"a": np.zeros(0), "b": np.zeros(0)}).to_parquet(tmp_path / "e.parquet")

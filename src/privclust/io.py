@@ -349,6 +349,7 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
     reads them, so a table larger than memory fits where its file does."""
     missing: dict[str, None] = {}  # ordered sets of column names
     non_numeric: dict[str, None] = {}
+    booleans: dict[str, set[bool]] = {}  # column -> whether a chunk read it as True/False, as numbers, or both
     refusal: ValueError | None = None
     rows = 0
     with tempfile.TemporaryFile(dir=scratch, prefix=".privclust-rows-") as spill:
@@ -356,6 +357,11 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
             if not len(frame):  # a header-only CSV: no rows, and no values to infer the types from
                 continue
             non_numeric.update(dict.fromkeys(non_numeric_columns(frame)))
+            for column, dtype in zip(names, frame.dtypes):
+                booleans.setdefault(column, set()).add(dtype.kind == "b")
+            # a column of True/False in one chunk and numbers in another is text read whole: refused the same way,
+            # whatever the chunk boundaries
+            non_numeric.update(dict.fromkeys(c for c in names if len(booleans[c]) == 2))
             if dropna:
                 frame = frame.dropna()
             else:
