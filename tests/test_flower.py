@@ -246,3 +246,22 @@ def test_bench_refuses_an_unknown_engine():
 
     out = CliRunner().invoke(app, ["bench", "federated", "--engine", "own,ray"])
     assert out.exit_code != 0 and "unknown engine 'ray'" in out.output
+
+
+def test_a_clients_failure_reaches_the_server_without_its_reason(capsys):
+    """Flower forwards a ClientApp's exception text to the server: a refusal of the client's rows (which depends on
+    them) must reach it as a type only, the reason staying in the client's own log."""
+    from privclust.flower import app
+
+    def refuses_its_rows(msg, context):
+        raise ValueError("data.csv: column 'b' has a missing value in row 17 (value 3.25)")
+
+    with pytest.raises(ProtocolError) as told:
+        app._told_the_server_nothing_of_the_data(refuses_its_rows)(None, None)
+    assert str(told.value) == "the client stopped (ValueError): see its own log"
+    assert "row 17" in capsys.readouterr().err  # the node's operator still sees why
+    with pytest.raises(ProtocolError, match="unknown stage"):  # protocol errors name public messages only
+        app._told_the_server_nothing_of_the_data(lambda m, c: (_ for _ in ()).throw(ProtocolError("unknown stage")))(
+            None, None
+        )
+    assert app._client_query.__wrapped__ and app._client_train.__wrapped__  # both handlers go through it

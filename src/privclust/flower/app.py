@@ -18,9 +18,11 @@ result) and optional limits ``max-epsilon``, ``max-delta``, ``k``, ``min-thresho
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -333,7 +335,27 @@ def _save(context: Context, rounds: ClientRounds) -> None:
 client_app = ClientApp(mods=[secaggplus_mod])
 
 
+def _told_the_server_nothing_of_the_data(handler):
+    """Flower sends the text of any exception a ClientApp raises to the server.  A refusal of this client's rows
+    (a missing value, a malformed line, a non-finite number) depends on them, so the server hears only the
+    exception's type; the reason goes to this client's own log.  A ``ProtocolError`` is about the public
+    messages only and passes as it is."""
+
+    @functools.wraps(handler)
+    def wrapped(msg: Message, context: Context) -> Message:
+        try:
+            return handler(msg, context)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            print(f"privclust.flower client: {exc}", file=sys.stderr, flush=True)
+            raise ProtocolError(f"the client stopped ({type(exc).__name__}): see its own log") from None
+
+    return wrapped
+
+
 @client_app.query()
+@_told_the_server_nothing_of_the_data
 def _client_query(msg: Message, context: Context) -> Message:
     config = msg.content.config_records[RECORD]
     X, key, limits = _node_settings(context.node_config)
@@ -359,6 +381,7 @@ def _client_query(msg: Message, context: Context) -> Message:
 
 
 @client_app.train()
+@_told_the_server_nothing_of_the_data
 def _client_train(msg: Message, context: Context) -> Message:
     """SecAgg+'s collect stage calls this (through ``secaggplus_mod``) for this client's vector."""
     ins = compat.recorddict_to_fitins(msg.content, keep_input=True)
