@@ -139,3 +139,13 @@ def test_the_spec_functions_are_pure_values():
     counted = lloyd_spec(dataclasses.replace(ctx, public_n=None), "gaussian", "FastLloyd")
     assert [p.name for p in counted.parts] == ["row count", "Lloyd iterations"]
     assert lloyd_spec(ctx, "gaussian", "FastLloyd", counted=True) == counted
+
+
+def test_autos_plan_in_a_one_round_model_is_the_greedys_with_its_own_defaults():
+    # auto runs the greedy there without auto's own algorithm_params: its plan must be made the same way
+    from privclust.queries.plan import DENSE, PlanningOracle
+
+    budget = Budget(1.0, 1e-6)
+    one_round = PlanningOracle(2, budget, {DENSE}, "the local model")
+    ctx = FitContext(one_round, 3, budget, Randomness(0), options={"params": {"choice": "rule"}})
+    assert auto_module.auto_spec(ctx) == greedy_spec(dataclasses.replace(ctx, options={})).plan_spec

@@ -81,7 +81,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         origin).  Rows outside are clipped to it (box: per coordinate; ball:
         projected).  ``bounds='data'`` derives a box from the data and voids
         the guarantee (it warns).
-    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "maxcover", "onecluster", "nonprivate-lloyd"}
+    algorithm : {"auto", "fastlloyd", "glloyd", "sulloyd", "greedy", "evolve", "maxcover", "onecluster", "nonprivate-lloyd"}
         ``auto`` (default) picks the greedy, FastLloyd, or FastLloyd from the
         greedy's centers (``fastlloyd-greedy-start``) from public parameters
         (n -- ``public_n`` or a noisy count --, d, k, epsilon, the privacy model)
@@ -104,7 +104,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
     max_iter : int or None
         The Lloyd family's fixed number of iterations, 1 to 1,000; ``None`` uses
         the seed's heuristic (clamped to [2, 7]) for private algorithms and 100
-        for ``lloyd``.  The privacy cost does not depend on it.
+        for ``nonprivate-lloyd``.  The privacy cost does not depend on it.
     alpha, radius_strategy :
         FastLloyd's radius scale (eta = alpha * 2 sqrt(d) / (2 k^(1/d))) and
         ``"step"`` (first iteration at half the diagonal) or ``"constant"``.

@@ -241,7 +241,7 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
     (:func:`staged_spec`); with a public n, one candidate (any of them); in one round, the greedy's."""
     if ADAPTIVE not in ctx.oracle.capabilities:
         _one_round_takes_no_start(ctx)
-        return greedy_spec(ctx).plan_spec
+        return greedy_spec(_without_params(ctx)).plan_spec  # as auto runs it: with the greedy's own defaults
     if ctx.public_n is None:
         return staged_spec(ctx)
     return Staged("auto", (Stage(1.0, tuple(candidate_specs(ctx).values())),))

@@ -500,7 +500,7 @@ class Portion(Oracle):
 
     def __init__(self, plan: Plan, prefix: str, spec: Spec, budget: Budget):
         super().__init__(plan.oracle.n_features, budget, plan.oracle.accountant)
-        self.capabilities, self.model = plan.oracle.capabilities, plan.oracle.model
+        self.capabilities, self.model, self.unit = plan.oracle.capabilities, plan.oracle.model, plan.oracle.unit
         self._plan, self._prefix, self._spec = plan, prefix, spec
 
     def open(self, spec: Spec) -> Plan:
