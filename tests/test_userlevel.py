@@ -256,6 +256,26 @@ def test_malformed_user_ids_are_refused_without_naming_an_id(ids, message):
     assert "0.1" not in str(caught.value) and "nan" not in str(caught.value).lower()
 
 
+def test_user_ids_of_another_length_are_refused_before_the_plan_meets_the_budget():
+    spent = PrivacyAccountant(Budget(1.0, 1e-6))
+    spent.spend(Spend("earlier", epsilon=1.0))  # nothing left: a checked plan would be refused for its budget
+    model = KMeans(2, bounds=(-1, 1), algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=2, accountant=spent)
+    with pytest.raises(ValueError, match="their lengths differ"):
+        model.fit(np.zeros((4, 2)), user_ids=[0, 1, 2])
+    assert [s.label for s in spent.spends] == ["earlier"]
+
+
+def test_a_user_column_name_for_rows_in_memory_is_refused_before_bounds_are_read_off_them():
+    import warnings
+
+    shared = PrivacyAccountant()
+    model = KMeans(2, bounds="data", algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=2, accountant=shared)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="column name are for a Spark DataFrame"):
+        warnings.simplefilter("ignore")
+        model.fit(np.zeros((4, 2)), user_ids="user")
+    assert shared.spends == []
+
+
 def test_user_level_spends_never_compose_with_row_level_ones():
     shared = PrivacyAccountant(Budget(10.0, 1e-5))
     shared.spend(Spend("a row-level count", epsilon=0.5))

@@ -317,7 +317,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         """
         budget, options = self._check_params()
         check_sample_weight(sample_weight)
-        unit = self._unit(user_ids)
+        unit = self._unit(user_ids, X)
         warn_ignored(self._ignored())
         with fit_threads(threads(self.n_jobs)):
             return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids, progress)
@@ -432,8 +432,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             raise ValueError("planned_spends needs declared bounds (a private domain's box is found first)")
         return self._planned(options, budget, n_features, check_privacy_unit(self.privacy_unit, self.max_rows_per_user))
 
-    def _unit(self, user_ids) -> PrivacyUnit:
-        """The fit's privacy unit (parameters checked already); ``user_ids`` must come with a user-level one."""
+    def _unit(self, user_ids, X) -> PrivacyUnit:
+        """The fit's privacy unit (parameters checked already); ``user_ids`` must come with a user-level one, one
+        per row of an in-memory ``X`` (checked now, before any plan is checked or anything reserved: both are the
+        caller's own inputs, and the refusal says only that their lengths differ)."""
         unit = check_privacy_unit(self.privacy_unit, self.max_rows_per_user)
         if unit.user and user_ids is None:
             raise ValueError("privacy_unit='user' needs fit(X, user_ids=...): the user owning each row of X")
@@ -442,6 +444,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 "user_ids are for a user-level fit: set privacy_unit='user' and max_rows_per_user "
                 "(a row-level fit would ignore them and protect rows only)"
             )
+        in_memory = unit.user and not is_spark_frame(X) and not isinstance(user_ids, str) and hasattr(X, "__len__")
+        if in_memory and np.shape(user_ids)[:1] != (len(X),):
+            raise ValueError("user_ids must give one user id per row of X, in the rows' order: their lengths differ")
         return unit
 
     def _planned(

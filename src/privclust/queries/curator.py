@@ -91,6 +91,8 @@ def central_oracle(
         finally:
             rows.close()
         return
+    if users is not None and users.column is not None:
+        raise ValueError("user ids given as a column name are for a Spark DataFrame: pass one user id per row")
     if reads_bounds_off_data(bounds):
         accountant.check([DATA_BOUNDS])  # refused by a finite budget before any row is read
         data = check_data(X)
@@ -99,8 +101,6 @@ def central_oracle(
         X = data
     else:
         domain = make_domain(bounds, input_features(X))
-    if users is not None and users.column is not None:
-        raise ValueError("user ids given as a column name are for a Spark DataFrame: pass one user id per row")
     rows = MemoryRows(X, domain.n_features, transform=domain.to_unit, users=users)
     yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, rows)
 
