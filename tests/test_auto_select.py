@@ -76,7 +76,7 @@ def test_auto_chooses_privately_says_what_and_spends_one_budget():
     assert auto["chose"] == min(costs, key=costs.get)
     assert (auto["algorithm"], auto["algorithm_params"]) == SELECTION_CANDIDATES[auto["chose"]]
     # the comparison's noise is its sensitivity, sqrt(T) R^2 / 2, over the selection's mu (a share of the pool's)
-    mu = gdp_mu(1.0, model.delta)  # the pool's, less the greedy start's small partition-selection delta
+    mu = gdp_mu(1.0, model.delta)  # the pool's (the two FastLloyd starts spend no partition-selection delta)
     assert selection["mu"] == pytest.approx(mu * math.sqrt(SELECTION_SHARE), rel=0.01)
     T = len(SELECTION_CANDIDATES)
     assert selection["noise_std"] == pytest.approx(math.sqrt(T) * CLIP_PER_FEATURE * 5 / 2 / selection["mu"])

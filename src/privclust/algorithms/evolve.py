@@ -38,7 +38,7 @@ import numpy as np
 
 from ..queries.base import Block, SumQuery
 from ..queries.plan import ADAPTIVE, Part, Spec
-from ..queries.voronoi import BLOCK_CELLS, VoronoiCells, count_values
+from ..queries.voronoi import VoronoiCells, count_values
 from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register, weighted_kmeans
 from .params import Integer, Interval, OneOf, Param, Params, declare
 
@@ -69,11 +69,9 @@ declare(
 def vote_query(candidates: np.ndarray, label: str) -> SumQuery:
     """One count per candidate: the rows whose nearest candidate it is (its Voronoi cell)."""
     cells = VoronoiCells(candidates)
-    step = max(256, BLOCK_CELLS // cells.n_cells)  # rows per block: the rows x candidates work array stays small
 
     def contribution(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ids = [cells.assign(chunk[start : start + step])[0] for start in range(0, chunk.shape[0], step)]
-        return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.intp)), count_values(chunk)
+        return cells.assign(chunk)[0], count_values(chunk)  # nearest_center blocks the rows x candidates work
 
     return SumQuery(label, cells.n_cells, (Block("count", 1, 1.0, count=True),), contribution)
 
@@ -119,10 +117,7 @@ def evolve(ctx: FitContext) -> FitResult:
         weights = np.where(votes > floor, votes, 0.0)
         kept_sizes.append(int(np.count_nonzero(weights)))
         if np.any(weights > 0):
-            survivors = weighted_kmeans(population, weights, k, rng)
-            if survivors.shape[0] < k:  # fewer than k candidates carry weight: keep the heaviest of the rest
-                rest = population[np.argsort(-votes, kind="stable")]
-                survivors = np.vstack([survivors, rest[: k - survivors.shape[0]]])
+            survivors = weighted_kmeans(population, weights, k, rng)  # k rows: the population holds >= 5 k
         if ctx.callback is not None:
             ctx.callback(g + 1, generations)
         if g + 1 < generations:

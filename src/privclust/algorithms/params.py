@@ -189,13 +189,11 @@ class Params:
 
 # The estimator's options and the values that mean "not set": left there, no algorithm is asked to take them.
 ESTIMATOR_DEFAULTS = {"max_iter": None, "alpha": DEFAULT_ALPHA, "radius_strategy": "step", "postprocess": None}
-RADIUS_STRATEGIES = ("step", "constant")
+RADIUS_STRATEGIES = ("step", "constant")  # FastLloyd's first radius: half the diagonal ("step") or eta
 # Public initial centers (data units): the estimator's init=<array>, an option only the algorithms that start
 # from k centers take.  Not "init", which is FastLloyd's algorithm_params key for how it starts.
 START = "start"
-OPTION_NAMES = {
-    START: "init"
-}  # how messages name an option the user sets under another name  # FastLloyd's first radius: half the diagonal ("step") or eta
+OPTION_NAMES = {START: "init"}  # how messages name an option the user sets under another name
 
 TABLES: dict[str, Params] = {}
 

@@ -24,7 +24,7 @@ and the chosen candidate's centers are post-processing of its own releases.
 
 Privacy: every release is Gaussian and the parts share one pool, so in GDP the whole is mu-GDP with mu the
 pool's -- the candidates' parts take (1 - s) of mu^2, the selection s -- and with any candidate's
-partition-selection delta (a greedy start's, from its nominal delta, below) by basic composition the fit
+partition-selection delta (none for today's candidates, FastLloyd's two starts) by basic composition the fit
 is (epsilon, delta)-DP, exactly what one candidate alone would spend.  The candidates' releases are all charged (they
 were all made); the ledger lists them under the candidate's name.
 
@@ -64,9 +64,9 @@ SELECTION_NOISE = 0.01  # the comparison's noise (per row, per feature) below wh
 
 
 def comparison_noise(n: float, mu: float, candidates: int) -> float:
-    """The standard deviation of the comparison's noise on a difference of two candidates' costs per row and
-    per feature, sqrt(T) R^2 / 2 / (sqrt(s) mu) / (n d), from public values (n public or already released,
-    the pool's mu): a comparison this noisy cannot tell candidates apart whose costs differ by less."""
+    """The standard deviation of the comparison's noise on one candidate's centred cost, per row and per
+    feature, sqrt(T) R^2 / 2 / (sqrt(s) mu) / (n d), from public values (n public or already released, the
+    pool's mu); a difference of two carries sqrt(2) times it.  ``SELECTION_NOISE`` was measured on this value."""
     return math.sqrt(candidates) * CLIP_PER_FEATURE / 2.0 / (math.sqrt(SELECTION_SHARE) * mu * n)
 
 
