@@ -20,16 +20,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from .geometry.domain import make_domain
-from .local.oracle import LocalOracle
-from .local.secure import SecureRandom
 from .privacy.budget import Budget, PrivacyAccountant
 from .privacy.noise import Randomness
 from .privacy.unit import UserBound
 from .queries.curator import Curated, central_oracle, input_features
 from .queries.rows import MemoryRows
 from .queries.spark import is_spark_frame
-from .shuffle.oracle import ShuffleOracle
 
 __all__ = ["PRIVACY_MODELS", "check_privacy_model", "open_oracle"]
 
@@ -66,6 +62,12 @@ def open_oracle(
         raise ValueError(USER_LEVEL_CENTRAL_ONLY.format(model=model))
     if budget is None:
         raise ValueError(f"the {model} model runs private algorithms only")
+    # here, not at the top: a central fit needs none of the devices' machinery (nor ``cryptography``)
+    from .geometry.domain import make_domain
+    from .local.oracle import LocalOracle
+    from .local.secure import SecureRandom
+    from .shuffle.oracle import ShuffleOracle
+
     if is_spark_frame(X):
         raise ValueError(f"the {model} model is simulated over rows in memory: pass an array, not a Spark DataFrame")
     if isinstance(bounds, str):
