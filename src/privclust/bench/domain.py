@@ -80,10 +80,13 @@ def run(names: list[str], seeds: int, epsilon: float, on_done=None, scale: float
     return rows
 
 
-def goodradius(names: list[str], seeds: int, epsilon: float, share: float = 0.1, on_done=None) -> list[dict]:
+def goodradius(
+    names: list[str], seeds: int, epsilon: float, share: float = 0.1, on_done=None, scale: float = 1.0
+) -> list[dict]:
     """Seed 001's GoodRadius / GoodCenter as the outer-limit mode's box: ``share`` of the budget finds a ball
     holding 0.95 n rows inside (-10, 10) (``privclust.one_cluster``), the fit runs in the rest in the box
-    around it; NICV and the box as for :func:`run` (setting ``"goodradius in (-10, 10)"``)."""
+    around it; NICV and the box as for :func:`run` (setting ``"goodradius in (-10, 10)"``; ``scale`` as
+    there: the data and the outer box scaled alike)."""
     import warnings
 
     from ..locate import one_cluster
@@ -91,16 +94,17 @@ def goodradius(names: list[str], seeds: int, epsilon: float, share: float = 0.1,
     rows = []
     for name in names:
         ds = datasets.load(name)
-        n, delta = len(ds.X), 1e-6
+        X, n, delta = ds.X * scale, len(ds.X), 1e-6
+        outer = _scaled((-10.0, 10.0), scale)
         for seed in range(seeds):
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", PrivacyLeakWarning)
                 ball = one_cluster(
-                    ds.X, int(0.95 * n), epsilon * share, delta * share, (-10.0, 10.0), public_n=n, random_state=seed
+                    X, int(0.95 * n), epsilon * share, delta * share, outer, public_n=n, random_state=seed
                 )
                 center, radius = np.asarray(ball.center), float(ball.radius)
-                lower, upper = np.maximum(center - radius, -10.0), np.minimum(center + radius, 10.0)
+                lower, upper = np.maximum(center - radius, outer[0]), np.minimum(center + radius, outer[1])
                 model = KMeans(
                     ds.k,
                     epsilon=epsilon * (1 - share),
@@ -108,7 +112,7 @@ def goodradius(names: list[str], seeds: int, epsilon: float, share: float = 0.1,
                     bounds={"lower": lower, "upper": upper},
                     public_n=n,
                     random_state=seed,
-                ).fit(ds.X)
+                ).fit(X)
             rows.append(
                 {
                     "dataset": name,
@@ -163,7 +167,8 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, command: str) ->
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {width:.3g}x | {clipped:.2%} |")
     balls = [r for r in rows if r.get("setting") == "goodradius in (-10, 10)"]
     if balls:
-        lines += ["", "Seed 001's GoodRadius / GoodCenter ball (10% of the budget, t = 0.95 n) within (-10, 10):", ""]
+        within = f"({-10 * scale:g}, {10 * scale:g})"
+        lines += ["", f"Seed 001's GoodRadius / GoodCenter ball (10% of the budget, t = 0.95 n) within {within}:", ""]
         lines += ["| data set | NICV (ratio to tight) | balls found | box width | clipped | seconds per fit |"]
         lines += ["|---|---|---|---|---|---|"]
         for name in names:
@@ -172,7 +177,7 @@ def write_report(rows: list[dict], out_dir: Path, machine: str, command: str) ->
             nicv = np.mean([r["nicv"] for r in mine])
             lines.append(
                 f"| {name} | {nicv:.4g} ({nicv / tight:.2f}x) | {sum(r['found'] for r in mine)} of {len(mine)} | "
-                f"{np.mean([r['box_width'] for r in mine]) / 2:.3g}x | "
+                f"{np.mean([r['box_width'] for r in mine]) / (2.0 * scale):.3g}x | "
                 f"{np.mean([r['rows_clipped'] for r in mine]) / len(datasets.load(name).X):.2%} | "
                 f"{np.mean([r['seconds'] for r in mine]):.1f} |"
             )

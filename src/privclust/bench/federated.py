@@ -24,6 +24,7 @@ from .. import datasets
 from .._parallel import use_single_thread
 from ..federated import FederatedServer, Job, client_context, join, make_certs, server_context
 from .speed import synthetic_blobs
+from .utility import bench_delta
 
 __all__ = ["TABLE3", "run_federated", "write_federated_report", "SEED_FIGURES", "run_engines", "write_engines_report"]
 
@@ -46,14 +47,10 @@ def _party(args):
     queue.put((index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds))
 
 
-def _job_delta(n: int) -> float:
-    return 1.0 / (n * np.log(n))
-
-
 def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max_iter: int | None = None) -> dict:
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
-    job = Job(k, 1.0, _job_delta(len(X)), [-1.0, 1.0], max_iter=max_iter)
+    job = Job(k, 1.0, bench_delta(len(X)), [-1.0, 1.0], max_iter=max_iter)
     server = FederatedServer(
         job,
         parties,
@@ -153,7 +150,7 @@ def run_flower_one(name: str, X: np.ndarray, k: int, parties: int, max_iter: int
 
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
-    delta = _job_delta(len(X))
+    delta = bench_delta(len(X))
     with tempfile.TemporaryDirectory() as tmp:
         out = run_local(
             parts,

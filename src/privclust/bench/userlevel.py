@@ -29,6 +29,7 @@ import numpy as np
 from .. import datasets, metrics
 from ..estimator import KMeans
 from .stats import mean_ci
+from .utility import bench_delta
 
 __all__ = ["synthetic_users", "run", "summarise", "write_report", "ASSIGNMENTS"]
 
@@ -60,7 +61,7 @@ def run(
     """Every (algorithm, unit, epsilon, seed) fit's NICV, and the non-private floor's."""
     ds = datasets.load(dataset)
     X, n = ds.X, ds.X.shape[0]
-    delta = 1.0 / (n * np.log(n))  # the utility benchmark's delta
+    delta = bench_delta(n)
     rows, floors = [], []
     for seed in seeds:
         ids = synthetic_users(n, rows_per_user, assignment, seed)

@@ -121,7 +121,8 @@ def _reference_centers(name: str) -> np.ndarray:
     return SkKMeans(ds.k, n_init=10, random_state=0).fit(ds.X).cluster_centers_
 
 
-def _delta(n: int) -> float:
+def bench_delta(n: int) -> float:
+    """The benchmarks' delta for n rows: 1 / (n ln n), below 1/n."""
     return 1.0 / (n * math.log(n))
 
 
@@ -155,7 +156,7 @@ def run_job(job: UtilityJob) -> dict:
         model = KMeans(
             ds.k,
             epsilon=job.epsilon if job.epsilon is not None else 1.0,
-            delta=_delta(n),
+            delta=bench_delta(n),
             bounds=ds.bounds,
             algorithm=algorithm,
             algorithm_params=params,
@@ -178,7 +179,7 @@ def run_peer_jobs(jobs: list[UtilityJob]) -> list[dict]:
     """Jobs of one peer on one data set, in one call to the peer's own interpreter."""
     ds = load_data(jobs[0].dataset)
     lo, hi = ds.bounds
-    delta = _delta(len(ds.X)) if peers.PEERS[jobs[0].method].takes_delta else 0.0  # privclust's runs get the same
+    delta = bench_delta(len(ds.X)) if peers.PEERS[jobs[0].method].takes_delta else 0.0  # privclust's runs get the same
     specs = [{"k": ds.k, "epsilon": j.epsilon, "delta": delta, "seed": j.seed, "lower": lo, "upper": hi} for j in jobs]
     results = peers.run_batch(jobs[0].method, ds.X, specs)
     return [

@@ -642,7 +642,7 @@ def domain(
         rows += _with_progress(
             "GoodRadius fits",
             len(names) * seeds,
-            lambda on_done: bench.goodradius(names, seeds, epsilon, on_done=on_done),
+            lambda on_done: bench.goodradius(names, seeds, epsilon, on_done=on_done, scale=scale),
         )
     console.print(bench.write_report(rows, out, machine_description(), command).read_text())
 
