@@ -50,15 +50,20 @@ def _status_kib(pid: int, field: str) -> int:
     return 0
 
 
-def measure(args: list[str], source: Path | None = None, cwd: Path | None = None) -> dict:
-    """Run ``python args...`` (``source`` first on its path) and measure its peak memory and time."""
+def _env(source: Path | None) -> dict:
+    """This process's environment, with ``source`` (another checkout's ``src``) first on the path if given."""
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def measure(args: list[str], source: Path | None = None, cwd: Path | None = None) -> dict:
+    """Run ``python args...`` (``source`` first on its path) and measure its peak memory and time."""
+    env = _env(source)
+    errors = tempfile.TemporaryFile()  # not a pipe: a child writing more than a pipe holds would stall
     start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    process = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
     peak_anon = peak_rss = 0
     while True:
         pid, status, _ = os.wait4(process.pid, os.WNOHANG)
@@ -69,8 +74,9 @@ def measure(args: list[str], source: Path | None = None, cwd: Path | None = None
         time.sleep(0.01)
     seconds = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
-    error = process.stderr.read().decode(errors="replace")[-2000:]
-    process.stderr.close()
+    with errors:
+        errors.seek(0)
+        error = errors.read().decode(errors="replace")[-2000:]
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({process.returncode}): {error}")
     return {"seconds": seconds, "peak_rss": peak_rss * 1024, "peak_anon": peak_anon * 1024}
@@ -83,9 +89,9 @@ def interrupted(args: list[str], after: float, output: Path, source: Path | None
     import signal
     import threading
 
-    env = dict(os.environ)
-    if source is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
+    env = _env(source)
+    for stale in [output, *output.parent.glob(".privclust-*")]:  # an earlier run's, which would read as this one's
+        stale.unlink(missing_ok=True)
     process = subprocess.Popen(
         [sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
