@@ -126,14 +126,19 @@ def _opened(protocol, inputs: list[Path]) -> list:
     return [ReportFile.open(protocol, path) for path in _report_files(inputs)]
 
 
-def _no_room(exc: OSError) -> str:
-    """A temporary or output file that could not be written (a full disk): where to look; nothing was written."""
+def _io_failure(exc: OSError) -> str:
+    """A report file that could not be read, or a temporary or output file that could not be written: what the
+    system said and, for a full disk, where to make room; nothing was written either way."""
+    import errno
     import tempfile
 
+    said = exc.strerror or type(exc).__name__
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return f"could not read the reports or write the output ({said}). Nothing was written"
     return (
-        f"could not write a temporary file or the output ({exc.strerror or type(exc).__name__}): the nonces and "
-        f"the shuffle's buckets go to TMPDIR ({tempfile.gettempdir()}); give it room (about the size of the "
-        "reports) or point it elsewhere. Nothing was written"
+        f"could not write a temporary file or the output ({said}): the nonces and the shuffle's buckets go to "
+        f"TMPDIR ({tempfile.gettempdir()}); give it room (about the size of the reports) or point it elsewhere. "
+        "Nothing was written"
     )
 
 
@@ -177,7 +182,7 @@ def shuffle_reports(
         except ValueError as exc:
             fail(str(exc))
         except OSError as exc:
-            fail(_no_room(exc))
+            fail(_io_failure(exc))
         staged.commit()
     console.print(f"wrote {output}: {total:,} reports, shuffled")
 
@@ -214,7 +219,7 @@ def aggregate(
         except ValueError as exc:
             fail(str(exc))
         except OSError as exc:
-            fail(_no_room(exc))
+            fail(_io_failure(exc))
     write_whole(output, lambda staged: write_points(staged, result.centers))
     spent = result.privacy_spent
     summary = {
