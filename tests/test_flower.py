@@ -232,6 +232,8 @@ def test_bad_run_and_node_configs_are_refused_with_the_key_to_fix(tmp_path):
     ]:
         with pytest.raises(ValueError, match=message):
             job_from_run_config({**good, **bad})
+    with pytest.raises(ValueError, match=r"\['epsilon'\] missing"):
+        job_from_run_config({key: value for key, value in good.items() if key != "epsilon"})
     with pytest.raises(ValueError, match="node config 'group-key' is missing"):
         _node_settings({"data": str(tmp_path / "x.csv"), "out": str(tmp_path / "o.json")})
     (tmp_path / "short.key").write_bytes(b"x" * 8)

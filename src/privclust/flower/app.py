@@ -90,6 +90,9 @@ def job_from_run_config(config) -> tuple[Job, int, int, float]:
     timeout = float(config.get("timeout", 120))
     if not (math.isfinite(timeout) and timeout > 0):
         raise ValueError("run config 'timeout' must be a positive number of seconds")
+    missing = [key for key in ("k", "epsilon", "delta") if key not in config]
+    if missing:
+        raise ValueError(f"run config {missing} missing: set them with flwr run --run-config")
     job = Job(
         n_clusters=int(config["k"]),
         epsilon=float(config["epsilon"]),

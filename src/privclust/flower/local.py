@@ -138,14 +138,12 @@ def run_local(parts, workdir, timeout: float = 1800.0, limits: dict | None = Non
                 workdir / f"supernode-{i}.log",
                 env,
             )
-        run = subprocess.Popen(
+        run = _start(
+            stack,
             [_tool("flwr"), "run", str(app_dir()), "local", "--stream", "--run-config", overrides],
-            stdout=stack.enter_context(open(workdir / "flwr-run.log", "w")),
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
+            workdir / "flwr-run.log",
+            env,
         )
-        stack.callback(lambda: run.poll() is None and os.killpg(run.pid, signal.SIGTERM))
         report_path = Path(config["report"])
         deadline = time.monotonic() + timeout
         while not report_path.exists():
