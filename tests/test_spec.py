@@ -149,3 +149,11 @@ def test_autos_plan_in_a_one_round_model_is_the_greedys_with_its_own_defaults():
     one_round = PlanningOracle(2, budget, {DENSE}, "the local model")
     ctx = FitContext(one_round, 3, budget, Randomness(0), options={"params": {"choice": "rule"}})
     assert auto_module.auto_spec(ctx) == greedy_spec(dataclasses.replace(ctx, options={})).plan_spec
+
+
+def test_planned_spends_takes_declared_per_feature_bounds():
+    # a dict of per-feature bounds is declared, not a private-domain request: the plan is a value without rows
+    per_feature = KMeans(3, bounds={"lower": [-1.0, -2.0], "upper": [1.0, 2.0]}, algorithm="fastlloyd")
+    assert per_feature.planned_spends(2) == KMeans(3, bounds=(-1, 1), algorithm="fastlloyd").planned_spends(2)
+    with pytest.raises(ValueError, match="needs declared bounds"):
+        KMeans(3, bounds={"outer": (-5, 5)}).planned_spends(2)

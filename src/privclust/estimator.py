@@ -428,7 +428,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         budget, options = self._check_params()
         if self.privacy_model != "central":
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
-        if budget is not None and (self.bounds is None or isinstance(self.bounds, dict)):
+        if budget is not None and is_private_domain_request(self.bounds):
             raise ValueError("planned_spends needs declared bounds (a private domain's box is found first)")
         return self._planned(options, budget, n_features, check_privacy_unit(self.privacy_unit, self.max_rows_per_user))
 

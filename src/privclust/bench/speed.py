@@ -187,7 +187,8 @@ def targets_table(rows: list[dict]) -> list[str]:
 
 
 def noise_rates(secure_draws: int = 100_000, scale: float = 16.0) -> list[dict]:
-    """Noise values added per second by each source, to one vector in one call (as a release adds them): the
+    """Noise values added per second by each source to one vector, as a release adds them (secure: in pieces on
+    the worker threads, none over ``NOISE_CALL_VALUES``; ``privacy.noise.vector_pieces``): the
     secure OpenDP samplers on ``secure_draws`` values, seeded numpy on ten times as many."""
     from ..privacy.noise import SecureNoise, SeededNoise
 
@@ -281,7 +282,7 @@ def write_speed_report(
             f"{r['peak_bytes'] / 2**20:.1f} | {r['memory_ratio']:.2f} |"
         )
     if noise:
-        lines += ["", "Noise draws per second (one call on one vector, as a release adds them):", ""]
+        lines += ["", "Noise draws per second (one vector, as a release adds them):", ""]
         lines += ["| source | noise | draws | per second |", "|---|---|---|---|"]
         lines += [f"| {r['source']} | {r['noise']} | {r['draws']:,} | {r['per_second']:,.0f} |" for r in noise]
     if rows:

@@ -162,7 +162,7 @@ BOUNDS_OPTION = typer.Option(
     metavar="LO,HI",
     help="Public bounds LOWER,UPPER, declared without looking at the data: once for every feature, or repeated "
     "once per feature in column order. Without bounds, fit spends 10% of the budget on finding a box privately "
-    "(docs/choosing.md). 'data' reads them off the data: NOT private.",
+    "(docs/choosing.md; elbow needs them). 'data' reads them off the data: NOT private.",
 )
 BOUNDS_FILE_OPTION = typer.Option(
     None,
