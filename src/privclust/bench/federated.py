@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import statistics
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -88,9 +89,9 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max
     }
 
 
-def _median_run(name: str, X: np.ndarray, k: int, certs: Path, repeats: int) -> dict:
-    runs = [run_one(name, X, k, certs) for _ in range(repeats)]
-    runs.sort(key=lambda r: r["ms_per_iteration"])
+def _median_run(run, repeats: int) -> dict:
+    """The run (``run()``, a row) with the median time per iteration of ``repeats``, with all their times."""
+    runs = sorted((run() for _ in range(repeats)), key=lambda r: r["ms_per_iteration"])
     median = dict(runs[len(runs) // 2])
     median["ms_per_iteration_all_runs"] = [r["ms_per_iteration"] for r in runs]
     return median
@@ -107,7 +108,7 @@ def run_federated(on_done=None, repeats: int = 3) -> list[dict]:
             ds = datasets.load(name)
             settings.append((name, ds.X, ds.k))
         for name, X, k in settings:
-            rows.append(_median_run(name, X, k, certs, repeats))
+            rows.append(_median_run(partial(run_one, name, X, k, certs), repeats))
             if on_done:
                 on_done(rows[-1])
     return rows
@@ -193,14 +194,11 @@ def run_engines(engines=("own", "flower"), repeats: int = 1, max_iter: int | Non
         certs = make_certs(tmp, parties)
         for engine in engines:
             if engine == "own":
-                runs = [run_one(name, X, k, certs, parties, max_iter) | {"engine": "own"} for _ in range(repeats)]
+                row = _median_run(partial(run_one, name, X, k, certs, parties, max_iter), repeats) | {"engine": "own"}
             elif engine == "flower":
-                runs = [run_flower_one(name, X, k, parties, max_iter) for _ in range(repeats)]
+                row = _median_run(partial(run_flower_one, name, X, k, parties, max_iter), repeats)
             else:
                 raise ValueError(f"unknown engine {engine!r}: own or flower")
-            runs.sort(key=lambda r: r["ms_per_iteration"])
-            row = dict(runs[len(runs) // 2])
-            row["ms_per_iteration_all_runs"] = [r["ms_per_iteration"] for r in runs]
             rows.append(row)
             if on_done:
                 on_done(row)
