@@ -498,3 +498,55 @@ def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, 
 def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(algorithm, message):
     with pytest.raises(ValueError, match=message):
         Job(3, 1.0, 1e-6, [-1, 1], algorithm=algorithm)
+
+
+def test_noise_drawn_ahead_for_many_rounds_has_each_rounds_law():
+    """The server's batched draw: one sampler call per block for many rounds, each round's values
+    round(N(0, sigma_int^2)) as a one-round draw, independent of one another."""
+    from privclust.federated.ring import SCALE
+    from privclust.federated.server import draw_ring_noise
+    from privclust.privacy.noise import SecureNoise
+
+    blocks = [
+        {"name": "sums", "width": 2, "sensitivity": 1.0, "std": 0.5},
+        {"name": "counts", "width": 1, "sensitivity": 1.0, "std": 2.0},
+    ]
+    drawn = draw_ring_noise(SecureNoise(), 2, blocks, rounds=300)
+    assert drawn.shape == (300, 2, 3) and drawn.dtype == np.uint64
+    values = drawn.view(np.int64).astype(float)
+    for cols, block in ((slice(0, 2), blocks[0]), (slice(2, 3), blocks[1])):
+        sigma = block["std"] * SCALE + np.sqrt(block["width"]) * block["std"] / block["sensitivity"]
+        assert stats.kstest(values[:, :, cols].ravel() / sigma, "norm").pvalue > 1e-4
+    assert len({row.tobytes() for row in drawn}) == 300  # no round repeats another's noise
+    one = draw_ring_noise(SecureNoise(), 2, blocks)
+    assert one.shape == (2, 3)  # a one-round draw keeps its shape (the Flower app's)
+
+
+def test_the_server_draws_noise_ahead_in_batches_and_uses_each_draw_once(monkeypatch):
+    from privclust.federated import server as server_module
+
+    calls = []
+    original = server_module.draw_ring_noise
+
+    def counted(noise, n_buckets, blocks, rounds=None):
+        calls.append(rounds)
+        return original(noise, n_buckets, blocks, rounds)
+
+    monkeypatch.setattr(server_module, "draw_ring_noise", counted)
+    server = FederatedServer(Job(2, 1.0, 1e-6, [-1, 1]), 2)
+    try:
+        count = [{"name": "rows", "width": 1, "sensitivity": 1.0, "std": 3.0}]
+        lloyd = [
+            {"name": "sums", "width": 2, "sensitivity": 1.0, "std": 5.0},
+            {"name": "counts", "width": 1, "sensitivity": 1.0, "std": 5.0},
+        ]
+        used = []
+        for blocks, n_buckets in [(count, 1)] + [(lloyd, 2)] * 12:  # a count round, then 12 Lloyd rounds
+            used.append(server._ring_noise(n_buckets, blocks).tobytes())
+            server._draw_ahead(n_buckets, blocks)
+        assert len(set(used)) == len(used)  # every draw used once
+        # the count round and the first Lloyd round draw on the spot; the count round's draw ahead is
+        # discarded; then one batch of 10 rounds (64 values // 6 per round) and a second one
+        assert calls == [None, 1, None, 1, 10, 10], calls
+    finally:
+        server._listener.close()
