@@ -121,6 +121,10 @@ def test_three_parties_in_threads_agree_and_match_central_quality(certs, data):
     assert out["server"].privacy_spent["epsilon"] == pytest.approx(1.0)
     assert out[0].rounds == out[0].n_iter + 1  # one round per iteration, plus the noisy row count
     assert np.all(np.abs(first) <= 1)
+    # CPU time per round (the benchmark's load-independent figure), at each party and the server
+    for who in (0, 1, 2, "server"):
+        cpu = out[who].round_cpu_seconds
+        assert len(cpu) == out[0].rounds and all(c > 0 for c in cpu), (who, cpu)
     # Quality is a property of the distribution (see the test against central FastLloyd), not of one run.
 
 
@@ -546,7 +550,7 @@ def test_the_server_draws_noise_ahead_in_batches_and_uses_each_draw_once(monkeyp
             server._draw_ahead(n_buckets, blocks)
         assert len(set(used)) == len(used)  # every draw used once
         # the count round and the first Lloyd round draw on the spot; the count round's draw ahead is
-        # discarded; then one batch of 10 rounds (64 values // 6 per round) and a second one
-        assert calls == [None, 1, None, 1, 10, 10], calls
+        # discarded; then batches of twice as many rounds each time, up to 10 (64 values // 6 a round)
+        assert calls == [None, 1, None, 1, 2, 4, 8], calls
     finally:
         server._listener.close()

@@ -171,6 +171,7 @@ class ServerReport:
     bytes_received: dict = field(default_factory=dict)
     bytes_sent: dict = field(default_factory=dict)
     seconds: float = 0.0
+    round_cpu_seconds: list = field(default_factory=list)  # the server's CPU time per released round
     dropouts: dict = field(default_factory=dict)  # party -> the round it dropped out in
     contributors: list = field(default_factory=list)  # per released round: the parties whose sums are in it
 
@@ -319,6 +320,7 @@ class FederatedServer:
         self._add_noise, self._record = add_noise, record
         self._reserve: tuple | None = None  # (noise key, rounds of noise drawn ahead for it)
         self._last_key, self._streak = None, 0  # the last released round's noise parameters, how often in a row
+        self._batch = 1  # rounds in the last draw ahead
         try:
             self._listener = socket.create_server((host, port), backlog=1024)
         except (OSError, OverflowError) as exc:
@@ -327,6 +329,7 @@ class FederatedServer:
         self.accountant = PrivacyAccountant(job.budget())
         self.dropouts: dict[int, int] = {}
         self.contributors: list[list[int]] = []  # per released round (public protocol metadata)
+        self.round_cpu_seconds: list[float] = []  # per released round: this process, from its gather to its draw ahead
 
     # -- connection set-up ---------------------------------------------------------------
 
@@ -563,6 +566,7 @@ class FederatedServer:
             bytes_received={p.index: p.received for p in everyone},
             bytes_sent={p.index: p.sent for p in everyone},
             seconds=time.perf_counter() - start,
+            round_cpu_seconds=list(self.round_cpu_seconds),
             dropouts=dict(self.dropouts),
             contributors=[list(c) for c in self.contributors],
         )
@@ -647,6 +651,7 @@ class FederatedServer:
         alive = dict(parties)
         round_index = 0
         while True:
+            cpu = time.process_time()
             messages, failures = self._gather(alive.values(), time.monotonic() + self._timeout)
             done = {i for i, m in messages.items() if m[0] == Kind.DONE}
             for i, (kind, header, _) in messages.items():
@@ -712,6 +717,7 @@ class FederatedServer:
             round_index += 1
             if self._add_noise:
                 self._draw_ahead(n_buckets, blocks)
+            self.round_cpu_seconds.append(time.process_time() - cpu)  # the whole process's (a bench runs it alone)
 
     def _agree(self, alive, messages, senders, failures, round_index):
         """The query (label and noise parameters) that at least ``threshold`` senders declare; the others
@@ -777,16 +783,19 @@ class FederatedServer:
         """Noise does not depend on the data: draw the next rounds' now, while the parties compute.
 
         Later rounds usually repeat this round's noise parameters.  The first time parameters are
-        seen one round is drawn ahead (as a one-off count round needs no more); once they repeat,
-        enough rounds for one sampler call of about ``NOISE_BATCH_VALUES`` values, so the sampler's
-        fixed cost per call is paid once per batch instead of once per block and round."""
+        seen one round is drawn ahead (as a one-off count round needs no more); each time the draws
+        ahead run out while they repeat, twice as many rounds as the last time, up to about
+        ``NOISE_BATCH_VALUES`` values a sampler call: the sampler's fixed cost per call is paid once
+        per batch instead of once per block and round, and at most half of the last batch is left
+        unused when the algorithm stops."""
         key = self._noise_key(n_buckets, blocks)
         self._streak = self._streak + 1 if key == self._last_key else 1
         self._last_key = key
         if self._reserve is not None and self._reserve[0] == key and self._reserve[1]:
             return
         width = n_buckets * sum(b["width"] for b in blocks)
-        rounds = 1 if self._streak == 1 else min(MAX_NOISE_BATCH, max(1, NOISE_BATCH_VALUES // width))
+        self._batch = 1 if self._streak == 1 else 2 * self._batch
+        rounds = min(self._batch, MAX_NOISE_BATCH, max(1, NOISE_BATCH_VALUES // width))
         self._reserve = (key, list(draw_ring_noise(self._noise, n_buckets, blocks, rounds)))
 
     def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
