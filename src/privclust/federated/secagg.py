@@ -131,6 +131,7 @@ class SecAggParty:
         self._next_peer_keys: dict[int, str] = {}
         self._next_shares: dict[int, tuple[int, int]] = {}
         self._revealed = -1  # the last round whose shares were revealed: once per round
+        self._own_output: tuple[int, np.ndarray] | None = None  # (round, this party's output mask in it)
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -223,7 +224,9 @@ class SecAggParty:
         count = encoded.size
         y = np.asarray(encoded, dtype=np.uint64).ravel().copy()
         y += _self_mask(self._current.seed, self.session, self.party, round_index, count)
-        y += output_mask(self.group_secret, self.session, self.party, round_index, count)
+        own = output_mask(self.group_secret, self.session, self.party, round_index, count)
+        self._own_output = (round_index, own)  # unmask takes it off again
+        y += own
         for j in sorted(self.alive - {self.party}):
             p = _pair_mask(
                 self._current.key.exchange(self._peer_keys[j]), self.session, round_index, self.party, j, count
@@ -261,7 +264,11 @@ class SecAggParty:
             raise ProtocolError(f"the server's result for round {round_index} names invalid survivors")
         out = np.asarray(total, dtype=np.uint64).copy()
         for i in sorted(survivors):
-            out -= output_mask(self.group_secret, self.session, i, round_index, out.size)
+            own = self._own_output if i == self.party else None
+            if own is not None and own[0] == round_index and own[1].size == out.size:
+                out -= own[1]  # the mask this party added in mask(), not derived twice
+            else:
+                out -= output_mask(self.group_secret, self.session, i, round_index, out.size)
         return out
 
     def advance(self, round_index: int, alive, relayed) -> None:

@@ -684,7 +684,7 @@ class FederatedServer:
             if len(survivors) < self.threshold:
                 raise self._short(len(survivors), round_index, failures)
             spends = round_spends(label, blocks)
-            self.accountant.check(spends)
+            self.accountant.check(spends)  # before anything is unmasked: this round fits the budget
             members = {i: alive[i] for i in survivors}
             total = np.zeros(count, dtype=np.uint64)
             for i in sorted(survivors):
@@ -695,8 +695,6 @@ class FederatedServer:
             total = remove_masks(total, round_index, session, survivors, dropped, reveals, material, self.threshold)
             if self._add_noise:
                 total += self._ring_noise(n_buckets, blocks).ravel()
-            for s in spends:
-                self.accountant.spend(s)
             responders = set(reveals)
             for i in survivors - responders:
                 self._drop(alive[i], round_index, failures.get(i, "no shares"))
@@ -711,6 +709,10 @@ class FederatedServer:
                     self._send(alive[i], Kind.RESULT, header, ring_payload(total))
                 except (OSError, ValueError):
                     pass  # its connection is gone: it drops out next round
+            # Recorded once released, while the parties compute (not in the round trip): the check above
+            # composed exactly these spends with the same ledger, so recording them cannot fail.
+            for s in spends:
+                self.accountant.spend(s)
             self.contributors.append(sorted(survivors))
             alive = {i: alive[i] for i in responders}
             material = material_next
