@@ -54,7 +54,7 @@ from ..algorithms.base import NON_PRIVATE, algorithm_spec
 from ..algorithms.params import DEFAULT_ALPHA, check_params
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
-from ..privacy.noise import NoiseSource, Randomness, SecureNoise, grid_exponent, vector_measurement
+from ..privacy.noise import NoiseSource, Randomness, SecureNoise
 from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, PlanningOracle, Staged
 from . import crypto
 from .ring import SCALE
@@ -93,8 +93,6 @@ MODEL = "the federated model (masked aggregation; the server adds Gaussian noise
 MAX_PARTIES = 1000
 MAX_TIMEOUT = 86400.0  # seconds: a day
 MAX_SIGMA_INT = 2.0**56  # ring noise must leave the sums' headroom (ring.py) intact
-NOISE_BATCH_VALUES = 64  # ring values the server aims to draw ahead in one sampler call per block
-MAX_NOISE_BATCH = 16  # rounds drawn ahead at most (a run's last draws ahead are discarded unused)
 
 
 def _is_int(value) -> bool:
@@ -318,9 +316,7 @@ class FederatedServer:
         self._noise = noise or SecureNoise()
         self._noise.add_gaussian(np.zeros(1), 1.0)  # load the sampler now, not inside the first round
         self._add_noise, self._record = add_noise, record
-        self._reserve: tuple | None = None  # (noise key, rounds of noise drawn ahead for it)
-        self._last_key, self._streak = None, 0  # the last released round's noise parameters, how often in a row
-        self._batch = 1  # rounds in the last draw ahead
+        self._spare = None
         try:
             self._listener = socket.create_server((host, port), backlog=1024)
         except (OSError, OverflowError) as exc:
@@ -718,7 +714,9 @@ class FederatedServer:
             material = material_next
             round_index += 1
             if self._add_noise:
-                self._draw_ahead(n_buckets, blocks)
+                # Noise does not depend on the data: draw the next round's now, while the parties
+                # compute (later rounds usually repeat this round's noise parameters).
+                self._spare = (self._noise_key(n_buckets, blocks), self._draw_noise(n_buckets, blocks))
             self.round_cpu_seconds.append(time.process_time() - cpu)  # the whole process's (a bench runs it alone)
 
     def _agree(self, alive, messages, senders, failures, round_index):
@@ -781,33 +779,15 @@ class FederatedServer:
     def _noise_key(n_buckets: int, blocks: list) -> tuple:
         return (n_buckets, tuple((b["width"], b["sensitivity"], b["std"]) for b in blocks))
 
-    def _draw_ahead(self, n_buckets: int, blocks: list) -> None:
-        """Noise does not depend on the data: draw the next rounds' now, while the parties compute.
-
-        Later rounds usually repeat this round's noise parameters.  The first time parameters are
-        seen one round is drawn ahead (as a one-off count round needs no more); each time the draws
-        ahead run out while they repeat, twice as many rounds as the last time, up to about
-        ``NOISE_BATCH_VALUES`` values a sampler call: the sampler's fixed cost per call is paid once
-        per batch instead of once per block and round, and at most half of the last batch is left
-        unused when the algorithm stops."""
-        key = self._noise_key(n_buckets, blocks)
-        self._streak = self._streak + 1 if key == self._last_key else 1
-        self._last_key = key
-        if self._reserve is not None and self._reserve[0] == key and self._reserve[1]:
-            return
-        width = n_buckets * sum(b["width"] for b in blocks)
-        self._batch = 1 if self._streak == 1 else 2 * self._batch
-        rounds = min(self._batch, MAX_NOISE_BATCH, max(1, NOISE_BATCH_VALUES // width))
-        self._reserve = (key, list(draw_ring_noise(self._noise, n_buckets, blocks, rounds)))
+    def _draw_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
+        return draw_ring_noise(self._noise, n_buckets, blocks)
 
     def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
-        """This round's noise: a draw made ahead for these parameters, else a fresh one.  Each draw is
-        used once, then discarded; draws made for other parameters are discarded unused."""
         key = self._noise_key(n_buckets, blocks)
-        if self._reserve is not None and self._reserve[0] == key and self._reserve[1]:
-            return self._reserve[1].pop()
-        self._reserve = (key, [])
-        return draw_ring_noise(self._noise, n_buckets, blocks)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == key:
+            return spare[1]  # each draw is used once, then discarded
+        return self._draw_noise(n_buckets, blocks)
 
 
 def round_spends(label: str, blocks: list[dict]) -> list[Spend]:
@@ -816,29 +796,15 @@ def round_spends(label: str, blocks: list[dict]) -> list[Spend]:
     return [Spend(f"{label}/{b['name']}", mu=b["sensitivity"] / b["std"]) for b in blocks]
 
 
-def draw_ring_noise(noise: NoiseSource, n_buckets: int, blocks: list[dict], rounds: int | None = None) -> np.ndarray:
+def draw_ring_noise(noise: NoiseSource, n_buckets: int, blocks: list[dict]) -> np.ndarray:
     """Integer ring noise per block: round(N(0, sigma_int^2)), see the module docstring.  It depends on
-    the validated noise parameters only, never on the data nor on who contributed.
-
-    ``rounds`` (for the server's draws ahead) draws that many rounds' noise at once, shape
-    ``(rounds, n_buckets, total width)``: one sampler call per block for all of them.  Every round's
-    values have exactly the law of a one-round draw: with OpenDP's sampler each coordinate is noised on
-    its own, independently, on the grid of a one-round draw (passed explicitly, as ``SecureNoise`` does
-    for the pieces of a large release); another noise source draws independent Gaussians either way."""
-    count = 1 if rounds is None else rounds
+    the validated noise parameters only, never on the data nor on who contributed."""
     parts = []
     for block in blocks:
         width, sensitivity, std = block["width"], block["sensitivity"], block["std"]
         sigma_int = std * SCALE + math.sqrt(width) * std / sensitivity
-        zeros = np.zeros((count, n_buckets, width))
-        if count > 1 and isinstance(noise, SecureNoise):
-            grid = grid_exponent(sigma_int, n_buckets * width)  # the one-round draw's grid
-            drawn = np.asarray(vector_measurement("gaussian", sigma_int, zeros.size, grid)(zeros.ravel()))
-        else:
-            drawn = noise.add_gaussian(zeros, sigma_int)
-        parts.append(np.rint(drawn).reshape(count, n_buckets, width))
-    out = np.concatenate(parts, axis=2).astype(np.int64).view(np.uint64)  # each bucket's blocks side by side
-    return out[0] if rounds is None else out
+        parts.append(np.rint(noise.add_gaussian(np.zeros((n_buckets, width)), sigma_int)))
+    return np.hstack(parts).astype(np.int64).view(np.uint64)
 
 
 def validate_spec_or_abort(spec, max_bytes: int, round_index: int):
