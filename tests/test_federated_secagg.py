@@ -188,6 +188,31 @@ def test_a_sealed_box_carries_two_shares_in_binary_and_a_tampered_one_is_refused
         fresh[0].absorb_setup(_relay(setup, {0, 1, 2}, 0))
 
 
+def test_material_prepared_while_the_server_gathers_serves_the_next_round_after_a_dropout():
+    """prepare() builds the next round's material for every alive party before the survivors are known;
+    the reveal sends only the survivors' boxes, and the next round unmasks with it."""
+    session, parties, material = setup_in_memory()
+    rng = np.random.default_rng(2)
+    for round_index, dropped in [(0, {3}), (1, set())]:
+        alive = set(parties[0].alive)
+        survivors = alive - dropped
+        inputs = {i: encode(rng.normal(0, 100, 6)) for i in survivors}
+        total = sum(parties[i].mask(round_index, inputs[i]) for i in survivors)
+        for i in survivors:
+            parties[i].prepare(round_index)
+        reveals = {i: parties[i].reveal(round_index, sorted(survivors), sorted(dropped)) for i in sorted(survivors)}
+        for i, r in reveals.items():
+            assert set(r["next"]["sealed"]) == {str(j) for j in survivors - {i}}  # no box for the dropped party
+        server_view = remove_masks(total, round_index, session, survivors, dropped, reveals, material, 3)
+        for i in survivors:
+            expected = sum(inputs[j] for j in survivors)
+            np.testing.assert_array_equal(parties[i].unmask(round_index, server_view, sorted(survivors)), expected)
+            parties[i].advance(
+                round_index, sorted(survivors), _relay({j: r["next"] for j, r in reveals.items()}, survivors, i)
+            )
+        material = {j: r["next"] for j, r in reveals.items()}
+
+
 def test_a_party_reveals_once_per_round_and_never_both_shares_of_one_party():
     _, parties, _ = setup_in_memory()
     p = parties[0]

@@ -78,6 +78,7 @@ class MaskedAggregation:
     def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
         masked = self._secagg.mask(round_index, encoded)
         self._channel.send(Kind.ROUND, {"round": round_index, **header}, ring_payload(masked))
+        self._secagg.prepare(round_index)  # the next round's material, while the server gathers
         request, _ = self._channel.receive(Kind.UNMASK)
         if request.get("round") != round_index:
             raise ProtocolError(f"the server asked for the shares of round {request.get('round')!r}, not {round_index}")

@@ -132,6 +132,7 @@ class SecAggParty:
         self._next_shares: dict[int, tuple[int, int]] = {}
         self._revealed = -1  # the last round whose shares were revealed: once per round
         self._own_output: tuple[int, np.ndarray] | None = None  # (round, this party's output mask in it)
+        self._prepared: tuple[int, dict] | None = None  # (round, its material built ahead: see prepare)
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -250,12 +251,26 @@ class SecAggParty:
         if round_index <= self._revealed:
             raise ProtocolError(f"the server asked twice for round {round_index}'s shares")
         self._revealed = round_index
-        others = sorted(survivors - {self.party})
+        others = survivors - {self.party}
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == round_index + 1:
+            material = prepared[1]  # boxes for every alive party: keep the survivors'
+            material = {**material, "sealed": {str(j): material["sealed"][str(j)] for j in sorted(others)}}
+        else:
+            material = self._material(round_index + 1, sorted(others), self._next)
         return {
             "seeds": {str(i): format(self._shares[i][1], "x") for i in sorted(survivors)},
             "keys": {str(j): format(self._shares[j][0], "x") for j in sorted(dropped)},
-            "next": self._material(round_index + 1, others, self._next),
+            "next": material,
         }
+
+    def prepare(self, round_index: int) -> None:
+        """Build the material for round ``round_index + 1`` now, while the server gathers round
+        ``round_index``'s messages, so ``reveal`` only picks the survivors' boxes.  It holds nothing
+        the reveal would not: the same fresh secrets, shared and sealed for every alive party."""
+        if round_index > self._revealed:
+            others = sorted(self.alive - {self.party})
+            self._prepared = (round_index + 1, self._material(round_index + 1, others, self._next))
 
     def unmask(self, round_index: int, total: np.ndarray, survivors) -> np.ndarray:
         """The noisy aggregate from the server's reply: subtract the survivors' output masks."""
