@@ -502,3 +502,29 @@ def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, 
 def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(algorithm, message):
     with pytest.raises(ValueError, match=message):
         Job(3, 1.0, 1e-6, [-1, 1], algorithm=algorithm)
+
+
+def test_no_round_waits_for_its_noise_after_the_reveals(certs, data, monkeypatch):
+    """Every round's noise is drawn before the survivors' reveals are in: after the last release when the
+    noise parameters repeat, else while the survivors compute their reveals (the count round, the first
+    Lloyd round), never between the reveals and the release."""
+    on_path = {"inside": False, "draws": 0}
+    draw, ring_noise = FederatedServer._draw_noise, FederatedServer._ring_noise
+
+    def counted_draw(self, *args):
+        on_path["draws"] += on_path["inside"]
+        return draw(self, *args)
+
+    def watched(self, *args):
+        on_path["inside"] = True
+        try:
+            return ring_noise(self, *args)
+        finally:
+            on_path["inside"] = False
+
+    monkeypatch.setattr(FederatedServer, "_draw_noise", counted_draw)
+    monkeypatch.setattr(FederatedServer, "_ring_noise", watched)
+    out, errors = run_in_threads(certs, data[1])
+    assert not errors, errors
+    assert out["server"].rounds == out[0].rounds >= 3
+    assert on_path["draws"] == 0

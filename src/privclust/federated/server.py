@@ -45,6 +45,7 @@ import ssl
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -687,7 +688,8 @@ class FederatedServer:
                 if self._record is not None:
                     self._record.append((round_index, i, vectors[i].copy()))
                 total += vectors[i]  # wraps modulo 2^64
-            reveals, material_next = self._unmask(members, survivors, dropped, round_index, failures)
+            prefetch = partial(self._prefetch_noise, n_buckets, blocks) if self._add_noise else None
+            reveals, material_next = self._unmask(members, survivors, dropped, round_index, failures, prefetch)
             total = remove_masks(total, round_index, session, survivors, dropped, reveals, material, self.threshold)
             if self._add_noise:
                 total += self._ring_noise(n_buckets, blocks).ravel()
@@ -744,8 +746,10 @@ class FederatedServer:
         header = messages[best[0]][1]
         return set(best), alive[best[0]].spec, str(header.get("label"))
 
-    def _unmask(self, members: dict, survivors: set, dropped: set, round_index: int, failures: dict):
-        """Ask the survivors for their shares; returns ({responder: reveal}, {responder: next material})."""
+    def _unmask(self, members: dict, survivors: set, dropped: set, round_index: int, failures: dict, meanwhile=None):
+        """Ask the survivors for their shares; returns ({responder: reveal}, {responder: next material}).
+
+        ``meanwhile()`` runs once the requests are out, while the survivors compute their reveals."""
         request = {"round": round_index, "survivors": sorted(survivors), "dropped": sorted(dropped)}
         asked = []
         for i, p in sorted(members.items()):
@@ -754,6 +758,8 @@ class FederatedServer:
                 asked.append(p)
             except (OSError, ValueError) as exc:
                 failures[i] = str(exc)
+        if meanwhile is not None:
+            meanwhile()
         messages, errors = self._gather(asked, time.monotonic() + self._timeout, Kind.REVEAL)
         failures.update(errors)
         reveals, material_next = {}, {}
@@ -781,6 +787,13 @@ class FederatedServer:
 
     def _draw_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
         return draw_ring_noise(self._noise, n_buckets, blocks)
+
+    def _prefetch_noise(self, n_buckets: int, blocks: list) -> None:
+        """Draw this round's noise now, while the survivors compute their reveals, unless the draw made
+        ahead after the last release fits (its noise parameters changed, e.g. the first Lloyd round)."""
+        key = self._noise_key(n_buckets, blocks)
+        if self._spare is None or self._spare[0] != key:
+            self._spare = (key, self._draw_noise(n_buckets, blocks))
 
     def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
         key = self._noise_key(n_buckets, blocks)
