@@ -176,6 +176,24 @@ def test_sklearns_data_dependent_starts_and_restarts_are_ignored_with_one_warnin
     assert sklearn_style.privacy_spent_.epsilon == plain.privacy_spent_.epsilon
 
 
+def test_a_fit_checks_the_ignored_parameters_once(blobs, monkeypatch):
+    from privclust import estimator
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return ignored(*args, **kwargs)
+
+    ignored = estimator.ignored
+    monkeypatch.setattr(estimator, "ignored", counted)
+    model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=1, n_init=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(blobs[0])
+    assert len(calls) == 1 and len(compat_warnings(caught)) == 1
+
+
 def test_auto_takes_sklearns_max_iter_and_ignores_it_with_the_warning(blobs):
     X = blobs[0]
     plain = fit_quietly(KMeans(3, bounds=(-1, 1), random_state=1), X)
