@@ -498,3 +498,14 @@ def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, 
 def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(algorithm, message):
     with pytest.raises(ValueError, match=message):
         Job(3, 1.0, 1e-6, [-1, 1], algorithm=algorithm)
+
+
+def test_a_job_checks_its_plan_as_an_oracle_checks_one(monkeypatch):
+    from privclust.queries.plan import PlanningOracle, Staged
+
+    checked = []
+    check = PlanningOracle.check
+    monkeypatch.setattr(PlanningOracle, "check", lambda self, spec: (checked.append(spec), check(self, spec))[1])
+    Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")
+    [spec] = checked  # the count, then every algorithm auto may choose: once, by Oracle.check
+    assert isinstance(spec, Staged) and len(spec.stages) == 2
