@@ -27,6 +27,7 @@ d'-dimensional projection) to fit in the driver's memory.
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from functools import partial
 from typing import Callable
@@ -139,6 +140,7 @@ class SparkRows(Rows):
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
         self._samples: list[SparkRows] = []  # cached samples of these rows, dropped with them
+        self._share = 1.0  # of the frame's rows these rows are expected to hold (a sample's rate: public)
 
     def _ready(self):
         if self._rdd is not None:
@@ -190,7 +192,7 @@ class SparkRows(Rows):
         on it (the greedy start's levels) reads the kept rows only, and is dropped with these rows."""
         seed = int(rng.integers(2**63))
         sample = copy.copy(self)  # the same frame (its session's settings) and transform
-        sample._samples = []
+        sample._samples, sample._share = [], self._share * rate
         sample._rdd = self._persist(self._ready().mapPartitionsWithIndex(partial(_kept_by_coins, rate=rate, seed=seed)))
         self._samples.append(sample)
         return sample
@@ -215,7 +217,8 @@ class SparkRows(Rows):
 
     @property
     def partitions(self) -> int:
-        """``spark.sql.shuffle.partitions`` (200 by default): Spark's public setting, never read off the rows."""
+        """``spark.sql.shuffle.partitions`` (200 by default): Spark's public setting, never read off the rows;
+        a sample of rate q spreads its balls over q of them (a public share: fewer, fuller tasks)."""
         setting = self._frame.sparkSession.conf.get("spark.sql.shuffle.partitions", "200")
         try:
             partitions = int(setting)
@@ -226,7 +229,7 @@ class SparkRows(Rows):
                 f"spark.sql.shuffle.partitions is {setting!r}: the MPC greedy hashes its balls to that many "
                 "partitions, so set it to a positive number (e.g. 200) for this job"
             )
-        return partitions
+        return max(1, math.ceil(partitions * self._share))
 
     def reduced(self, queries, noisers, reductions):
         """Seed 000's merge-and-reduce on the executors (``queries.reduce``): every task sums its chunks and
