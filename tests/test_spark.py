@@ -268,3 +268,32 @@ def test_a_user_level_fit_on_spark_bounds_each_users_rows_where_they_live(spark)
     assert model.cluster_centers_.shape == (2, 2)
     with pytest.raises(ValueError, match="no user column 'owner'"):
         KMeans(2, bounds=(-1, 1), privacy_unit="user", max_rows_per_user=m).fit(frame, user_ids="owner")
+
+
+def test_a_poisson_sample_of_spark_rows_is_kept_by_the_executors_and_stays_the_same_sample(spark):
+    X = np.random.default_rng(5).uniform(-1, 1, (4000, 2))
+    rows = SparkRows(_frame(spark, X, partitions=4))
+    sample = rows.poisson_sample(0.25, np.random.default_rng(0))
+    (first,), (again,) = sample.sums([count_query()]), sample.sums([count_query()])
+    assert first[0, 0] == again[0, 0]  # every pass reads the same kept rows
+    assert 800 < first[0, 0] < 1200  # Binomial(4000, 0.25): 1000 +- 27
+    kept = sample.map_rows(lambda r: r)
+    assert {tuple(r) for r in kept} <= {tuple(r) for r in X}  # rows of X, none altered
+    other = rows.poisson_sample(0.25, np.random.default_rng(1)).map_rows(lambda r: r)
+    assert {tuple(r) for r in kept} != {tuple(r) for r in other}  # the coins come from the secret seed
+    rows.close()
+    assert not sample._rdd.is_cached  # the sample's cache is dropped with the rows
+
+
+def test_the_default_start_reads_a_poisson_sample_on_spark_as_in_memory(spark):
+    rng = np.random.default_rng(4)
+    truth = np.array([[-0.6, -0.6, 0.0], [0.6, 0.6, 0.0]])  # d = 3: auto's FastLloyd from the greedy start
+    X = np.clip(truth[rng.integers(0, 2, 20_000)] + rng.normal(0, 0.05, (20_000, 3)), -1, 1)
+    params = dict(epsilon=4.0, delta=1e-6, bounds=(-1, 1), public_n=20_000, random_state=2)
+    local = KMeans(2, **params).fit(X)
+    distributed = KMeans(2, **params).fit(_frame(spark, X, partitions=4))
+    rate = local.fit_info_["init"]["sample_rate"]
+    assert rate < 1.0 and distributed.fit_info_["init"]["sample_rate"] == rate  # a public rate, the same plan
+    spent, planned = distributed.privacy_spent_, local.privacy_spent_  # the start is the MPC greedy there
+    assert (spent.epsilon, spent.delta) == pytest.approx((planned.epsilon, planned.delta))
+    assert np.linalg.norm(distributed.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.05

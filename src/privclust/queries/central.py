@@ -211,7 +211,7 @@ class CentralOracle(Oracle):
             self.model = f"the central model at user level (at most {unit.max_rows} rows per user)"
         if rows.distributed:
             self.capabilities = self.capabilities | {DISTRIBUTED}
-        elif isinstance(rows, MemoryRows):  # sampled without a pass over the rows
+        if rows.samplable:  # in memory without a pass over the rows; on Spark by the executors' coins
             self.capabilities = self.capabilities | {SAMPLED}
 
     def sampled(self, rate, rng):

@@ -90,6 +90,8 @@ class Rows(ABC):
         """``fn`` of every chunk of unit-box rows, concatenated in row order (exact access)."""
         raise NotImplementedError(f"{type(self).__name__} gives no exact access to its rows")
 
+    samplable = False  # whether poisson_sample works where the rows live (the oracle then has ``SAMPLED``)
+
     def poisson_sample(self, rate: float, rng: np.random.Generator) -> "Rows":
         """The rows each kept independently with probability ``rate`` (coins from ``rng``, never released).
         Rows that cannot be sampled where they live say so; the oracle then lacks ``SAMPLED``."""
@@ -362,6 +364,8 @@ class MemoryRows(Rows):
         if not buckets:
             return np.zeros(0, dtype=np.int64), np.zeros((0, query.width))
         return np.concatenate(buckets), np.concatenate(values)
+
+    samplable = True
 
     def poisson_sample(self, rate, rng):
         """Independent coins, drawn without a pass over the rows: m ~ Binomial(n, rate), then m distinct rows
