@@ -346,7 +346,8 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
     (the row count is private).
 
     Memory: one chunk of parsed text at a time; the map's pages are the page cache's, read as the fit
-    reads them, so a table larger than memory fits where its file does."""
+    reads them and given back to it chunk by chunk after every pass (``privclust._pages``), so a table
+    larger than memory fits where its file does and the fit's resident set holds only the chunks in flight."""
     missing: dict[str, None] = {}  # ordered sets of column names
     non_numeric: dict[str, None] = {}
     booleans: dict[str, set[bool]] = {}  # column -> whether a chunk read it as True/False, as numbers, or both
