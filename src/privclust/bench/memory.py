@@ -147,7 +147,7 @@ def _write_reports(folder: Path, users: int, seed: int) -> tuple[Path, Path]:
         for start in range(0, users, 1_000_000):
             m = min(1_000_000, users - start)
             points = np.clip(centers[rng.integers(0, 4, m)] + rng.normal(0, 0.05, (m, 2)), -1, 1)
-            out.write(randomizer.reports(points)[len(report_header(protocol)) :])
+            out.write(memoryview(randomizer.reports(points))[len(report_header(protocol)) :])
     return folder / "protocol.json", folder / "reports.bin"
 
 
