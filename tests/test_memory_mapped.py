@@ -172,3 +172,15 @@ def test_a_gathered_sample_is_the_indexed_rows(wide, in_memory):
         drop_pages(wide, slice(None))
         gather_rows(wide, index, block=256)
         assert resident_kib(wide) == 0  # each block's pages given back as the gather went
+
+
+def test_devices_reports_give_back_the_pages_of_a_memory_mapped_points_file(tmp_path, monkeypatch):
+    from privclust.local import Protocol, Randomizer
+    from privclust.local import protocol as protocol_module
+
+    monkeypatch.setattr(protocol_module, "REPORTS_CHUNK", 20_000)
+    mapped = memmap_of(tmp_path, np.random.default_rng(4).uniform(-1, 1, (262_144, 4)), np.float64)  # 8 MiB
+    assert np.isfinite(mapped.sum()) and resident_kib(mapped) >= 8192
+    protocol = Protocol(n_clusters=2, n_features=4, bounds=[-1, 1], epsilon=2.0, users=300_000, seed=1)
+    made = Randomizer(protocol, np.random.default_rng(0)).reports(mapped)
+    assert len(made) == 13 + 27 * 262_144 and resident_kib(mapped) == 0

@@ -43,6 +43,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .._pages import drop_pages
 from ..algorithms.base import FitContext
 from ..algorithms.greedy import GreedyRound, GreedySpec, greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
@@ -384,8 +385,8 @@ class Randomizer:
         """The reports of many devices, one per row of ``points`` (an array or a memory map), as one batch
         (a ``bytearray``: header, then records).
 
-        Made :data:`REPORTS_CHUNK` rows at a time, each chunk's records written straight into the batch, so
-        memory is the batch and one chunk: each device's report depends on its own point and coins only, so
+        Made :data:`REPORTS_CHUNK` rows at a time, each chunk's records written straight into the batch (and a
+        memory map's pages of the chunk given back), so memory is the batch and one chunk: each device's report depends on its own point and coins only, so
         the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
         points = np.atleast_2d(points)
         if not points.shape[0]:
@@ -394,7 +395,9 @@ class Randomizer:
         batch[:HEADER_BYTES] = report_header(self.protocol)
         records = np.frombuffer(batch, dtype=REPORT, offset=HEADER_BYTES)  # a view: writing it writes the batch
         for start in range(0, points.shape[0], REPORTS_CHUNK):
-            records[start : start + REPORTS_CHUNK] = self._records(points[start : start + REPORTS_CHUNK])
+            chunk = slice(start, start + REPORTS_CHUNK)
+            records[chunk] = self._records(points[chunk])
+            drop_pages(points, chunk)  # a memory map's pages of the chunk given back (``privclust._pages``)
         del records  # the batch may be resized by its owner once no view holds it
         return batch
 
