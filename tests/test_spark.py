@@ -297,3 +297,22 @@ def test_the_default_start_reads_a_poisson_sample_on_spark_as_in_memory(spark):
     spent, planned = distributed.privacy_spent_, local.privacy_spent_  # the start is the MPC greedy there
     assert (spent.epsilon, spent.delta) == pytest.approx((planned.epsilon, planned.delta))
     assert np.linalg.norm(distributed.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.05
+
+
+@pytest.mark.parametrize("kind", ["text", "float"])
+def test_a_missing_user_id_on_spark_is_refused_as_in_memory_before_anything_is_spent(spark, kind):
+    """Null ids were one "user" bounded to m rows on Spark, where the in-memory fit refuses them."""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, (40, 2))
+    owners = [f"u{i % 7}" if kind == "text" else float(i % 7) for i in range(40)]
+    owners[23] = None
+    frame = spark.createDataFrame([(float(a), float(b), u) for (a, b), u in zip(X, owners)], ["x0", "x1", "user"])
+    fit = dict(epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=3)
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError) as on_spark:
+        KMeans(2, accountant=accountant, **fit).fit(frame, user_ids="user")
+    ids = np.array(owners, dtype=object if kind == "text" else float)  # None is NaN among float ids
+    with pytest.raises(ValueError) as in_memory:
+        KMeans(2, **fit).fit(X, user_ids=ids)
+    assert str(on_spark.value) == str(in_memory.value)
+    assert accountant.spends == []  # refused before any release

@@ -25,7 +25,8 @@ row is read.
 Speed: an in-memory array is transformed once, on first use (chunks already
 inside the unit box are kept as views, not copied), with each row's squared
 norm cached; memory-mapped input is transformed chunk by chunk on every pass
-instead, so arrays larger than memory work.  Chunks are processed on every
+instead, so arrays larger than memory work, and each chunk's pages of the map are
+given back once it is done (``privclust._pages``).  Chunks are processed on every
 core.  Voronoi-cell queries and row counts take exact shortcuts
 (``queries.voronoi``).
 """
@@ -38,6 +39,7 @@ from typing import Callable, TypeVar
 import numpy as np
 from scipy import sparse
 
+from .._pages import drop_pages, gather_rows
 from .._parallel import imap_chunks, map_chunks
 from .._validation import check_data, check_int
 from ..privacy.unit import UserBound
@@ -251,10 +253,6 @@ def empty_answer(query: SumQuery):
     return merge_sparse([], query.width) if query.sparse else np.zeros((query.n_buckets, query.width))
 
 
-def _as_is(chunk: RowChunk) -> RowChunk:
-    return chunk
-
-
 COIN_BLOCK = 2**20  # a Poisson sample's coins are drawn this many at a time
 
 
@@ -315,6 +313,14 @@ class MemoryRows(Rows):
     def _prepare(self, rows: slice) -> RowChunk:
         return RowChunk(self._transform(np.asarray(self._at(rows), dtype=np.float64)))
 
+    def _read(self, rows, fn: Callable[[RowChunk], T]) -> T:
+        """``fn`` of the chunk at ``rows`` (a slice of the released rows); a memory map's pages of those rows are
+        given back afterwards (``_pages``), so a pass never holds more of the map than its chunks in flight."""
+        try:
+            return fn(self._prepare(rows))
+        finally:
+            drop_pages(self._data, rows if self._keep is None else self._keep[rows])
+
     @property
     def partitions(self) -> int:
         return self._partitions
@@ -329,7 +335,7 @@ class MemoryRows(Rows):
         self._ready()
         if self._prepared is not None:
             return map_chunks(fn, self._prepared)
-        return [fn(self._prepare(s)) for s in self._slices]  # memory map: one chunk in memory at a time
+        return [self._read(s, fn) for s in self._slices]  # memory map: one chunk in memory at a time
 
     def count(self) -> int:
         return int(self._released_rows(self._ready()))
@@ -343,11 +349,11 @@ class MemoryRows(Rows):
         answers = RunningAnswers(list(queries))
         self._ready()
         if self._prepared is not None:
-            chunks, read = self._prepared, _as_is
+            chunks, one = self._prepared, answers.of_chunk
         else:  # memory map: one chunk read per worker at a time
-            chunks, read = self._slices, self._prepare
+            chunks, one = self._slices, lambda rows: self._read(rows, answers.of_chunk)
         # A few chunks in flight (imap_chunks): memory stays a few partial answers, whatever n is.
-        for parts in imap_chunks(lambda c: answers.of_chunk(read(c)), chunks):
+        for parts in imap_chunks(one, chunks):
             answers.add(parts)
         return answers.result()
 
@@ -357,8 +363,9 @@ class MemoryRows(Rows):
             select = np.arange(self._released_rows(data))
         buckets, values = [], []
         for start in range(0, select.size, self._chunk_rows):
-            rows = self._transform(np.asarray(self._at(select[start : start + self._chunk_rows]), dtype=np.float64))
-            b, v = clipped_contribution(query, rows)
+            part = select[start : start + self._chunk_rows]
+            b, v = clipped_contribution(query, self._transform(np.asarray(self._at(part), dtype=np.float64)))
+            drop_pages(data, part if self._keep is None else self._keep[part])
             buckets.append(b)
             values.append(v)
         if not buckets:
@@ -371,8 +378,9 @@ class MemoryRows(Rows):
         """Independent coins, drawn without a pass over the rows: m ~ Binomial(n, rate), then m distinct rows
         uniformly -- the same distribution (as ``Subsampled`` draws it).  Only the m rows are copied."""
         data = self._ready()
+        sample = poisson_indices(self._released_rows(data), rate, rng)
         return MemoryRows(
-            self._at(poisson_indices(self._released_rows(data), rate, rng)),
+            gather_rows(data, sample if self._keep is None else self._keep[sample], self._chunk_rows),
             self.n_features,
             transform=self._transform,
             chunk_rows=self._chunk_rows,

@@ -34,12 +34,21 @@ from typing import Callable
 
 import numpy as np
 
+from ..privacy.unit import missing_ids_refusal
 from .base import ROW_COUNT
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
-__all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame", "bounded_frame"]
+__all__ = [
+    "SparkRows",
+    "is_spark_frame",
+    "spark_features",
+    "spark_session",
+    "predict_frame",
+    "bounded_frame",
+    "refuse_missing_ids",
+]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -135,7 +144,9 @@ class SparkRows(Rows):
 
     def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None, users=None):
         self.n_features = spark_features(frame, ignore=None if users is None else users.column)
+        self._ids = None
         if users is not None:  # user level: the executors keep at most m rows per user (privacy.unit)
+            self._ids = (frame, users.column)  # checked on first use, before the rows are cached or released
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
@@ -145,6 +156,9 @@ class SparkRows(Rows):
     def _ready(self):
         if self._rdd is not None:
             return self._rdd
+        if self._ids is not None:
+            refuse_missing_ids(*self._ids)
+
         try:
             with warnings.catch_warnings():
                 # The rows travel as Arrow batches into numpy, never through pandas: PySpark's notice
@@ -254,11 +268,26 @@ class SparkRows(Rows):
         return result
 
 
+def refuse_missing_ids(frame, column: str) -> None:
+    """Refuse ``frame`` if its user ``column`` holds a missing id (null; for a float column also NaN or an
+    infinite value), as the in-memory rows refuse them (``privacy.unit.missing_ids_refusal``): one Spark job
+    that stops at the first such row.  Before any release, and naming no row or count."""
+    from pyspark.sql import functions as F
+
+    floating = dict(frame.dtypes)[column] in ("float", "double")
+    missing = F.col(column).isNull()
+    if floating:
+        missing = missing | F.isnan(F.col(column)) | (F.abs(F.col(column)) == float("inf"))
+    if frame.where(missing).limit(1).count():
+        raise missing_ids_refusal(floating)
+
+
 def bounded_frame(frame, column: str, max_rows: int, seed: int):
     """The feature columns of ``frame`` with each user's rows (by ``column``) bounded to ``max_rows``: the
     rows with the smallest i.i.d. uniform priorities (``rand`` from a secret ``seed``), ranked within each
     user where the rows live.  The choice reads the user ids and the coins only, never a feature's value
-    (``privacy.unit``); rows whose user id is null count as one user."""
+    (``privacy.unit``).  A null id would make its rows one user: :class:`SparkRows` refuses them first
+    (:func:`refuse_missing_ids`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
