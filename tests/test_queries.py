@@ -43,8 +43,8 @@ def exact(X, query, **kw):
     return MemoryRows(X, X.shape[1], **kw).sums([query])[0]
 
 
-def brute_force(X, cells, bound):
-    """Clipped per-cell sums of [x - c, 1], by a Python loop (the reference)."""
+def brute_force(X, cells, bound, norm="l2"):
+    """Clipped per-cell sums of [x - c, 1], by a Python loop (the reference): the first nearest center."""
     k, d = cells.centers.shape
     out = np.zeros((k, d + 1))
     for x in X:
@@ -53,7 +53,7 @@ def brute_force(X, cells, bound):
         if cells.radius is not None and dist[j] >= cells.radius:
             continue
         v = x - cells.centers[j] if cells.relative else x.copy()
-        n = np.linalg.norm(v)
+        n = np.abs(v).sum() if norm == "l1" else np.linalg.norm(v)
         if n > bound:
             v *= bound / n
         out[j, :d] += v
@@ -75,8 +75,8 @@ def test_voronoi_fast_path_matches_definition_and_brute_force(relative, radius, 
 
 
 def test_the_voronoi_kernel_reuses_its_work_arrays_across_blocks(monkeypatch):
-    """A chunk of many blocks (the blocks sized to stay in cache) is summed with one scores and one indicator
-    array for all of them -- written in place, not allocated per block -- and gives the definition's sums."""
+    """A chunk of many blocks (the blocks sized to stay in cache) is summed with one scores array for all of
+    them -- written in place, not allocated per block -- and gives the definition's sums."""
     from privclust.queries import voronoi
 
     rng = np.random.default_rng(1)
@@ -85,17 +85,41 @@ def test_the_voronoi_kernel_reuses_its_work_arrays_across_blocks(monkeypatch):
     block = Block("sum", 3, 0.4)
     monkeypatch.setattr(voronoi, "BLOCK_CELLS", 4 * 300)  # blocks of 300 rows: 17 of them
     seen = []
-    real = voronoi.nearest_center
+    real = voronoi._Work.scores
 
-    def spy(chunk, centers, sq_norms=None, scores=None):
-        nearest, sq = real(chunk, centers, sq_norms, scores)
-        seen.append(None if scores is None else scores.__array_interface__["data"][0])
-        return nearest, sq
+    def spy(self, chunk):
+        scores = real(self, chunk)
+        seen.append(scores.__array_interface__["data"][0])
+        return scores
 
-    monkeypatch.setattr(voronoi, "nearest_center", spy)
+    monkeypatch.setattr(voronoi._Work, "scores", spy)
     got = cells.clipped_sums(X, np.einsum("ij,ij->i", X, X), block, Block("count", 1, 1.0, count=True))
-    assert len(seen) == 17 and None not in seen and len(set(seen)) == 1
+    assert len(seen) == 17 and len(set(seen)) == 1
     np.testing.assert_allclose(got, brute_force(X, cells, 0.4), atol=1e-7)
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_the_voronoi_kernel_counts_a_row_tied_between_centers_once(relative):
+    """Two equal centers tie every row nearest to them exactly: each such row goes to the first of them
+    alone (as argmin), never to both; the blocks without a tie take the one-hot path."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (3000, 2))
+    X[:5] = [0.5, 0.5]  # rows on the doubled center itself
+    centers = np.array([[-0.5, -0.5], [0.5, 0.5], [0.5, 0.5], [0.9, -0.9]])
+    cells = VoronoiCells(centers, radius=1.0 if relative else None, relative=relative)
+    got = exact(X, voronoi_query("q", cells, Block("sum", 2, 0.6)), chunk_rows=700)
+    np.testing.assert_allclose(got, brute_force(X, cells, 0.6), atol=1e-9)
+    assert got[2, 2] == 0 and got[1, 2] > 0
+
+
+def test_the_voronoi_kernel_clips_l1_relative_rows_about_their_own_center():
+    """SuLloyd's blocks are l1-bounded: a relative row's l1 norm needs its own center, which the one-hot
+    kernel otherwise never lists."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (900, 3))
+    cells = VoronoiCells(rng.uniform(-1, 1, (5, 3)), radius=None, relative=True)
+    got = exact(X, voronoi_query("q", cells, Block("sum", 3, 0.3, norm="l1")), chunk_rows=256)
+    np.testing.assert_allclose(got, brute_force(X, cells, 0.3, norm="l1"), atol=1e-9)
 
 
 def test_clip_blocks_enforces_each_blocks_norm():
