@@ -425,3 +425,23 @@ def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
     assert first == second == [(i, [0, 1, 4]) for i in range(50)]
     assert _parallel._shared_pool() is pool and len(seen_threads) <= _parallel.n_workers()
     assert most[0] <= 2 * 2
+
+
+def test_a_chunk_of_nearby_bucket_ids_is_summed_by_counting_bit_for_bit(monkeypatch):
+    """A sparse query's chunk whose ids span a short range is summed by np.bincount, not sorted: the same
+    ids (a bucket whose rows add 0 is still listed: it is non-empty) and the same sums, bit for bit."""
+    from privclust.queries import rows
+
+    rng = np.random.default_rng(4)
+    ids = rng.integers(10_000, 10_400, 3000)
+    ids[::7] = -1  # rows outside every bucket
+    values = rng.uniform(0, 1, (3000, 2))
+    values[ids == 10_007] = 0.0
+    query = SumQuery("q", 20_000, (Block("v", 2, 10.0),), lambda chunk: (ids, values.copy()), sparse=True)
+    want = rows.merge_sparse([(ids[ids >= 0], values[ids >= 0])], 2)
+    sorted_calls = []
+    monkeypatch.setattr(rows, "merge_sparse", lambda *a: sorted_calls.append(a))
+    got_ids, got_sums = rows.chunk_sparse_part(query, np.zeros((3000, 1)))
+    assert not sorted_calls
+    assert np.array_equal(got_ids, want[0]) and 10_007 in got_ids
+    assert np.array_equal(got_sums, want[1])
