@@ -399,6 +399,33 @@ def test_a_narrowing_sparse_query_draws_noise_only_at_the_candidates_of_the_rele
     assert o.accountant.report().epsilon > 0  # both releases are charged as before
 
 
+@pytest.mark.parametrize("memory_mapped", [False, True])
+def test_a_narrowed_release_with_no_candidate_reads_no_row_in_memory(memory_mapped, tmp_path):
+    """Rows in memory: a narrowing query is summed after the release it narrows from, in a pass of its own,
+    and not at all when that release names no candidate (every coarse bucket here is empty, so none is
+    significant); its answer is empty either way.  A memory map answers the batch in one pass (a pass is a
+    read), summing the fine query with the coarse one."""
+    coarse = SumQuery(
+        "coarse", 4, (Block("v", 1, 1.0),), lambda rows: (np.full(rows.shape[0], -1), np.ones((rows.shape[0], 1)))
+    )
+    read = []
+
+    def fine_contribution(rows):
+        read.append(rows.shape[0])
+        return _fine(rows)
+
+    fine = SumQuery("fine", 100, (Block("v", 1, 1.0),), fine_contribution, sparse=True, narrows=lambda kept: kept)
+    rows = np.array([[1, 10]] * 900 + [[2, 21]] * 900, dtype=float)
+    if memory_mapped:
+        np.save(tmp_path / "rows.npy", rows)
+        rows = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    o = in_memory(rows, Budget(4.0, 1e-6), noise=noise())
+    plan = o.plan([Part("coarse", share=1.0), Part("fine", share=1.0, delta=1e-7)], needs={SPARSE})
+    first, second = plan.release_many([(coarse, "coarse", 1.0), (fine, "fine", 1.0)])
+    assert not np.any(first.values["v"] > 5) and second.ids.size == 0
+    assert (sum(read) == rows.shape[0]) if memory_mapped else not read
+
+
 def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
     """The chunk pool is started once per process (not per pass), a pass holds at most two chunks per worker
     in flight, answers come back in chunk order, and a chunk function that maps chunks itself runs inline."""

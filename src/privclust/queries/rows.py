@@ -101,6 +101,12 @@ class Rows(ABC):
     distributed = False  # on many machines: reductions run where the buckets live (``queries.reduce``)
 
     @property
+    def in_memory(self) -> bool:
+        """Whether the rows are held in memory, so that another pass over them costs no read (public: where
+        the rows live, never their values)."""
+        return False
+
+    @property
     def partitions(self) -> int:
         """The partitions a reduced release's buckets are hashed to (public: never read off the rows)."""
         return 1
@@ -337,6 +343,11 @@ class MemoryRows(Rows):
     @property
     def partitions(self) -> int:
         return self._partitions
+
+    @property
+    def in_memory(self) -> bool:
+        self._ready()
+        return self._prepared is not None
 
     @property
     def data(self) -> np.ndarray:
