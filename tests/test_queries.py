@@ -472,3 +472,21 @@ def test_a_chunk_of_nearby_bucket_ids_is_summed_by_counting_bit_for_bit(monkeypa
     assert not sorted_calls
     assert np.array_equal(got_ids, want[0]) and 10_007 in got_ids
     assert np.array_equal(got_sums, want[1])
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_nearest_center_takes_the_first_of_tied_centers_for_few_and_many(k, monkeypatch):
+    """Few centers compare score rows one center at a time, many take argmin: either way each row's nearest
+    center, the first of two equal ones, over blocks of rows, with the squared distance to it."""
+    from privclust.queries import voronoi
+
+    monkeypatch.setattr(voronoi, "BLOCK_CELLS", 8 * k)  # blocks of 256 rows
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, (1000, 3))
+    centers = rng.uniform(-1, 1, (k, 3))
+    if k > 1:
+        centers[k - 1] = centers[k // 2]  # a center twice: its rows go to the first copy
+    nearest, sq = voronoi.nearest_center(X, centers)
+    dist = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(2)
+    np.testing.assert_array_equal(nearest, np.argmin(dist, axis=1))
+    np.testing.assert_allclose(sq, dist.min(axis=1), atol=1e-12)
