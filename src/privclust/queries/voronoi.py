@@ -142,7 +142,7 @@ class VoronoiCells:
         inside = sq < self.radius**2 if self.radius is not None else None
         tied = np.count_nonzero(onehot) != n
         if tied or (self.relative and sum_block.norm != "l2"):
-            cells = np.argmin(scores, axis=0)
+            cells = _first_minimum(scores, best) if self.n_cells <= FEW_CENTERS else np.argmin(scores, axis=0)
             if tied:
                 onehot.fill(False)
                 onehot[cells, np.arange(n)] = True
