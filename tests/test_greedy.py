@@ -491,3 +491,22 @@ def test_in_the_central_model_a_large_level_below_the_top_lists_only_its_non_emp
     listing = ExactSumsPlusCallerNoise(X, budget, lambda shape, std: np.zeros(shape))
     local = greedy_spec(_context(listing, budget, k=8))
     assert local.dense[large[0]]  # no listing of non-empty balls: whole, as before
+
+
+def test_choosing_a_center_forbids_exactly_the_listed_balls_within_reach(monkeypatch):
+    """A choice forbids, on every level, the listed balls whose centers lie within forbid * r of it -- tested
+    among the listed balls, without walking the net's balls within reach (thousands on a fine level)."""
+    rng = np.random.default_rng(3)
+    levels = make_levels(1.0, 4, 3, rng, stride=1)
+    tables = []
+    for level in levels:
+        m = np.unique(rng.integers(level.low, level.high + 1, (60, 3)), axis=0)
+        tables.append(_table(level, m, rng.uniform(1.0, 50.0, m.shape[0])))
+    greedy_ = _Greedy(tables, 2.0, 2)
+    monkeypatch.setattr(type(levels[0]), "near", lambda *a: pytest.fail("walked the net"))
+    center = rng.uniform(-0.5, 0.5, 3)
+    greedy_.choose(center)
+    for table, alive in zip(tables, greedy_._alive):
+        within = np.linalg.norm(table.level.centers(table.level.decode(table.ids)) - center, axis=1)
+        np.testing.assert_array_equal(~alive, within <= 2.0 * table.level.radius)
+    assert any((~alive).any() for alive in greedy_._alive)

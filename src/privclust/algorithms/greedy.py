@@ -495,6 +495,7 @@ class _Greedy:
         self.chosen: list[np.ndarray] = []
         self._alive = [np.ones(t.ids.size, dtype=bool) for t in tables]  # listed balls not yet forbidden
         self._index = [t.level.decode(t.ids) for t in tables]
+        self._centers = [t.level.centers(m) for t, m in zip(tables, self._index)]  # of the listed balls
 
     def relax(self) -> bool:
         """Halve the forbidding factor, if that keeps it at least ``min_forbid``, and recompute which
@@ -515,14 +516,12 @@ class _Greedy:
         return ok
 
     def choose(self, center: np.ndarray) -> None:
-        """Add a center and forbid, on every level, the listed balls within forbid * r of it."""
+        """Add a center and forbid, on every level, the listed balls within forbid * r of it (the listed balls
+        are tested, not every ball of the net within reach: a fine level's net holds thousands there)."""
         self.chosen.append(center)
-        for table, alive in zip(self.tables, self._alive):
-            near = table.level.encode(table.level.near(center, self.forbid * table.level.radius))
-            at = np.searchsorted(table.ids, near)
-            hit = at < table.ids.size
-            hit[hit] = table.ids[at[hit]] == near[hit]
-            alive[at[hit]] = False
+        for table, alive, centers in zip(self.tables, self._alive, self._centers):
+            if centers.shape[0]:
+                alive[np.linalg.norm(centers - center, axis=1) <= self.forbid * table.level.radius] = False
 
     def listed_available(self, i: int):
         keep = self._alive[i] & (self.tables[i].values > 0)

@@ -105,6 +105,12 @@ class Rows(ABC):
     distributed = False  # on many machines: reductions run where the buckets live (``queries.reduce``)
 
     @property
+    def in_memory(self) -> bool:
+        """Whether the rows are held in memory, so that another pass over them costs no read (public: where
+        the rows live, never their values)."""
+        return False
+
+    @property
     def partitions(self) -> int:
         """The partitions a reduced release's buckets are hashed to (public: never read off the rows)."""
         return 1
@@ -158,11 +164,32 @@ def chunk_sums(query: SumQuery, rows: np.ndarray, sq_norms: np.ndarray) -> np.nd
     return bucket_sums(buckets, values, query.n_buckets)
 
 
+# A chunk whose bucket ids span fewer than this many times its rows is summed by counting (np.bincount over the
+# span), not by sorting: the greedy's coarse sparse levels (a few hundred balls a chunk) took 7 ms a chunk of
+# 52,428 rows to sort, 0.2-0.6 ms to count.
+COUNTED_SPAN = 4
+
+
 def chunk_sparse_part(query: SumQuery, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bucket ids, sums) of one chunk's non-empty buckets."""
+    """(bucket ids, sums) of one chunk's non-empty buckets (a bucket is non-empty when a row falls in it,
+    whatever its value): the same ids and sums, bit for bit, whether counted or sorted."""
     buckets, values = clipped_contribution(query, rows)
     keep = buckets >= 0
-    return merge_sparse([(buckets[keep], values[keep])], query.width)
+    if not keep.all():
+        buckets, values = buckets[keep], values[keep]
+    if buckets.size and int(buckets.max()) - int(buckets.min()) < COUNTED_SPAN * buckets.size:
+        return _counted(buckets, values)
+    return merge_sparse([(buckets, values)], query.width)
+
+
+def _counted(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``merge_sparse`` of one part whose ids span a short range: each bucket's values are added in row order,
+    as there."""
+    low = int(ids.min())
+    offset = ids - low
+    present = np.flatnonzero(np.bincount(offset))
+    sums = [np.bincount(offset, weights=values[:, j])[present] for j in range(values.shape[1])]
+    return present + low, np.stack(sums, 1).reshape(present.size, values.shape[1])
 
 
 def merge_sparse(parts, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -324,6 +351,11 @@ class MemoryRows(Rows):
     @property
     def partitions(self) -> int:
         return self._partitions
+
+    @property
+    def in_memory(self) -> bool:
+        self._ready()
+        return self._prepared is not None
 
     @property
     def data(self) -> np.ndarray:
