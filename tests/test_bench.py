@@ -446,6 +446,16 @@ def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
     assert out.exit_code == 2 and "not a privclust src folder" in out.output
 
 
+def test_memory_bench_also_measures_a_user_level_fit(tmp_path):
+    args = ["bench", "memory", "--rows", "3000", "--dims", "3", "--users", "0", "--user-level", "--out", str(tmp_path)]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    rows = json.loads((tmp_path / "memory.json").read_text())["rows"]
+    assert [r["command"].split(",")[0] for r in rows] == ["interpreter with the imports", "fit", "fit --user-column"]
+    assert rows[2]["array_bytes"] == 3000 * 3 * 8 and rows[2]["input_bytes"] > rows[1]["input_bytes"]  # + the ids
+    assert rows[2]["peak_rss"] >= rows[2]["peak_anon"] > 0
+
+
 def test_memory_bench_interrupts_each_command_and_looks_for_leftovers(tmp_path):
     out = CliRunner().invoke(
         app, ["bench", "memory", "--rows", "0", "--users", "2000", "--interrupts", "1", "--out", str(tmp_path)]

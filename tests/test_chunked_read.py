@@ -237,3 +237,68 @@ def test_a_full_disk_is_a_clear_refusal_without_a_count(tmp_path, scratch, monke
     said = str(err.value).replace(str(tmp_path), "").replace("8 bytes per number", "")
     assert not re.search(r"\d", said)  # no row count
     assert list(scratch.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- --user-column: ids read alongside
+
+
+def whole_with_ids(path, columns, id_column, **options):
+    """The rows and ids as the whole file read at once gives them (the reader before chunks)."""
+    frame = read_frame(path, [*columns, id_column], **options)
+    ids = frame.pop(id_column).to_numpy()
+    return check_data(frame, what=str(path)), ids
+
+
+def user_tables(tmp_path):
+    """One table with ids of every kind the whole file may give: integers, text, floats (a missing id makes the
+    column float), and text that pandas reads as numbers in some chunks (the whole file reads it as text)."""
+    rng = np.random.default_rng(9)
+    n = 29
+    frame = pd.DataFrame(np.round(rng.normal(0, 5, (n, 3)), 3), columns=["a", "b", "c"])
+    frame["int_id"] = rng.integers(0, 6, n)
+    frame["text_id"] = [f"u{i % 5}" for i in range(n)]
+    frame["mixed_id"] = [f"u{i}" if i < 10 else f"{i % 4:03d}" for i in range(n)]  # "u3" ... then "002"
+    frame["float_id"] = rng.integers(0, 4, n).astype(float)
+    frame.loc[[4, 17], "float_id"] = np.nan
+    frame.loc[[8], "b"] = np.nan
+    frame.to_csv(tmp_path / "u.csv", index=False)
+    frame.to_parquet(tmp_path / "u.parquet")
+    return [tmp_path / "u.csv", tmp_path / "u.parquet"]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 4, 7, 1000])
+@pytest.mark.parametrize("id_column", ["int_id", "text_id", "mixed_id", "float_id"])
+def test_the_ids_read_in_chunks_are_those_of_the_whole_file(tmp_path, scratch, chunk_rows, id_column):
+    for path in user_tables(tmp_path):
+        expected_rows, expected_ids = whole_with_ids(path, ["c", "a"], id_column, dropna=True)
+        table, ids = io.read_table_and_ids(
+            path, ["c", "a"], id_column, dropna=True, chunk_rows=chunk_rows, scratch=scratch
+        )
+        assert isinstance(table.X, np.memmap) and table.columns == ["c", "a"]  # spilled as read_table's rows are
+        np.testing.assert_array_equal(table.X, expected_rows)
+        assert ids.dtype.kind == expected_ids.dtype.kind
+        np.testing.assert_array_equal(ids, expected_ids)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
+def test_a_user_column_read_in_chunks_refuses_what_the_whole_file_refuses(tmp_path, scratch, chunk_rows):
+    (csv,) = [p for p in user_tables(tmp_path) if p.suffix == ".csv"]
+    (tmp_path / "text.csv").write_text("a,b,user\n1,2,u1\n3,x,u2\n4,5,u3\n")
+    cases = [
+        (csv, ["a", "c"], "float_id", r"column 'float_id' has missing values"),  # a missing id, in two chunks
+        (csv, ["a", "b"], "int_id", r"column 'b' has missing values"),
+        (tmp_path / "text.csv", ["a", "b"], "user", r"non-numeric columns \['b'\]"),
+    ]
+    for path, columns, id_column, message in cases:
+        with pytest.raises(ValueError, match=message) as chunked:
+            io.read_table_and_ids(path, columns, id_column, chunk_rows=chunk_rows, scratch=scratch)
+        with pytest.raises(ValueError) as at_once:
+            whole_with_ids(path, columns, id_column)
+        assert str(chunked.value) == str(at_once.value)
+    for path, message in bad_last_rows(tmp_path).items():  # the problem in the last line, whichever chunk holds it
+        with pytest.raises(ValueError, match=message) as chunked:
+            io.read_table_and_ids(path, ["a", "b"], "c", chunk_rows=chunk_rows, scratch=scratch)
+        with pytest.raises(ValueError) as at_once:
+            whole_with_ids(path, ["a", "b"], "c")
+        assert str(chunked.value) == str(at_once.value)
+    assert list(scratch.iterdir()) == []

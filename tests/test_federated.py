@@ -504,6 +504,17 @@ def test_a_job_whose_plan_a_party_cannot_serve_is_refused_before_anyone_joins(al
         Job(3, 1.0, 1e-6, [-1, 1], algorithm=algorithm)
 
 
+def test_a_job_checks_its_plan_as_an_oracle_checks_one(monkeypatch):
+    from privclust.queries.plan import PlanningOracle, Staged
+
+    checked = []
+    check = PlanningOracle.check
+    monkeypatch.setattr(PlanningOracle, "check", lambda self, spec: (checked.append(spec), check(self, spec))[1])
+    Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")
+    [spec] = checked  # the count, then every algorithm auto may choose: once, by Oracle.check
+    assert isinstance(spec, Staged) and len(spec.stages) == 2
+
+
 def test_no_round_waits_for_its_noise_after_the_reveals(certs, data, monkeypatch):
     """Every round's noise is drawn before the survivors' reveals are in: after the last release when the
     noise parameters repeat, else while the survivors compute their reveals (the count round, the first

@@ -392,6 +392,50 @@ def test_settled_elbow_ignores_falls_within_the_noise():
     assert settled_elbow(np.array([3.0, 2.0]), 0.0) == 2
 
 
+def test_settled_elbow_refuses_estimates_that_are_not_a_cost_curve():
+    from privclust.algorithms.greedy import settled_elbow
+
+    with pytest.raises(ValueError, match="monotone_costs"):
+        settled_elbow(np.array([800.0, 500.0, 510.0, 30.0]), 7.0)  # rises at k = 3
+    with pytest.raises(ValueError, match="monotone_costs"):
+        settled_elbow(np.array([800.0, 30.0, -4.0]), 7.0)  # dips below 0
+
+
+def test_the_elbow_assigns_the_cells_and_fits_the_curve_once_per_k(monkeypatch):
+    from sklearn.isotonic import IsotonicRegression
+
+    from privclust import elbow
+    from privclust.algorithms import greedy as greedy_module
+
+    counted = {"nearest": 0, "isotonic": 0}
+    nearest, isotonic = greedy_module.nearest_center, IsotonicRegression.fit_transform
+
+    def counting_nearest(*args, **kwargs):
+        counted["nearest"] += 1
+        return nearest(*args, **kwargs)
+
+    def counting_isotonic(self, *args, **kwargs):
+        counted["isotonic"] += 1
+        return isotonic(self, *args, **kwargs)
+
+    lifted_at = {}
+
+    def select_and_lift(*args, **kwargs):  # the release: what comes after it is the curve's post-processing
+        out = lift(*args, **kwargs)
+        lifted_at["nearest"] = counted["nearest"]
+        return out
+
+    lift = elbow.select_and_lift
+    monkeypatch.setattr(greedy_module, "nearest_center", counting_nearest)
+    monkeypatch.setattr(IsotonicRegression, "fit_transform", counting_isotonic)
+    monkeypatch.setattr(elbow, "select_and_lift", select_and_lift)
+    k_max = 6
+    curve = elbow_curve(_four_blobs_3d(500), k_max, 1.0, 1e-6, (-1, 1), random_state=0)
+    assert counted["nearest"] - lifted_at["nearest"] == k_max  # one assignment of the cells per k
+    assert counted["isotonic"] == 1
+    assert np.all(curve.costs >= 0) and np.all(np.diff(curve.costs) <= 0)
+
+
 @pytest.mark.parametrize("k_max", [15, 20])
 def test_the_elbow_names_four_clusters_and_its_costs_stay_a_valid_curve(k_max):
     # Issue 27: at eps = 1 the elbow answered 4, 7, 5, 15, 12 and its costs went negative from k = 13.
@@ -447,3 +491,22 @@ def test_in_the_central_model_a_large_level_below_the_top_lists_only_its_non_emp
     listing = ExactSumsPlusCallerNoise(X, budget, lambda shape, std: np.zeros(shape))
     local = greedy_spec(_context(listing, budget, k=8))
     assert local.dense[large[0]]  # no listing of non-empty balls: whole, as before
+
+
+def test_choosing_a_center_forbids_exactly_the_listed_balls_within_reach(monkeypatch):
+    """A choice forbids, on every level, the listed balls whose centers lie within forbid * r of it -- tested
+    among the listed balls, without walking the net's balls within reach (thousands on a fine level)."""
+    rng = np.random.default_rng(3)
+    levels = make_levels(1.0, 4, 3, rng, stride=1)
+    tables = []
+    for level in levels:
+        m = np.unique(rng.integers(level.low, level.high + 1, (60, 3)), axis=0)
+        tables.append(_table(level, m, rng.uniform(1.0, 50.0, m.shape[0])))
+    greedy_ = _Greedy(tables, 2.0, 2)
+    monkeypatch.setattr(type(levels[0]), "near", lambda *a: pytest.fail("walked the net"))
+    center = rng.uniform(-0.5, 0.5, 3)
+    greedy_.choose(center)
+    for table, alive in zip(tables, greedy_._alive):
+        within = np.linalg.norm(table.level.centers(table.level.decode(table.ids)) - center, axis=1)
+        np.testing.assert_array_equal(~alive, within <= 2.0 * table.level.radius)
+    assert any((~alive).any() for alive in greedy_._alive)

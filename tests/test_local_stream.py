@@ -299,3 +299,67 @@ def test_a_full_disk_fails_cleanly(deployed, monkeypatch):
         assert out.exit_code == 2 and "No space left on device" in said and "TMPDIR" in said
         assert not (folder / output).exists() and "Traceback" not in out.output
     assert list(scratch.iterdir()) == []
+
+
+def test_devices_reports_are_written_straight_into_one_batch(protocol, monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setattr(protocol_module, "REPORTS_CHUNK", 250)
+    randomizer = Randomizer(protocol, np.random.default_rng(0))
+    rows = points(20_000)
+    randomizer.reports(rows[:10])  # caches filled on first use are not the batch's
+    tracemalloc.start()
+    try:
+        made = randomizer.reports(rows)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # one batch and one chunk's work in memory (chunks gathered, joined, copied to bytes and behind a header
+    # held three to four batches)
+    assert peak < 1.25 * len(made)
+    records = decode_reports(protocol, made)
+    assert len(records) == 20_000 and len(np.unique(records["nonce"])) == 20_000
+    assert bytes(made[:13]) == encode_reports(protocol, records[:0])
+    assert Aggregator(protocol).add(made[: 13 + 27 * 3000]) == 3000
+
+
+def test_an_aggregator_frees_its_nonce_files_when_closed_and_then_takes_no_reports(tmp_path, protocol):
+    records = decode_reports(protocol, batch(protocol, 600, 1))
+    with Aggregator(protocol) as aggregator:
+        aggregator.add_stream(np.array_split(records, 4), scratch=tmp_path)
+        files = [part for part in aggregator._spill._files if part is not None]
+        assert files and not any(part.closed for part in files)
+    assert all(part.closed for part in files)  # freed at the end of the block, not when collected
+    with pytest.raises(ValueError, match="closed"):
+        aggregator.add(batch(protocol, 5, 2))  # a replay could no longer be told
+    with pytest.raises(ValueError, match="closed"):
+        aggregator.add_stream([records[:3]], scratch=tmp_path)
+    kept = Aggregator(protocol)
+    kept.add(records)
+    np.testing.assert_allclose(aggregator.release().centers, kept.release().centers, rtol=1e-9, atol=1e-9)
+    empty = Aggregator(protocol)
+    empty.close()
+    assert empty.release(accept_weaker=True).reports == 0  # nothing tallied: noise alone, as before
+
+
+def test_the_cli_aggregate_closes_its_aggregator(deployed, monkeypatch):
+    folder, protocol, scratch = deployed
+    closed = []
+    real = Aggregator.close
+    monkeypatch.setattr(Aggregator, "close", lambda self: closed.append(self._spill is not None) or real(self))
+    args = ("-p", folder / "protocol.json", "-o", folder / "c.csv", "--accept-weaker")
+    out = run("aggregate", folder / "a.bin", folder / "b.bin", *args)
+    assert out.exit_code == 0, out.output
+    assert closed == [True]  # the spill was open until the command closed it
+
+
+def test_a_release_reuses_the_designed_round_and_gives_the_same_centers_each_time(protocol, monkeypatch):
+    aggregator = Aggregator(protocol)
+    aggregator.add(batch(protocol, 900, 3))
+    first = aggregator.release().centers
+
+    def rebuilt(*args, **kwargs):
+        raise AssertionError("the release rebuilt the greedy round from the seed")
+
+    monkeypatch.setattr(protocol_module, "greedy_round", rebuilt)
+    np.testing.assert_array_equal(aggregator.release().centers, first)  # the public generator copied per release

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from privclust import KMeans, metrics
+from privclust._pages import drop_pages, gather_rows
 from privclust._validation import check_data
 from privclust.geometry.domain import make_domain
 from privclust.privacy.budget import PrivacyAccountant
@@ -99,3 +100,87 @@ def test_chunked_metrics_on_a_memory_map_match_the_in_memory_ones(tmp_path, rows
 
 def test_nicv_of_no_rows_is_nan():
     assert np.isnan(metrics.nicv(np.zeros((0, 2)), np.zeros((3, 2))))
+
+
+# ----------------------------------------------------------------------------- pages given back after a pass
+
+
+def resident_kib(X) -> int:
+    """The resident kB of the mapping that holds ``X`` (Linux: its line in /proc/self/smaps)."""
+    try:
+        smaps = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        pytest.skip("the resident pages of one mapping are read from /proc/self/smaps (Linux)")
+    address, inside = X.ctypes.data, False
+    for line in smaps:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(part, 16) for part in head.split("-"))
+            inside = low <= address < high
+        elif inside and line.startswith("Rss:"):
+            return int(line.split()[1])
+    raise AssertionError("no mapping holds the array")
+
+
+@pytest.fixture
+def wide(tmp_path):
+    """A float64 map of 8 MiB, every page of it read once so that it is resident."""
+    mapped = memmap_of(tmp_path, np.random.default_rng(8).uniform(0, 100, (16384, 64)), np.float64)
+    assert np.isfinite(mapped.sum()) and resident_kib(mapped) >= 8192
+    return mapped
+
+
+def test_a_fit_gives_back_the_pages_of_a_memory_map(wide):
+    model = KMeans(4, bounds=(0, 100), random_state=1, public_n=16384).fit(wide)
+    assert resident_kib(wide) == 0  # every pass (check, greedy sample, sums, labels, clipped rows) dropped its pages
+    assert model.labels_.shape == (16384,) and np.isfinite(model.inertia_)
+
+
+def test_the_checks_and_the_metrics_give_back_the_pages_they_read(wide):
+    check_data(wide)
+    assert resident_kib(wide) == 0
+    assert np.isfinite(wide.sum()) and resident_kib(wide) > 0
+    metrics.labels_and_cost(wide, np.full((3, 64), 50.0))
+    assert resident_kib(wide) == 0
+    assert np.isfinite(wide.sum()) and make_domain((0, 100), 64).count_outside(wide) == 0
+    assert resident_kib(wide) == 0
+
+
+def test_dropped_pages_read_back_the_same_rows_and_a_view_drops_only_its_rows(wide):
+    before = np.array(wide)
+    columns = wide[:, 3:60:4]  # a strided view of the map, as a choice of columns gives
+    drop_pages(columns, slice(0, 4096))  # the first quarter: 2 MiB
+    assert 4096 <= resident_kib(wide) <= 6144  # the last half stays (the dropped range is whole 2 MiB windows)
+    np.testing.assert_array_equal(np.array(wide), before)
+
+
+def test_a_copy_on_write_map_keeps_its_changes(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros((16384, 64)))
+    private = np.load(path, mmap_mode="c")
+    private[:] = 7.0  # changes held in this process only
+    drop_pages(private, slice(None))  # dropping these pages would lose the changes: left alone
+    assert np.all(private == 7.0)
+
+
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_a_gathered_sample_is_the_indexed_rows(wide, in_memory):
+    X = np.array(wide) if in_memory else wide
+    index = np.sort(np.random.default_rng(2).choice(16384, 3000, replace=False))
+    np.testing.assert_array_equal(gather_rows(X, index, block=256), np.asarray(wide)[index])
+    if not in_memory:
+        drop_pages(wide, slice(None))
+        gather_rows(wide, index, block=256)
+        assert resident_kib(wide) == 0  # each block's pages given back as the gather went
+
+
+def test_devices_reports_give_back_the_pages_of_a_memory_mapped_points_file(tmp_path, monkeypatch):
+    from privclust.local import Protocol, Randomizer
+    from privclust.local import protocol as protocol_module
+
+    monkeypatch.setattr(protocol_module, "REPORTS_CHUNK", 20_000)
+    mapped = memmap_of(tmp_path, np.random.default_rng(4).uniform(-1, 1, (262_144, 4)), np.float64)  # 8 MiB
+    assert np.isfinite(mapped.sum()) and resident_kib(mapped) >= 8192
+    protocol = Protocol(n_clusters=2, n_features=4, bounds=[-1, 1], epsilon=2.0, users=300_000, seed=1)
+    made = Randomizer(protocol, np.random.default_rng(0)).reports(mapped)
+    assert len(made) == 13 + 27 * 262_144 and resident_kib(mapped) == 0

@@ -197,3 +197,14 @@ def test_a_long_secure_release_is_drawn_in_short_calls_with_the_whole_vectors_gr
     assert {k for _, k in calls} == {whole_grid}
     reference = stats.norm(0.0, 3.0) if kind == "gaussian" else stats.laplace(0.0, 3.0)
     assert stats.kstest(out, reference.cdf).pvalue > LEVEL
+
+
+def test_a_release_of_many_pieces_cuts_them_in_whole_rounds_of_the_workers(monkeypatch):
+    """Beyond one piece per worker, the pieces come in a multiple of the workers (none over NOISE_CALL_VALUES,
+    sizes within one of each other), so no worker idles through another's last piece."""
+    monkeypatch.setattr(noise_module, "n_workers", lambda: 3)
+    for size in (4 * noise_module.NOISE_CALL_VALUES + 1, 7 * noise_module.NOISE_CALL_VALUES):
+        sizes = np.diff(noise_module.vector_pieces(size))
+        assert sizes.sum() == size and sizes.size % 3 == 0 and sizes.max() <= noise_module.NOISE_CALL_VALUES
+        assert sizes.max() - sizes.min() <= 1
+    assert np.diff(noise_module.vector_pieces(2 * noise_module.PARALLEL_DRAWS)).size == 2  # fewer than workers

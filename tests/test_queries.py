@@ -43,8 +43,8 @@ def exact(X, query, **kw):
     return MemoryRows(X, X.shape[1], **kw).sums([query])[0]
 
 
-def brute_force(X, cells, bound):
-    """Clipped per-cell sums of [x - c, 1], by a Python loop (the reference)."""
+def brute_force(X, cells, bound, norm="l2"):
+    """Clipped per-cell sums of [x - c, 1], by a Python loop (the reference): the first nearest center."""
     k, d = cells.centers.shape
     out = np.zeros((k, d + 1))
     for x in X:
@@ -53,7 +53,7 @@ def brute_force(X, cells, bound):
         if cells.radius is not None and dist[j] >= cells.radius:
             continue
         v = x - cells.centers[j] if cells.relative else x.copy()
-        n = np.linalg.norm(v)
+        n = np.abs(v).sum() if norm == "l1" else np.linalg.norm(v)
         if n > bound:
             v *= bound / n
         out[j, :d] += v
@@ -75,8 +75,8 @@ def test_voronoi_fast_path_matches_definition_and_brute_force(relative, radius, 
 
 
 def test_the_voronoi_kernel_reuses_its_work_arrays_across_blocks(monkeypatch):
-    """A chunk of many blocks (the blocks sized to stay in cache) is summed with one scores and one indicator
-    array for all of them -- written in place, not allocated per block -- and gives the definition's sums."""
+    """A chunk of many blocks (the blocks sized to stay in cache) is summed with one scores array for all of
+    them -- written in place, not allocated per block -- and gives the definition's sums."""
     from privclust.queries import voronoi
 
     rng = np.random.default_rng(1)
@@ -85,17 +85,41 @@ def test_the_voronoi_kernel_reuses_its_work_arrays_across_blocks(monkeypatch):
     block = Block("sum", 3, 0.4)
     monkeypatch.setattr(voronoi, "BLOCK_CELLS", 4 * 300)  # blocks of 300 rows: 17 of them
     seen = []
-    real = voronoi.nearest_center
+    real = voronoi._Work.scores
 
-    def spy(chunk, centers, sq_norms=None, scores=None):
-        nearest, sq = real(chunk, centers, sq_norms, scores)
-        seen.append(None if scores is None else scores.__array_interface__["data"][0])
-        return nearest, sq
+    def spy(self, chunk):
+        scores = real(self, chunk)
+        seen.append(scores.__array_interface__["data"][0])
+        return scores
 
-    monkeypatch.setattr(voronoi, "nearest_center", spy)
+    monkeypatch.setattr(voronoi._Work, "scores", spy)
     got = cells.clipped_sums(X, np.einsum("ij,ij->i", X, X), block, Block("count", 1, 1.0, count=True))
-    assert len(seen) == 17 and None not in seen and len(set(seen)) == 1
+    assert len(seen) == 17 and len(set(seen)) == 1
     np.testing.assert_allclose(got, brute_force(X, cells, 0.4), atol=1e-7)
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_the_voronoi_kernel_counts_a_row_tied_between_centers_once(relative):
+    """Two equal centers tie every row nearest to them exactly: each such row goes to the first of them
+    alone (as argmin), never to both; the blocks without a tie take the one-hot path."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (3000, 2))
+    X[:5] = [0.5, 0.5]  # rows on the doubled center itself
+    centers = np.array([[-0.5, -0.5], [0.5, 0.5], [0.5, 0.5], [0.9, -0.9]])
+    cells = VoronoiCells(centers, radius=1.0 if relative else None, relative=relative)
+    got = exact(X, voronoi_query("q", cells, Block("sum", 2, 0.6)), chunk_rows=700)
+    np.testing.assert_allclose(got, brute_force(X, cells, 0.6), atol=1e-9)
+    assert got[2, 2] == 0 and got[1, 2] > 0
+
+
+def test_the_voronoi_kernel_clips_l1_relative_rows_about_their_own_center():
+    """SuLloyd's blocks are l1-bounded: a relative row's l1 norm needs its own center, which the one-hot
+    kernel otherwise never lists."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (900, 3))
+    cells = VoronoiCells(rng.uniform(-1, 1, (5, 3)), radius=None, relative=True)
+    got = exact(X, voronoi_query("q", cells, Block("sum", 3, 0.3, norm="l1")), chunk_rows=256)
+    np.testing.assert_allclose(got, brute_force(X, cells, 0.3, norm="l1"), atol=1e-9)
 
 
 def test_clip_blocks_enforces_each_blocks_norm():
@@ -375,6 +399,33 @@ def test_a_narrowing_sparse_query_draws_noise_only_at_the_candidates_of_the_rele
     assert o.accountant.report().epsilon > 0  # both releases are charged as before
 
 
+@pytest.mark.parametrize("memory_mapped", [False, True])
+def test_a_narrowed_release_with_no_candidate_reads_no_row_in_memory(memory_mapped, tmp_path):
+    """Rows in memory: a narrowing query is summed after the release it narrows from, in a pass of its own,
+    and not at all when that release names no candidate (every coarse bucket here is empty, so none is
+    significant); its answer is empty either way.  A memory map answers the batch in one pass (a pass is a
+    read), summing the fine query with the coarse one."""
+    coarse = SumQuery(
+        "coarse", 4, (Block("v", 1, 1.0),), lambda rows: (np.full(rows.shape[0], -1), np.ones((rows.shape[0], 1)))
+    )
+    read = []
+
+    def fine_contribution(rows):
+        read.append(rows.shape[0])
+        return _fine(rows)
+
+    fine = SumQuery("fine", 100, (Block("v", 1, 1.0),), fine_contribution, sparse=True, narrows=lambda kept: kept)
+    rows = np.array([[1, 10]] * 900 + [[2, 21]] * 900, dtype=float)
+    if memory_mapped:
+        np.save(tmp_path / "rows.npy", rows)
+        rows = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    o = in_memory(rows, Budget(4.0, 1e-6), noise=noise())
+    plan = o.plan([Part("coarse", share=1.0), Part("fine", share=1.0, delta=1e-7)], needs={SPARSE})
+    first, second = plan.release_many([(coarse, "coarse", 1.0), (fine, "fine", 1.0)])
+    assert not np.any(first.values["v"] > 5) and second.ids.size == 0
+    assert (sum(read) == rows.shape[0]) if memory_mapped else not read
+
+
 def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
     """The chunk pool is started once per process (not per pass), a pass holds at most two chunks per worker
     in flight, answers come back in chunk order, and a chunk function that maps chunks itself runs inline."""
@@ -401,3 +452,41 @@ def test_passes_reuse_one_pool_of_threads_and_keep_few_chunks_in_flight():
     assert first == second == [(i, [0, 1, 4]) for i in range(50)]
     assert _parallel._shared_pool() is pool and len(seen_threads) <= _parallel.n_workers()
     assert most[0] <= 2 * 2
+
+
+def test_a_chunk_of_nearby_bucket_ids_is_summed_by_counting_bit_for_bit(monkeypatch):
+    """A sparse query's chunk whose ids span a short range is summed by np.bincount, not sorted: the same
+    ids (a bucket whose rows add 0 is still listed: it is non-empty) and the same sums, bit for bit."""
+    from privclust.queries import rows
+
+    rng = np.random.default_rng(4)
+    ids = rng.integers(10_000, 10_400, 3000)
+    ids[::7] = -1  # rows outside every bucket
+    values = rng.uniform(0, 1, (3000, 2))
+    values[ids == 10_007] = 0.0
+    query = SumQuery("q", 20_000, (Block("v", 2, 10.0),), lambda chunk: (ids, values.copy()), sparse=True)
+    want = rows.merge_sparse([(ids[ids >= 0], values[ids >= 0])], 2)
+    sorted_calls = []
+    monkeypatch.setattr(rows, "merge_sparse", lambda *a: sorted_calls.append(a))
+    got_ids, got_sums = rows.chunk_sparse_part(query, np.zeros((3000, 1)))
+    assert not sorted_calls
+    assert np.array_equal(got_ids, want[0]) and 10_007 in got_ids
+    assert np.array_equal(got_sums, want[1])
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_nearest_center_takes_the_first_of_tied_centers_for_few_and_many(k, monkeypatch):
+    """Few centers compare score rows one center at a time, many take argmin: either way each row's nearest
+    center, the first of two equal ones, over blocks of rows, with the squared distance to it."""
+    from privclust.queries import voronoi
+
+    monkeypatch.setattr(voronoi, "BLOCK_CELLS", 8 * k)  # blocks of 256 rows
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, (1000, 3))
+    centers = rng.uniform(-1, 1, (k, 3))
+    if k > 1:
+        centers[k - 1] = centers[k // 2]  # a center twice: its rows go to the first copy
+    nearest, sq = voronoi.nearest_center(X, centers)
+    dist = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(2)
+    np.testing.assert_array_equal(nearest, np.argmin(dist, axis=1))
+    np.testing.assert_allclose(sq, dist.min(axis=1), atol=1e-12)

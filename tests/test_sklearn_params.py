@@ -176,6 +176,24 @@ def test_sklearns_data_dependent_starts_and_restarts_are_ignored_with_one_warnin
     assert sklearn_style.privacy_spent_.epsilon == plain.privacy_spent_.epsilon
 
 
+def test_a_fit_checks_the_ignored_parameters_once(blobs, monkeypatch):
+    from privclust import estimator
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return ignored(*args, **kwargs)
+
+    ignored = estimator.ignored
+    monkeypatch.setattr(estimator, "ignored", counted)
+    model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=1, n_init=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(blobs[0])
+    assert len(calls) == 1 and len(compat_warnings(caught)) == 1
+
+
 def test_auto_takes_sklearns_max_iter_and_ignores_it_with_the_warning(blobs):
     X = blobs[0]
     plain = fit_quietly(KMeans(3, bounds=(-1, 1), random_state=1), X)
@@ -293,6 +311,82 @@ def test_n_jobs_sets_the_fits_threads(blobs, n_jobs, monkeypatch):
     fit_quietly(model, blobs[0], callback=lambda done, planned: seen.append(_parallel.n_workers()))
     assert set(seen) == {3 if n_jobs == -1 else n_jobs}
     assert _parallel.n_workers() == 3  # restored after the fit
+
+
+class _ProcessBlas:
+    """threadpoolctl's controller over a BLAS whose thread count is one per process, as OpenBLAS's is: a
+    limit saves the count it replaces and puts it back when restored (or when its block ends)."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+
+    def limit(self, limits: int):
+        blas, saved = self, self.threads
+        self.threads = limits
+
+        class Limiter:
+            def restore_original_limits(self):
+                blas.threads = saved
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.restore_original_limits()
+
+        return Limiter()
+
+
+def test_fits_in_two_threads_share_blas_and_leave_it_as_they_found_it(monkeypatch):
+    """BLAS threads are one setting per process: two fits' limits in two threads must not undo each other.
+    (The libraries' own counts are not read here: this OpenBLAS ignores a count set from a thread other than
+    the main one once the main one has set one, so the process-wide count is modelled by ``_ProcessBlas``.)"""
+    import threading
+
+    blas = _ProcessBlas(2)
+    monkeypatch.setattr(_parallel, "_controller", lambda: blas)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def fit_a():  # n_jobs=1, the first in and the first out
+        with _parallel.fit_threads(1):
+            a_in.set()
+            b_in.wait(5)
+            seen["both inside"] = blas.threads
+        a_out.set()
+
+    def fit_b():  # n_jobs=3, in while the first is, out after it
+        a_in.wait(5)
+        with _parallel.fit_threads(3):
+            b_in.set()
+            a_out.wait(5)
+            seen["b alone"] = blas.threads
+
+    threads = [threading.Thread(target=fit_a), threading.Thread(target=fit_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"both inside": 1, "b alone": 3}  # the smaller limit while both are inside
+    assert blas.threads == 2  # the process's own setting back when the last one left
+
+
+def test_fits_in_two_threads_give_what_they_give_alone_and_leave_no_limit_behind(blobs):
+    import threading
+
+    def fit(n_jobs):
+        return fit_quietly(KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", n_jobs=n_jobs, random_state=4), blobs[0])
+
+    alone = {n: fit(n).cluster_centers_ for n in (1, 2)}
+    together = {}
+    threads = [threading.Thread(target=lambda n=n: together.update({n: fit(n).cluster_centers_})) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for n in (1, 2):
+        np.testing.assert_array_equal(together[n], alone[n])
+    assert _parallel._blas_inside == []  # every limit left with its fit
 
 
 def test_n_jobs_does_not_change_the_result(blobs):

@@ -268,3 +268,51 @@ def test_a_user_level_fit_on_spark_bounds_each_users_rows_where_they_live(spark)
     assert model.cluster_centers_.shape == (2, 2)
     with pytest.raises(ValueError, match="no user column 'owner'"):
         KMeans(2, bounds=(-1, 1), privacy_unit="user", max_rows_per_user=m).fit(frame, user_ids="owner")
+
+
+def test_a_poisson_sample_of_spark_rows_is_kept_by_the_executors_and_stays_the_same_sample(spark):
+    X = np.random.default_rng(5).uniform(-1, 1, (4000, 2))
+    rows = SparkRows(_frame(spark, X, partitions=4))
+    sample = rows.poisson_sample(0.25, np.random.default_rng(0))
+    (first,), (again,) = sample.sums([count_query()]), sample.sums([count_query()])
+    assert first[0, 0] == again[0, 0]  # every pass reads the same kept rows
+    assert 800 < first[0, 0] < 1200  # Binomial(4000, 0.25): 1000 +- 27
+    kept = sample.map_rows(lambda r: r)
+    assert {tuple(r) for r in kept} <= {tuple(r) for r in X}  # rows of X, none altered
+    other = rows.poisson_sample(0.25, np.random.default_rng(1)).map_rows(lambda r: r)
+    assert {tuple(r) for r in kept} != {tuple(r) for r in other}  # the coins come from the secret seed
+    rows.close()
+    assert not sample._rdd.is_cached  # the sample's cache is dropped with the rows
+
+
+def test_the_default_start_reads_a_poisson_sample_on_spark_as_in_memory(spark):
+    rng = np.random.default_rng(4)
+    truth = np.array([[-0.6, -0.6, 0.0], [0.6, 0.6, 0.0]])  # d = 3: auto's FastLloyd from the greedy start
+    X = np.clip(truth[rng.integers(0, 2, 20_000)] + rng.normal(0, 0.05, (20_000, 3)), -1, 1)
+    params = dict(epsilon=4.0, delta=1e-6, bounds=(-1, 1), public_n=20_000, random_state=2)
+    local = KMeans(2, **params).fit(X)
+    distributed = KMeans(2, **params).fit(_frame(spark, X, partitions=4))
+    rate = local.fit_info_["init"]["sample_rate"]
+    assert rate < 1.0 and distributed.fit_info_["init"]["sample_rate"] == rate  # a public rate, the same plan
+    spent, planned = distributed.privacy_spent_, local.privacy_spent_  # the start is the MPC greedy there
+    assert (spent.epsilon, spent.delta) == pytest.approx((planned.epsilon, planned.delta))
+    assert np.linalg.norm(distributed.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.05
+
+
+@pytest.mark.parametrize("kind", ["text", "float"])
+def test_a_missing_user_id_on_spark_is_refused_as_in_memory_before_anything_is_spent(spark, kind):
+    """Null ids were one "user" bounded to m rows on Spark, where the in-memory fit refuses them."""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, (40, 2))
+    owners = [f"u{i % 7}" if kind == "text" else float(i % 7) for i in range(40)]
+    owners[23] = None
+    frame = spark.createDataFrame([(float(a), float(b), u) for (a, b), u in zip(X, owners)], ["x0", "x1", "user"])
+    fit = dict(epsilon=1.0, bounds=(-1, 1), algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=3)
+    accountant = PrivacyAccountant()
+    with pytest.raises(ValueError) as on_spark:
+        KMeans(2, accountant=accountant, **fit).fit(frame, user_ids="user")
+    ids = np.array(owners, dtype=object if kind == "text" else float)  # None is NaN among float ids
+    with pytest.raises(ValueError) as in_memory:
+        KMeans(2, **fit).fit(X, user_ids=ids)
+    assert str(on_spark.value) == str(in_memory.value)
+    assert accountant.spends == []  # refused before any release

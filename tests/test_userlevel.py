@@ -398,6 +398,13 @@ def test_bench_userlevel_writes_its_json_report_and_plot_with_both_units(tmp_pat
     assert (out / "userlevel.png").stat().st_size > 0
 
 
+def test_bench_userlevel_draws_bench_utilitys_floor():
+    from privclust.bench import userlevel, utility
+
+    result = userlevel.run("iris", ["fastlloyd"], [1.0], [3], 5, 5, "exact")
+    assert result["floor"] == utility.floor_nicv("iris")  # one floor for both benchmarks, whatever the seeds
+
+
 def test_subsampling_and_the_opendp_measurement_refuse_a_user_level_model():
     """Both are stated for rows: Poisson sampling of rows does not amplify a user-level guarantee, and the
     OpenDP measurement's input metric is the symmetric distance over rows."""

@@ -9,6 +9,8 @@ from typing import Iterator
 
 import numpy as np
 
+from ._pages import drop_pages
+
 __all__ = [
     "check_data",
     "refuse_non_numeric_columns",
@@ -178,10 +180,13 @@ def _check_shape_and_values(arr: np.ndarray, what: str) -> None:
         return
     # An empty data set is legal: under add/remove neighbours it neighbours every one-row data set,
     # so refusing it would reveal n = 0.  The algorithms release noise alone then.
-    # In blocks of ~16 MiB of flags, so a memory-mapped array larger than memory is checked without loading it.
-    step = max(1, 2**24 // arr.shape[1])
+    # In blocks of 2^21 values (16 MiB of float64, 2 MiB of flags), each block's pages of a memory map given
+    # back once checked (``_pages``), so an array larger than memory is checked without loading it.
+    step = max(1, 2**21 // arr.shape[1])
     for start in range(0, arr.shape[0], step):
-        if not np.isfinite(arr[start : start + step]).all():
+        finite = np.isfinite(arr[start : start + step]).all()
+        drop_pages(arr, slice(start, start + step))
+        if not finite:
             raise ValueError(
                 f"{what} contains NaN or infinite values: remove or impute them before clustering "
                 "(privclust's data universe is finite real rows; it does not guess values for private rows)"

@@ -28,8 +28,7 @@ from .algorithms.greedy import (
     monotone_costs,
     select_and_lift,
     settled_elbow,
-    solution_cost,
-    solution_cost_std,
+    solution_cost_and_std,
 )
 from .algorithms.lloyd import fastlloyd_eta
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
@@ -79,9 +78,9 @@ def elbow_curve(
         _, lifted = select_and_lift(ctx, plan, spec, rng, 0, fastlloyd_eta(session.n_features, int(k_max)))
     raw, stds = [], []
     for k in range(1, int(k_max) + 1):
-        centers, cost = solution_cost(lifted, k, rng, significant=True)
+        _, cost, std = solution_cost_and_std(lifted, k, rng, significant=True)
         raw.append(cost)
-        stds.append(solution_cost_std(lifted, centers, significant=True))
+        stds.append(std)
     raw, stds = np.array(raw), np.array(stds)
     costs = monotone_costs(raw)
-    return ElbowCurve(np.arange(1, k_max + 1), costs, settled_elbow(raw, stds), session.report(), raw, stds)
+    return ElbowCurve(np.arange(1, k_max + 1), costs, settled_elbow(costs, stds), session.report(), raw, stds)

@@ -258,9 +258,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             self.algorithm, self.init, self.n_init, self.tol, self.verbose, self.copy_x, self.n_jobs, self.max_iter
         )
 
-    def _check_params(self) -> tuple[Budget | None, dict]:
-        """The budget and the chosen algorithm's checked options (``algorithms.params``), before anything is
-        planned or read."""
+    def _check_params(self) -> tuple[Budget | None, dict, dict[str, str]]:
+        """The budget, the chosen algorithm's checked options (``algorithms.params``) and scikit-learn's
+        parameters given but not honoured (``_ignored``, for the fit's warning), before anything is planned
+        or read."""
         algorithm = self._algorithm
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {sorted(ALGORITHMS)}")
@@ -278,7 +279,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
             given["max_iter"] = ESTIMATOR_DEFAULTS["max_iter"]
         given[START] = public_start(self.init)  # an array of public centers, or None
         options = check_params(algorithm, {**given, "params": self.algorithm_params})
-        self._ignored()
+        notes = self._ignored()
         if self.accountant is not None and not isinstance(self.accountant, PrivacyAccountant):
             raise TypeError("accountant must be a privclust PrivacyAccountant")
         check_privacy_model(self.privacy_model)
@@ -287,10 +288,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         if algorithm in NON_PRIVATE:
             if is_private_domain_request(self.bounds):
                 raise ValueError(NO_BUDGET_FOR_A_BOX)
-            return None, options
+            return None, options, notes
         if self.privacy_model == "local":  # each user's report is pure epsilon-LDP: no delta
-            return Budget(check_epsilon(self.epsilon)), options
-        return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options
+            return Budget(check_epsilon(self.epsilon)), options, notes
+        return Budget(check_epsilon(self.epsilon), check_delta(self.delta)), options, notes
 
     def fit(
         self,
@@ -315,10 +316,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         adds the noise (``queries.spark``), and ``labels_`` / ``inertia_`` are
         not computed (:meth:`predict` labels a Spark DataFrame where its rows are).
         """
-        budget, options = self._check_params()
+        budget, options, notes = self._check_params()
         check_sample_weight(sample_weight)
         unit = self._unit(user_ids, X)
-        warn_ignored(self._ignored())
+        warn_ignored(notes)
         with fit_threads(threads(self.n_jobs)):
             return self._fit(X, budget, options, Progress(self.verbose, callback), unit, user_ids, progress)
 
@@ -425,7 +426,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         spend, from its plan as a value -- no data is read and nothing is charged.  One list of spends, or
         one per plan it may choose (``auto`` chooses after a noisy count).  ``privclust.opendp`` derives
         its privacy map from it."""
-        budget, options = self._check_params()
+        budget, options, _ = self._check_params()
         if self.privacy_model != "central":
             raise ValueError("planned_spends is for the central model (privacy_model='central')")
         if budget is not None and is_private_domain_request(self.bounds):

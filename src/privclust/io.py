@@ -268,10 +268,15 @@ def read_table(
         return Table(check_data(X, what=str(path)), [names[p] for p in positions])
     names, has_header, positions = _table_layout(path, columns, header, sep)
     chosen = [names[p] for p in positions]
-    if chunk_rows is None:
-        chunk_rows = max(1024, SPILL_CHUNK_BYTES // (8 * len(names)))
-    frames = _frames(path, names, has_header, positions, sep, check_int("chunk_rows", chunk_rows))
+    frames = _frames(path, names, has_header, positions, sep, _chunk_rows(chunk_rows, names))
     return Table(_spilled_rows(path, frames, chosen, dropna, scratch), chosen)
+
+
+def _chunk_rows(chunk_rows: int | None, names: list[str]) -> int:
+    """The rows read at a time: ``chunk_rows``, or about :data:`SPILL_CHUNK_BYTES` of numbers of the file's columns."""
+    if chunk_rows is None:
+        return max(1024, SPILL_CHUNK_BYTES // (8 * len(names)))
+    return check_int("chunk_rows", chunk_rows)
 
 
 def _table_layout(
@@ -286,11 +291,20 @@ def _table_layout(
     return names, has_header, select_columns(names, columns)
 
 
-def _frames(path: Path, names: list[str], has_header: bool | None, positions: list[int], sep, chunk_rows):
+def _frames(
+    path: Path,
+    names: list[str],
+    has_header: bool | None,
+    positions: list[int],
+    sep,
+    chunk_rows,
+    text: int | None = None,
+):
     """The chosen columns of a CSV or Parquet file as pandas frames of ``chunk_rows`` rows (None: one frame).
 
     Every column of a CSV is parsed (not just the chosen ones), so that a malformed line is found; an
-    unreadable file gets a fixed description (:func:`_unreadable`), from whichever chunk finds it."""
+    unreadable file gets a fixed description (:func:`_unreadable`), from whichever chunk finds it.
+    ``text``: the position of a CSV column read as text, its cells as they are written (missing values aside)."""
     import pandas as pd
 
     chosen = [names[p] for p in positions]
@@ -306,6 +320,8 @@ def _frames(path: Path, names: list[str], has_header: bool | None, positions: li
                     yield batch.to_pandas()
             return
         options = {"header": 0 if has_header else None, **_text_options(path, sep)}
+        if text is not None:  # pandas labels a headerless file's columns by position
+            options["dtype"] = {names[text] if has_header else text: str}
         if chunk_rows is None:
             yield _chosen(pd.read_csv(path, **options), positions, chosen)
             return
@@ -324,9 +340,13 @@ def _chosen(frame, positions: list[int], names: list[str]):
     return frame
 
 
-def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -> np.ndarray:
+def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch, ids: list | None = None) -> np.ndarray:
     """The checked float64 rows of ``frames`` (whose columns are ``names``), written chunk by chunk to a
     temporary file and returned as a read-only memory map of it (an empty array when there are none).
+
+    ``ids``: the frames' last column is a user-level fit's user ids, not a feature: it is checked for missing
+    values with the others (and its rows dropped with theirs under ``dropna``), never as a number, and each
+    chunk's ids are appended to ``ids`` (a numpy array per chunk, in row order).
 
     **Everything is checked before anything is returned.**  Every chunk is read, so a malformed line,
     a missing value, a non-numeric column or a non-finite value in the last chunk is refused as surely as
@@ -346,30 +366,35 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
     (the row count is private).
 
     Memory: one chunk of parsed text at a time; the map's pages are the page cache's, read as the fit
-    reads them, so a table larger than memory fits where its file does."""
+    reads them and given back to it chunk by chunk after every pass (``privclust._pages``), so a table
+    larger than memory fits where its file does and the fit's resident set holds only the chunks in flight."""
     missing: dict[str, None] = {}  # ordered sets of column names
     non_numeric: dict[str, None] = {}
     booleans: dict[str, set[bool]] = {}  # column -> whether a chunk read it as True/False, as numbers, or both
     refusal: ValueError | None = None
     rows = 0
+    features = names if ids is None else names[:-1]
     with tempfile.TemporaryFile(dir=scratch, prefix=".privclust-rows-") as spill:
         for frame in frames:
             if not len(frame):  # a header-only CSV: no rows, and no values to infer the types from
                 continue
-            non_numeric.update(dict.fromkeys(non_numeric_columns(frame)))
-            for column, dtype in zip(names, frame.dtypes):
+            table = frame if ids is None else frame.iloc[:, :-1]  # the features
+            non_numeric.update(dict.fromkeys(non_numeric_columns(table)))
+            for column, dtype in zip(features, table.dtypes):
                 booleans.setdefault(column, set()).add(dtype.kind == "b")
             # a column of True/False in one chunk and numbers in another is text read whole: refused the same way,
             # whatever the chunk boundaries
-            non_numeric.update(dict.fromkeys(c for c in names if len(booleans[c]) == 2))
+            non_numeric.update(dict.fromkeys(c for c in features if len(booleans[c]) == 2))
             if dropna:
                 frame = frame.dropna()
             else:
                 missing.update(dict.fromkeys(_missing_columns(frame)))
             if missing or non_numeric or refusal is not None or not len(frame):
                 continue  # refused: the rest is read only to find what the whole file's refusal names
+            if ids is not None:
+                ids.append(frame.iloc[:, -1].to_numpy())
             try:
-                block = check_data(frame, what=str(path))
+                block = check_data(frame if ids is None else frame.iloc[:, :-1], what=str(path))
             except ValueError as exc:
                 refusal = exc
                 continue
@@ -385,12 +410,12 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch) -
         if refusal is not None:
             raise refusal
         if rows == 0:
-            return np.zeros((0, len(names)))
+            return np.zeros((0, len(features)))
         try:
             spill.flush()
         except OSError as exc:
             raise _no_room(path, scratch, exc) from None
-        return np.memmap(spill, dtype=np.float64, mode="r", shape=(rows, len(names)))  # the map keeps the file open
+        return np.memmap(spill, dtype=np.float64, mode="r", shape=(rows, len(features)))  # the map keeps the file open
 
 
 def _no_room(path: Path, scratch, exc: OSError) -> ValueError:
@@ -403,12 +428,6 @@ def _no_room(path: Path, scratch, exc: OSError) -> ValueError:
     )
 
 
-def _checked_table(frame, path: Path) -> Table:
-    if frame.shape[0] == 0:  # no values to infer types from: the columns are numbers with no rows
-        frame = frame.astype(np.float64)
-    return Table(check_data(frame, what=str(path)), [str(c) for c in frame.columns])
-
-
 def read_table_and_ids(
     path: str | Path,
     columns: Sequence[str],
@@ -417,16 +436,34 @@ def read_table_and_ids(
     header: bool | None = None,
     sep: str | None = None,
     dropna: bool = False,
+    chunk_rows: int | None = None,
+    scratch: str | Path | None = None,
 ) -> tuple[Table, np.ndarray]:
     """:func:`read_table` of the feature ``columns`` (names) and, row for row, the values of ``id_column``
-    (a user-level fit's user ids: numbers or text), read in one pass of a CSV or Parquet file.  A missing id
-    is a missing value like any other (refused naming the column, or its row dropped with ``dropna``)."""
+    (a user-level fit's user ids: numbers or text), read together in chunks of a CSV or Parquet file: the
+    features into the same temporary memory map as :func:`read_table`, the ids into memory (a user-level fit
+    needs them all to choose each user's rows).  A missing id is a missing value like any other (refused
+    naming the column, or its row dropped with ``dropna``), and every refusal is the one the whole file read
+    at once gets, found before anything is returned (:func:`_spilled_rows`).
+
+    The ids have the type the whole file read at once gives them: integers, floats or text.  A column whose
+    chunks pandas read as numbers in one and as text in another (``"u7"`` in one chunk, ``"12"`` in another) is
+    text read whole, so the ids are then read again as text, each exactly as written."""
     path = _existing(path)
     if _kind(path) == "npy":
         raise ValueError(f"{path}: user ids come from a column of a CSV or Parquet table, not an .npy array")
-    frame = read_frame(path, [*columns, id_column], header=header, sep=sep, dropna=dropna)
-    ids = frame.pop(id_column).to_numpy()
-    return _checked_table(frame, path), ids
+    names, has_header, positions = _table_layout(path, [*columns, id_column], header, sep)
+    chosen = [names[p] for p in positions]
+    step = _chunk_rows(chunk_rows, names)
+    parts: list[np.ndarray] = []
+    X = _spilled_rows(path, _frames(path, names, has_header, positions, sep, step), chosen, dropna, scratch, parts)
+    kinds = {part.dtype.kind for part in parts}
+    if len(kinds) > 1 and not kinds <= set("iuf") and _kind(path) == "text":  # numbers and text: text read whole
+        parts = []
+        for frame in _frames(path, names, has_header, positions, sep, step, text=positions[-1]):
+            parts.append((frame.dropna() if dropna else frame).iloc[:, -1].to_numpy())
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+    return Table(X, chosen[:-1]), ids
 
 
 def read_frame(

@@ -23,39 +23,29 @@ one, closed when the session ends).
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, ContextManager, Iterator
 
-import numpy as np
-
 from .algorithms.base import FitContext
-from .geometry.domain import Domain
 from .privacy.budget import Budget, PrivacyAccountant, PrivacyReport
 from .privacy.leaks import warn_if_seeded, warn_leak
 from .privacy.noise import Randomness
 from .queries.curator import Curated, central_oracle, fit_ledger
-from .queries.plan import Oracle
 
 __all__ = ["Session", "open_session"]
 
 OracleFactory = Callable[[PrivacyAccountant, Randomness], object]
 
 
-@dataclass
-class Session:
-    """One run's budget, ledger, randomness, oracle and domain (see the module docstring)."""
+@dataclass(frozen=True)
+class Session(Curated):
+    """One run: what its privacy model's factory opened -- oracle, domain, width and the rows when they are in
+    this process (:class:`~privclust.queries.curator.Curated`) -- with its budget, ledger and randomness (see
+    the module docstring)."""
 
     budget: Budget | None  # None: not private (the baseline, or bounds read off the data)
     accountant: PrivacyAccountant
     randomness: Randomness
-    oracle: Oracle
-    domain: Domain
-    n_features: int
-    rows: object | None = None  # the checked rows when they are in this process (``Curated.rows``)
-
-    def checked_rows(self) -> np.ndarray | None:
-        """The checked training array, for what the data holder alone may see (labels_, inertia_)."""
-        return None if self.rows is None else self.rows.data
 
     def context(self, n_clusters: int, **public) -> FitContext:
         """The algorithm's view of the run: this oracle, budget and randomness, and the public options."""
@@ -100,4 +90,5 @@ def open_session(
 @contextmanager
 def _opened(budget, accountant, randomness, opened) -> Iterator[Session]:
     with nullcontext(opened) if isinstance(opened, Curated) else opened as curated:
-        yield Session(budget, accountant, randomness, curated.oracle, curated.domain, curated.n_features, curated.rows)
+        held = {f.name: getattr(curated, f.name) for f in fields(Curated)}
+        yield Session(**held, budget=budget, accountant=accountant, randomness=randomness)

@@ -121,7 +121,7 @@ __all__ = [
     "solution_cost",
     "monotone_costs",
     "settled_elbow",
-    "solution_cost_std",
+    "solution_cost_and_std",
     "greedy",
     "run_greedy",
 ]
@@ -495,6 +495,7 @@ class _Greedy:
         self.chosen: list[np.ndarray] = []
         self._alive = [np.ones(t.ids.size, dtype=bool) for t in tables]  # listed balls not yet forbidden
         self._index = [t.level.decode(t.ids) for t in tables]
+        self._centers = [t.level.centers(m) for t, m in zip(tables, self._index)]  # of the listed balls
 
     def relax(self) -> bool:
         """Halve the forbidding factor, if that keeps it at least ``min_forbid``, and recompute which
@@ -515,14 +516,12 @@ class _Greedy:
         return ok
 
     def choose(self, center: np.ndarray) -> None:
-        """Add a center and forbid, on every level, the listed balls within forbid * r of it."""
+        """Add a center and forbid, on every level, the listed balls within forbid * r of it (the listed balls
+        are tested, not every ball of the net within reach: a fine level's net holds thousands there)."""
         self.chosen.append(center)
-        for table, alive in zip(self.tables, self._alive):
-            near = table.level.encode(table.level.near(center, self.forbid * table.level.radius))
-            at = np.searchsorted(table.ids, near)
-            hit = at < table.ids.size
-            hit[hit] = table.ids[at[hit]] == near[hit]
-            alive[at[hit]] = False
+        for table, alive, centers in zip(self.tables, self._alive, self._centers):
+            if centers.shape[0]:
+                alive[np.linalg.norm(centers - center, axis=1) <= self.forbid * table.level.radius] = False
 
     def listed_available(self, i: int):
         keep = self._alive[i] & (self.tables[i].values > 0)
@@ -990,39 +989,50 @@ def monotone_costs(costs: np.ndarray) -> np.ndarray:
     return fit.fit_transform(np.arange(costs.size, dtype=np.float64), costs)
 
 
-def settled_elbow(costs: np.ndarray, stds, z: float = ELBOW_Z, share: float = ELBOW_SHARE) -> int:
+def settled_elbow(curve: np.ndarray, stds, z: float = ELBOW_Z, share: float = ELBOW_SHARE) -> int:
     """The k (1-based) after which the curve has settled: the smallest k whose cost is within
-    max(``z`` std_k, ``share`` x (cost_1 - cost_k_max)) of the last cost, on the :func:`monotone_costs` curve.
+    max(``z`` std_k, ``share`` x (cost_1 - cost_k_max)) of the last cost.  ``curve`` is a valid cost curve,
+    non-negative and non-increasing: the estimates' :func:`monotone_costs`, made once by the caller.
 
     ``stds`` is each cost's noise standard deviation (public: the release's error model); a fall past k
     that the noise could make, or that is a sliver of the curve's whole fall, does not move the elbow.
     Shifts of the whole curve (a noise every k shares) do not move it either, unlike a kink on a log scale.
     """
-    y = monotone_costs(costs)
+    y = np.asarray(curve, dtype=np.float64)
     if y.size == 0:
         return 0
+    if np.any(y < 0) or np.any(np.diff(y) > 0):
+        raise ValueError("settled_elbow reads a valid cost curve: pass monotone_costs(estimates), not the estimates")
     stds = np.broadcast_to(np.asarray(stds, dtype=np.float64), y.shape)
     tail = y[-1]
     margin = np.maximum(z * stds, share * (y[0] - tail))
     return int(np.flatnonzero(y - tail <= margin)[0]) + 1
 
 
-def solution_cost(
-    lifted: Lifted, k: int, rng: np.random.Generator, significant: bool = False
-) -> tuple[np.ndarray, float]:
-    """(k centers, their estimated cost): the lifted means clustered into k, weighted by their noisy sizes
-    (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only.  With
-    ``significant`` the cost counts only the cells whose size clears its noise (those the centers are fit to)."""
+def _solution(lifted: Lifted, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(k centers, each cell's center): the lifted means clustered into k, weighted by their noisy sizes
+    (Lemma C.1), each cell sent whole to its nearest center (Lemma 2.5).  Post-processing only."""
     means = lifted.means
     centers = means if means.shape[0] == k else weighted_kmeans(means, lifted.weights, k, rng)
     nearest, _ = nearest_center(means, centers)
-    return centers, lifted.cost(centers[nearest], significant)
+    return centers, centers[nearest]
 
 
-def solution_cost_std(lifted: Lifted, centers: np.ndarray, significant: bool = False) -> float:
-    """The noise standard deviation of :func:`solution_cost`'s estimate for ``centers`` (public)."""
-    nearest, _ = nearest_center(lifted.means, centers)
-    return lifted.cost_std(centers[nearest], significant)
+def solution_cost(
+    lifted: Lifted, k: int, rng: np.random.Generator, significant: bool = False
+) -> tuple[np.ndarray, float]:
+    """(k centers, their estimated cost) of :func:`_solution`.  With ``significant`` the cost counts only the
+    cells whose size clears its noise (those the centers are fit to)."""
+    centers, assigned = _solution(lifted, k, rng)
+    return centers, lifted.cost(assigned, significant)
+
+
+def solution_cost_and_std(
+    lifted: Lifted, k: int, rng: np.random.Generator, significant: bool = False
+) -> tuple[np.ndarray, float, float]:
+    """:func:`solution_cost` and its estimate's noise standard deviation (public), from one assignment."""
+    centers, assigned = _solution(lifted, k, rng)
+    return centers, lifted.cost(assigned, significant), lifted.cost_std(assigned, significant)
 
 
 def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):

@@ -82,7 +82,9 @@ the whole data set -- and no amplification is claimed.  The greedy start needs
 the signal n eps / k to find the clusters (``auto`` uses it from 100 in 3-d
 and 10,000 above), not more: at 20,000 the sample is well inside that range
 and the start's time stops growing with n.  FastLloyd's iterations read all
-rows.
+rows.  On Spark the executors toss the coins on their cached chunks and cache
+the sample (``SparkRows.poisson_sample``), so there too the start's levels read
+only the kept rows.
 
 Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
 stays where it was.  This reads only released values (post-processing), so

@@ -5,7 +5,10 @@ adds one row) and the claim the library makes for it -- read from the
 mechanism's own spend or the fit's ``privacy_spent_``, never restated here.
 Everything is driven through the public API: ``privclust.KMeans``,
 ``Subsampled``, the mechanisms of ``privclust.privacy``, and (in
-:mod:`privclust.audit.federated`) the federated server.
+:mod:`privclust.audit.federated`) the federated server -- but for auto's
+private selection, whose comparison is released through the central oracle
+as ``Selection.run`` releases it, for two fixed candidates (see
+``_private_selection``).
 
 How the pairs are chosen.  One row's effect must stand out of the noise, so
 each pair puts the extra row where a release is most sensitive to it:
@@ -18,7 +21,9 @@ each pair puts the extra row where a release is most sensitive to it:
   the step's radius, and D's rows placed so that the released center mixes
   the noisy sum and the noisy count in the proportions of their likelihood
   ratio (the rows' mean sits off the center by sigma_sum^2 / (sigma_count^2
-  sensitivity)), so the center carries nearly all of the step's mu.
+  sensitivity)), so the center carries nearly all of the step's mu;
+* the private selection's comparison: the extra row on one candidate's center
+  and at the clip's distance from the other's.
 
 The algorithms are audited at epsilon = 8, delta = 1e-5 (Subsampled at a base
 epsilon of 2, where amplification matters; the clipping case at 1): a claim must
@@ -34,6 +39,7 @@ samplers that ``random_state=None`` gives users.
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Callable
@@ -82,10 +88,10 @@ def _secure():
     return SecureNoise()
 
 
-def _ledger():
+def _ledger(budget=None):
     from ..privacy.budget import PrivacyAccountant
 
-    return PrivacyAccountant()
+    return PrivacyAccountant(budget)
 
 
 _seeds = itertools.count(secrets.randbits(40))  # distinct seeds for every seeded fit of a process
@@ -344,6 +350,45 @@ def _onecluster():
     return _fits(make, D, np.vstack([D, [[-0.5]]]))
 
 
+SELECTION_ROWS, SELECTION_D = 200, 4
+
+
+def _private_selection():
+    from ..algorithms.select import CLIP_PER_FEATURE, SELECTION_PART, SELECTION_SHARE, selection_query
+    from ..privacy.budget import Budget
+    from ..privacy.gdp import gdp_epsilon, gdp_mu
+    from ..queries.central import in_memory
+    from ..queries.plan import Part, Spec
+
+    # auto's private choice (algorithm_params={"choice": "private"}): the comparison of its candidates' noisy
+    # costs, released as auto releases it -- ``selection_query`` through the central oracle, in the part it has
+    # of a fit's pool (SELECTION_SHARE of mu^2 at epsilon = 8, delta = 1e-5), in d = 4 where auto selects.
+    # The candidates' centers are post-processing of their own releases (audited with FastLloyd above), so
+    # they are fixed here: auto's two candidates run the same Lloyd steps from nearby starts and end at the
+    # same place, which would leave a row nothing to tell them apart by.  Candidate 1 at the corner c = (0.5,
+    # ..., 0.5), candidate 2 at -c, R^2 = d = 4 away from it: the extra row at c costs 0 for one and the clip
+    # R^2 for the other, which moves the centred costs by sqrt(2) R^2 / 2, the whole of the comparison's bound.
+    # D's rows at the origin cost the same for both (their centred cost is 0).
+    d = SELECTION_D
+    corner = np.full((1, d), 0.5)
+    query = selection_query([corner, -corner], CLIP_PER_FEATURE * d)
+    data = (np.zeros((SELECTION_ROWS, d)), np.vstack([np.zeros((SELECTION_ROWS, d)), corner]))
+    mu = math.sqrt(SELECTION_SHARE) * gdp_mu(ALG_EPSILON, ALG_DELTA)
+    budget = Budget(gdp_epsilon(mu, ALG_DELTA), ALG_DELTA)
+    spec = Spec("the selection", (Part(SELECTION_PART, share=1.0),))
+    noise, probe = _secure(), _ledger(budget)  # the report states the budget's delta
+
+    def release(side: int, ledger) -> np.ndarray:
+        return in_memory(data[side], budget, ledger, noise).open(spec).release(query, SELECTION_PART)["cost"][0]
+
+    release(1, probe)
+
+    def sample(side: int, n: int) -> np.ndarray:
+        return np.array([release(side, _ledger()) for _ in range(n)])
+
+    return sample, Claim.from_report(probe.report())
+
+
 # --- the local and shuffle models: device randomizers and the shuffled count ----------------------
 
 
@@ -478,6 +523,13 @@ CASES: dict[str, Case] = {
             noise="seeded",
         ),
         Case(
+            "private selection: the comparison",
+            "private selection",
+            _private_selection,
+            4_000,
+            f"candidates at c = (0.5, ..., 0.5) and -c in d = {SELECTION_D}; {SELECTION_ROWS} rows at 0, plus one at c",
+        ),
+        Case(
             "FastLloyd at user level",
             "user level",
             _user_level,
@@ -543,6 +595,7 @@ CONTROLS: dict[str, Control] = {
         Control(CASES["greedy (histogram)"], "noise / 2", _halved("gaussian")),
         Control(CASES["evolve"], "noise / 2", _halved("gaussian")),
         Control(CASES["maxcover"], "noise / 2", _halved("gaussian", "laplace", "exponential"), draws=700),
+        Control(CASES["private selection: the comparison"], "noise / 2", _halved("gaussian")),
         Control(CASES["maxcover without final round"], "clipping to the bounds dropped", unclipped_domain),
         Control(CASES["local randomizer: randomized response"], "epsilon x 2", lambda: overconfident_devices(2.0)),
         Control(CASES["shuffled randomized response"], "epsilon_0 x 2", lambda: overconfident_devices(2.0)),

@@ -118,18 +118,24 @@ def interrupted(args: list[str], after: float, output: Path, source: Path | None
     }
 
 
-def _write_csv(path: Path, n: int, d: int, k: int, seed: int) -> int:
-    """A CSV of n blobs rows, written a million rows at a time; returns the float64 array's size in bytes."""
+USER_ROWS = 5  # the user-level fit's CSV: about this many rows per user, and --max-rows-per-user
+
+
+def _write_csv(path: Path, n: int, d: int, k: int, seed: int, users: bool = False) -> int:
+    """A CSV of n blobs rows, written a million rows at a time; returns the float64 array's size in bytes.
+    ``users``: a last column ``user`` of integer user ids, about :data:`USER_ROWS` rows each."""
     import pandas as pd
 
     from .speed import synthetic_blobs
 
     step = 1_000_000
     with open(path, "w") as out:
-        out.write(",".join(f"x{j}" for j in range(d)) + "\n")
+        out.write(",".join([*(f"x{j}" for j in range(d)), *(["user"] if users else [])]) + "\n")
         for start in range(0, n, step):
-            rows = synthetic_blobs(min(step, n - start), d, k, seed=seed + start)
-            pd.DataFrame(rows).to_csv(out, header=False, index=False, float_format="%.6g")
+            frame = pd.DataFrame(synthetic_blobs(min(step, n - start), d, k, seed=seed + start))
+            if users:
+                frame["user"] = np.random.default_rng(seed + start).integers(0, max(1, n // USER_ROWS), len(frame))
+            frame.to_csv(out, header=False, index=False, float_format="%.6g")
     return n * d * 8
 
 
@@ -147,7 +153,7 @@ def _write_reports(folder: Path, users: int, seed: int) -> tuple[Path, Path]:
         for start in range(0, users, 1_000_000):
             m = min(1_000_000, users - start)
             points = np.clip(centers[rng.integers(0, 4, m)] + rng.normal(0, 0.05, (m, 2)), -1, 1)
-            out.write(randomizer.reports(points)[len(report_header(protocol)) :])
+            out.write(memoryview(randomizer.reports(points))[len(report_header(protocol)) :])
     return folder / "protocol.json", folder / "reports.bin"
 
 
@@ -159,10 +165,12 @@ def run(
     on_done=None,
     seed: int = 0,
     interrupts: int = 0,
+    user_level: bool = False,
 ) -> list[dict]:
     """Measure the base interpreter, ``fit`` on a rows x dims CSV, and ``local aggregate`` / ``local shuffle``
     on ``users`` reports; with ``interrupts``, each command is also run that many times more and sent Ctrl-C
-    at evenly spread moments of its measured run (the row's ``interrupts``: latency, exit code, leftovers)."""
+    at evenly spread moments of its measured run (the row's ``interrupts``: latency, exit code, leftovers).
+    ``user_level``: also ``fit --user-column`` on the same rows with a column of user ids."""
     results = []
 
     def record(row: dict, args: list[str], output: Path) -> None:
@@ -190,6 +198,16 @@ def run(
             row = {"command": f"fit, {rows:,} x {dims} CSV", "input_bytes": size, "array_bytes": array, **measured}
             record(row, fit, centers)
             (folder / "data.csv").unlink()
+        if rows and user_level:
+            array = _write_csv(folder / "users.csv", rows, dims, 10, seed, users=True)
+            fit = ["-m", "privclust", "fit", str(folder / "users.csv"), "-k", "10", "-b", "-1,1", "-o", str(centers)]
+            fit += ["--user-column", "user", "--max-rows-per-user", str(USER_ROWS)]
+            size = (folder / "users.csv").stat().st_size
+            measured = measure(fit, source)
+            centers.unlink()
+            command = f"fit --user-column, {rows:,} x {dims} CSV + ids"
+            record({"command": command, "input_bytes": size, "array_bytes": array, **measured}, fit, centers)
+            (folder / "users.csv").unlink()
         if users:
             protocol, reports = _write_reports(folder, users, seed)
             size = reports.stat().st_size

@@ -9,8 +9,9 @@ every epsilon twice per seed: protecting rows, and protecting users with
 ``max_rows_per_user`` (``KMeans(privacy_unit="user")``).  NICV is measured on
 every row (data scaled to [-1, 1]^d), as in ``bench utility``; both fits get
 the data set's public row count as ``public_n`` (a public benchmark), and
-seeded noise, so the runs are reproducible.  The scikit-learn k-means++ NICV
-is the non-private floor.
+seeded noise, so the runs are reproducible.  The non-private floor is
+``bench utility``'s (``utility.floor_nicv``: scikit-learn's k-means++ with 10
+starts).
 
 What to expect: at user level every release is noised for ``m`` rows, so a
 user-level fit at epsilon behaves like a row-level fit at about epsilon / m
@@ -29,7 +30,7 @@ import numpy as np
 from .. import datasets, metrics
 from ..estimator import KMeans
 from .stats import mean_ci
-from .utility import bench_delta
+from .utility import bench_delta, floor_nicv
 
 __all__ = ["synthetic_users", "run", "summarise", "write_report", "ASSIGNMENTS"]
 
@@ -62,11 +63,9 @@ def run(
     ds = datasets.load(dataset)
     X, n = ds.X, ds.X.shape[0]
     delta = bench_delta(n)
-    rows, floors = [], []
+    rows = []
     for seed in seeds:
         ids = synthetic_users(n, rows_per_user, assignment, seed)
-        floor = _floor(X, ds.k, seed)
-        floors.append(floor)
         for algorithm in algorithms:
             for epsilon in epsilons:
                 for unit in UNITS:
@@ -111,13 +110,7 @@ def run(
         "epsilons": list(epsilons),
         "algorithms": list(algorithms),
     }
-    return {"setup": setup, "runs": rows, "floor": floors}
-
-
-def _floor(X: np.ndarray, k: int, seed: int) -> float:
-    from sklearn.cluster import KMeans as SkKMeans
-
-    return metrics.nicv(X, SkKMeans(k, n_init=3, random_state=seed).fit(X).cluster_centers_)
+    return {"setup": setup, "runs": rows, "floor": floor_nicv(dataset)}
 
 
 def _kept_share(n: int, rows_per_user: int, m: int, assignment: str, seeds) -> float:
@@ -162,7 +155,7 @@ def write_report(result: dict, out_dir: Path, machine: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summarise(result)
     setup = result["setup"]
-    floor = float(np.mean(result["floor"]))
+    floor = float(result["floor"])
     (out_dir / "userlevel.json").write_text(
         json.dumps(
             {

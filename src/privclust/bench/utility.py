@@ -114,11 +114,19 @@ def load_data(name: str):
 
 
 @lru_cache(maxsize=None)
-def _reference_centers(name: str) -> np.ndarray:
+def floor_centers(name: str) -> np.ndarray:
+    """The non-private reference on a data set: scikit-learn's k-means++ with 10 starts (seed 0), fitted once
+    per process -- the centers ``centroid_mse`` compares with, and the floor of :func:`floor_nicv`."""
     from sklearn.cluster import KMeans as SkKMeans
 
     ds = load_data(name)
     return SkKMeans(ds.k, n_init=10, random_state=0).fit(ds.X).cluster_centers_
+
+
+def floor_nicv(name: str) -> float:
+    """The non-private floor's NICV on a data set (:func:`floor_centers`): what ``bench userlevel`` draws
+    beside its fits."""
+    return metrics.nicv(load_data(name).X, floor_centers(name))
 
 
 def bench_delta(n: int) -> float:
@@ -133,7 +141,7 @@ def evaluate(job: UtilityJob, centers: np.ndarray, n_iter: int, seconds: float, 
         "nicv": metrics.nicv(ds.X, centers),
         "silhouette": metrics.silhouette(ds.X, centers, sample_size=1000, random_state=job.seed),
         "davies_bouldin": metrics.davies_bouldin(ds.X, centers),
-        "centroid_mse": metrics.centroid_mse(centers, _reference_centers(job.dataset)),
+        "centroid_mse": metrics.centroid_mse(centers, floor_centers(job.dataset)),
         "iterations": n_iter,
         "seconds": seconds,
         "privacy_spent": spent,

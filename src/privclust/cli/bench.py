@@ -732,6 +732,9 @@ def memory(
         None, help="Run the measured commands from this privclust `src` folder (another checkout: before vs after)."
     ),
     interrupts: int = typer.Option(0, help="Also run each command this many times more, sending Ctrl-C part way."),
+    user_level: bool = typer.Option(
+        False, "--user-level", help="Also measure `fit --user-column` on the same rows with a column of user ids."
+    ),
     out: Path = typer.Option(Path("bench-results/memory"), help="Output folder."),
 ) -> None:
     """Peak memory (RSS and anonymous) of `privclust fit` on a CSV and of `local aggregate` / `local shuffle` on a
@@ -740,10 +743,12 @@ def memory(
 
     if source is not None and not (source / "privclust").is_dir():
         fail(f"--source {source}: not a privclust src folder (it has no privclust package)")
-    total = 1 + (rows > 0) + 2 * (users > 0)
+    total = 1 + (rows > 0) * (1 + user_level) + 2 * (users > 0)
     measured = _with_progress(
-        "memory runs", total, lambda on_done: bench.run(rows, dims, users, source, on_done, interrupts=interrupts)
+        "memory runs",
+        total,
+        lambda on_done: bench.run(rows, dims, users, source, on_done, interrupts=interrupts, user_level=user_level),
     )
     setup = {"rows": rows, "dims": dims, "users": users, "source": str(source) if source else "this privclust"}
-    setup["interrupts"] = interrupts
+    setup["interrupts"], setup["user_level"] = interrupts, user_level
     console.print(bench.write_report(measured, setup, out, machine_description()).read_text())

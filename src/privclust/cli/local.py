@@ -209,8 +209,7 @@ def aggregate(
 
     protocol = _protocol(protocol_file)
     check_output(output)
-    aggregator = Aggregator(protocol)
-    with interrupts_reported():
+    with interrupts_reported(), Aggregator(protocol) as aggregator:  # its nonce files freed when done
         try:
             files = _opened(protocol, inputs)
             stream = (records for f in files for records in f.chunks())

@@ -141,20 +141,20 @@ class Job:
         self._check_plan(d)
 
     def _check_plan(self, d: int) -> None:
-        """Refuse an algorithm whose plan a party's oracle cannot serve: it must need no more than dense
-        rounds and spend only pooled Gaussian parts (what the server noises and charges)."""
+        """Refuse an algorithm whose plan a party's oracle cannot serve: ``Oracle.check`` refuses one needing
+        more than dense rounds (every plan it may run, in its pool); and each of them must spend only pooled
+        Gaussian parts (what the server noises and charges)."""
         oracle = PlanningOracle(d, self.budget(), CAPABILITIES, MODEL)
         options = {"alpha": self.alpha, "max_iter": self.max_iter}  # as a party passes them
         ctx = FitContext(oracle, self.n_clusters, self.budget(), Randomness(0), public_n=self.public_n, options=options)
         spec = algorithm_spec(self.algorithm, ctx)
-        for option in spec.combinations() if isinstance(spec, Staged) else [(spec,)]:
-            for stage in option:
-                oracle.require(stage.needs, f"{self.algorithm} ({stage.what})")
-                if stage.family != "gaussian" or any(not part.pooled for part in stage.parts):
-                    raise CapabilityError(
-                        f"{self.algorithm} ({stage.what}) prices releases of its own, which {MODEL} does not "
-                        "serve: the server adds Gaussian noise only; choose e.g. fastlloyd, glloyd, greedy or auto"
-                    )
+        oracle.check(spec)
+        for plan in [p for stage in spec.stages for p in stage.options] if isinstance(spec, Staged) else [spec]:
+            if plan.family != "gaussian" or any(not part.pooled for part in plan.parts):
+                raise CapabilityError(
+                    f"{self.algorithm} ({plan.what}) prices releases of its own, which {MODEL} does not "
+                    "serve: the server adds Gaussian noise only; choose e.g. fastlloyd, glloyd, greedy or auto"
+                )
 
     def as_dict(self) -> dict:
         return asdict(self)

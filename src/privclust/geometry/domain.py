@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._pages import drop_pages
 from ..privacy.leaks import PrivacyLeakWarning, warn_leak
 
 __all__ = ["Domain", "BoxDomain", "BallDomain", "make_domain", "fold", "PrivacyLeakWarning"]
@@ -37,14 +38,15 @@ class Domain:
         raise NotImplementedError
 
     def count_outside(self, rows, chunk_bytes: int = 4 << 20) -> int:
-        """How many rows lie outside the domain, ~4 MiB at a time (a memory map is never loaded whole)."""
+        """How many rows lie outside the domain, ~4 MiB at a time (a memory map is never loaded whole, and its
+        pages are given back chunk by chunk: ``_pages``)."""
         chunk = max(1, chunk_bytes // (8 * max(1, self.n_features)))
-        return int(
-            sum(
-                np.count_nonzero(self.outside(np.asarray(rows[s : s + chunk], dtype=np.float64)))
-                for s in range(0, rows.shape[0], chunk)
-            )
-        )
+        outside = 0
+        for start in range(0, rows.shape[0], chunk):
+            part = slice(start, start + chunk)
+            outside += int(np.count_nonzero(self.outside(np.asarray(rows[part], dtype=np.float64))))
+            drop_pages(rows, part)
+        return outside
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ protocol is refused.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -42,6 +43,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .._pages import drop_pages
 from ..algorithms.base import FitContext
 from ..algorithms.greedy import GreedyRound, GreedySpec, greedy_centers, greedy_round, greedy_spec, solution_cost
 from ..geometry.domain import make_domain
@@ -159,10 +161,16 @@ class Protocol:
 
     def design(self) -> tuple[LocalRound, object]:
         """(the round, the domain): the greedy's one release, from public parameters."""
+        designed = self._design()
+        return designed.round, designed.domain
+
+    def _design(self) -> "_Design":
+        """The round with what the server's post-processing needs of the greedy (all public: see :class:`_Design`)."""
         with self._session() as session:
-            _, round_, _, shares = self._greedy(session)
-        requests = [(query, share) for (query, _, _), share in zip(round_.requests, shares)]
-        return LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share), session.domain
+            spec, greedy, rng, shares = self._greedy(session)
+        requests = [(query, share) for (query, _, _), share in zip(greedy.requests, shares)]
+        local = LocalRound.design(requests, self.epsilon, self.seed, self.users, self.bucket_share)
+        return _Design(local, session.domain, spec, greedy, rng)
 
     def _session(self, accountant: PrivacyAccountant | None = None, spend: Spend | None = None):
         """The protocol's run (``privclust.session``): a ledger under ``accountant`` with no budget of its own
@@ -190,6 +198,19 @@ class Protocol:
         rng = session.randomness.geometry()
         round_ = greedy_round(spec, self.n_features, rng)
         return spec, round_, rng, [plan.allotment(part).fraction(f).share for _, part, f in round_.requests]
+
+
+@dataclass(frozen=True)
+class _Design:
+    """A protocol's round as both sides build it from the public parameters, and what the server keeps of the
+    greedy to release it: its spec (whose plan, opened against the release's ledger, reserves the spend), its
+    round and the public generator its post-processing goes on with (copied for each release)."""
+
+    round: LocalRound
+    domain: object
+    spec: GreedySpec
+    greedy: GreedyRound
+    rng: np.random.Generator
 
 
 class _LocalRoundOracle(Oracle):
@@ -360,14 +381,25 @@ class Randomizer:
         """One device's report of its point (24 bytes)."""
         return encode_reports(self.protocol, self._records(np.asarray(point, dtype=np.float64).reshape(1, -1)))
 
-    def reports(self, points) -> bytes:
-        """The reports of many devices, one per row of ``points`` (an array or a memory map), as one batch.
+    def reports(self, points) -> bytearray:
+        """The reports of many devices, one per row of ``points`` (an array or a memory map), as one batch
+        (a ``bytearray``: header, then records).
 
-        Made :data:`REPORTS_CHUNK` rows at a time: each device's report depends on its own point and coins
-        only, so the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
+        Made :data:`REPORTS_CHUNK` rows at a time, each chunk's records written straight into the batch (and a
+        memory map's pages of the chunk given back), so memory is the batch and one chunk: each device's report depends on its own point and coins only, so
+        the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
         points = np.atleast_2d(points)
-        parts = [self._records(points[s : s + REPORTS_CHUNK]) for s in range(0, points.shape[0], REPORTS_CHUNK)]
-        return encode_reports(self.protocol, np.concatenate(parts) if parts else self._records(points))
+        if not points.shape[0]:
+            return bytearray(encode_reports(self.protocol, self._records(points)))  # the points' shape checked
+        batch = bytearray(HEADER_BYTES + points.shape[0] * REPORT.itemsize)
+        batch[:HEADER_BYTES] = report_header(self.protocol)
+        records = np.frombuffer(batch, dtype=REPORT, offset=HEADER_BYTES)  # a view: writing it writes the batch
+        for start in range(0, points.shape[0], REPORTS_CHUNK):
+            chunk = slice(start, start + REPORTS_CHUNK)
+            records[chunk] = self._records(points[chunk])
+            drop_pages(points, chunk)  # a memory map's pages of the chunk given back (``privclust._pages``)
+        del records  # the batch may be resized by its owner once no view holds it
+        return batch
 
 
 class WeakerGuaranteeError(ValueError):
@@ -384,20 +416,47 @@ class LocalResult:
 
 
 class Aggregator:
-    """The server's side: reports in (any order, any batches), centers out."""
+    """The server's side: reports in (any order, any batches), centers out.
+
+    The nonces of streamed reports are kept in temporary files (:class:`NonceSpill`) until :meth:`close`
+    (or the end of a ``with`` block) frees them; a closed aggregator takes no more reports (it could no
+    longer tell a replayed one) but can still release what it tallied."""
 
     def __init__(self, protocol: Protocol):
         self.protocol = protocol
-        self.round, self.domain = protocol.design()
+        self._design = protocol._design()
+        self.round, self.domain = self._design.round, self._design.domain
         self.tallies: list[Tally] | None = None
         self.received = 0
         self._nonces = Nonces()  # the nonces of the batches given to add
         self._spill: NonceSpill | None = None  # those of the streams given to add_stream, on disk
+        self._closed = False
+
+    def close(self) -> None:
+        """Free the nonces' temporary files; no report is taken afterwards (see the class docstring)."""
+        self._closed = True
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def __enter__(self) -> "Aggregator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _open(self) -> None:
+        if self._closed:
+            raise ValueError(
+                "this aggregator is closed: it no longer holds the nonces that refuse a replayed report, so it "
+                "takes no more reports (release what it tallied, or start a new aggregator)"
+            )
 
     def add(self, batch) -> int:
         """Tally a batch of reports (bytes, or records); returns how many it held.  A batch that would take the
         reports past the protocol's users, repeats a nonce, or holds a forged field is refused whole (the
         tallies stay as they were)."""
+        self._open()
         records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
         records = np.asarray(records, dtype=REPORT)
         tallies = self.round.tally(records)  # refuses a forged field
@@ -417,6 +476,7 @@ class Aggregator:
         nonce received before, one part at a time.  Any refusal refuses the whole stream: the tallies, the
         count and the nonces stay as they were.  ``expected`` (public: the files' lengths say it): the
         stream's count, checked against the users before any report is read."""
+        self._open()
         if expected is not None:
             check_report_count(self.protocol, self.received + expected)
         if self._spill is None:
@@ -460,13 +520,14 @@ class Aggregator:
                 f"({eps:g}, {delta:g}): nothing released (to release at the weaker guarantee, accept it "
                 "explicitly: --accept-weaker, or accept_weaker=True)"
             )
-        if self.tallies is None:
-            self.add(np.zeros(0, dtype=REPORT))
+        if self.tallies is None:  # no report: the tallies of none (a closed aggregator releases them too)
+            self.tallies = self.round.tally(np.zeros(0, dtype=REPORT))
         spend = self.protocol.round_spend(self.received, accepted_weaker=weaker, guarantee=guarantee)
         with self.protocol._session(accountant, spend) as session:
-            _, round_, rng, _ = self.protocol._greedy(session)  # opening its plan checks the spend
+            self._design.spec.open(session.oracle)  # the greedy's plan, which reserves (and checks) the spend
             released = session.oracle.release_round(self.round, self.tallies)
-            _, lifted = greedy_centers(round_, released, rng)  # post-processing
+            rng = copy.deepcopy(self._design.rng)  # the public generator where the round left it, every release
+            _, lifted = greedy_centers(self._design.greedy, released, rng)  # post-processing
             centers, _ = solution_cost(lifted, self.protocol.n_clusters, rng)
         return LocalResult(
             self.domain.from_unit(centers),

@@ -64,6 +64,7 @@ __all__ = [
     "PRIVACY_UNITS",
     "EXACT_AT_USER_LEVEL",
     "check_privacy_unit",
+    "missing_ids_refusal",
 ]
 
 PRIVACY_UNITS = ("row", "user")
@@ -183,6 +184,15 @@ class UserBound:
             return self._kept
 
 
+def missing_ids_refusal(floating: bool = False) -> ValueError:
+    """The refusal of user ids with a missing one (null, None, NaN; for float ids also an infinite one), wherever
+    the rows live: a missing id is not a user, and counting the rows without one as one user would bound them
+    together to ``max_rows``.  It names no row and no count."""
+    if floating:
+        return ValueError("user_ids has missing or non-finite ids: give every row a user id")
+    return ValueError("user_ids has missing ids: give every row a user id")
+
+
 def _checked_ids(user_ids) -> np.ndarray:
     """``user_ids`` as a 1-d array of comparable ids; refused (no id echoed) if it is not one."""
     ids = np.asarray(user_ids)
@@ -192,12 +202,12 @@ def _checked_ids(user_ids) -> np.ndarray:
         raise ValueError("user_ids must be integers or strings (one user id per row of X)")
     if ids.dtype.kind == "f":
         if not np.all(np.isfinite(ids)):
-            raise ValueError("user_ids has missing or non-finite ids: give every row a user id")
+            raise missing_ids_refusal(floating=True)
     elif ids.dtype.kind == "O":
         import pandas as pd
 
         if bool(pd.isna(ids).any()):  # None, NaN, pandas' NA
-            raise ValueError("user_ids has missing ids: give every row a user id")
+            raise missing_ids_refusal()
         kind = pd.api.types.infer_dtype(ids, skipna=False)  # one pass in C, not a loop over the rows
         if kind not in ("string", "integer", "empty"):
             raise ValueError("user_ids must be all integers or all strings (one user id per row of X)")

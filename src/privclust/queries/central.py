@@ -29,7 +29,12 @@ of the one pass are restricted to them before any noise is drawn, as if the
 contribution were -1 elsewhere.  The candidates are a public function of an
 earlier release (post-processing), so each release keeps its guarantee under
 adaptive composition, and a fine level whose coarser one kept nothing draws
-no noise at all (with secure noise, that was most of a large fit's time).
+no noise at all (with secure noise, that was most of a large fit's time).  Rows
+held in memory sum such a release in a pass of its own, after the release it
+narrows from, and skip the pass when there is no candidate: the exact answer
+at no candidate is empty whatever the rows.  Which passes run is thus a
+function of released values, as the candidates are (memory-mapped and Spark
+rows answer the whole batch in one pass instead, where a pass is a read).
 
 Mechanisms that are not noisy sums (the exponential mechanism
 over exact counts, NoisyAVG, the sparse vector) run through ``run_exact``:
@@ -65,7 +70,7 @@ from .plan import (
     pooled_allotments,
 )
 from .reduce import tree_height
-from .rows import MemoryRows, Rows
+from .rows import MemoryRows, Rows, empty_answer
 
 __all__ = [
     "CentralOracle",
@@ -128,6 +133,10 @@ def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tupl
     ids, sums = total
     inside = np.isin(ids, candidates)
     return ids[inside], sums[inside]
+
+
+def _narrowed(query: SumQuery) -> bool:
+    return query.sparse and query.narrows is not None
 
 
 def release_spends(
@@ -211,7 +220,7 @@ class CentralOracle(Oracle):
             self.model = f"the central model at user level (at most {unit.max_rows} rows per user)"
         if rows.distributed:
             self.capabilities = self.capabilities | {DISTRIBUTED}
-        elif isinstance(rows, MemoryRows):  # sampled without a pass over the rows
+        if rows.samplable:  # in memory without a pass over the rows; on Spark by the executors' coins
             self.capabilities = self.capabilities | {SAMPLED}
 
     def sampled(self, rate, rng):
@@ -229,11 +238,19 @@ class CentralOracle(Oracle):
         for query, _ in requests:
             if query.sparse and SPARSE not in self.capabilities:
                 raise CapabilityError(f"{self.model} has no sparse release")
-        exact = self.rows.sums([query for query, _ in requests])
+        # Rows in memory: a narrowed release is summed in a pass of its own once the release it narrows from is
+        # out, and not at all when that names no candidate.  Elsewhere one pass answers the whole batch.
+        later = [bool(i) and _narrowed(query) and self.rows.in_memory for i, (query, _) in enumerate(requests)]
+        exact = iter(self.rows.sums([query for (query, _), wait in zip(requests, later) if not wait]))
         out = []
-        for (query, allotment), total in zip(requests, exact):
-            if query.sparse and query.narrows is not None and out:
-                total = _among(total, query.narrows(significant_buckets(out[-1])))
+        for (query, allotment), wait in zip(requests, later):
+            if wait:
+                candidates = query.narrows(significant_buckets(out[-1]))
+                total = _among(self.rows.sums([query])[0] if candidates.size else empty_answer(query), candidates)
+            else:
+                total = next(exact)
+                if _narrowed(query) and out:
+                    total = _among(total, query.narrows(significant_buckets(out[-1])))
             out.append(self._noised(query, allotment, total))
         return out
 

@@ -25,6 +25,7 @@ from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource
 from ..privacy.unit import ROW, UserBound
 from .central import CentralOracle
+from .plan import Oracle
 from .rows import MemoryRows
 from .spark import is_spark_frame
 
@@ -57,10 +58,14 @@ def input_features(X, what: str = "X") -> int:
 
 @dataclass(frozen=True)
 class Curated:
-    oracle: CentralOracle
+    """What a privacy model's oracle factory opens (this module's for the central model; ``models``, the
+    stream, a federated party and the local protocol have their own): the oracle, the domain, the number of
+    features and the rows when they are in this process."""
+
+    oracle: Oracle
     domain: Domain
     n_features: int
-    rows: MemoryRows | None  # the rows when they are in this process; None on Spark
+    rows: MemoryRows | None  # the rows when they are in this process; None on Spark, and where no rows are held
 
     def checked_rows(self) -> np.ndarray | None:
         """The checked training array, for what the data holder alone may see (labels_, inertia_)."""

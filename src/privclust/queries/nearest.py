@@ -9,6 +9,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
+from .._pages import drop_pages
 from .._parallel import map_chunks
 from .rows import chunk_rows_for
 from .voronoi import nearest_center
@@ -20,9 +21,18 @@ T = TypeVar("T")
 
 def map_row_chunks(X, centers: np.ndarray, fn: Callable[[slice], T]) -> list[T]:
     """``fn`` of every chunk of rows (a slice), on every core.  Each chunk is read and converted to
-    float64 on its own, so a memory map of any dtype is never copied whole."""
+    float64 on its own, so a memory map of any dtype is never copied whole, and its pages are given back
+    once the chunk is done (``_pages.drop_pages``), so the pass never holds the whole map either."""
     step = min(chunk_rows_for(X.shape[1]), max(256, 2**19 // max(1, len(centers))))
-    return map_chunks(lambda start: fn(slice(start, start + step)), range(0, X.shape[0], step))
+
+    def one(start: int) -> T:
+        rows = slice(start, start + step)
+        try:
+            return fn(rows)
+        finally:
+            drop_pages(X, rows)
+
+    return map_chunks(one, range(0, X.shape[0], step))
 
 
 def as_rows(X) -> np.ndarray:

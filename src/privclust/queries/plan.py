@@ -39,7 +39,7 @@ Capabilities an oracle may offer:
     ``release_reduced``; without this capability it reduces on one machine.
 ``SAMPLED``
     a plan can be answered on a Poisson sample of the rows (``Plan.on_sample``):
-    the trusted curator over rows in memory.
+    the trusted curator over rows in memory or kept by Spark's executors.
 """
 
 from __future__ import annotations

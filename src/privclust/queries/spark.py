@@ -26,18 +26,29 @@ d'-dimensional projection) to fit in the driver's memory.
 
 from __future__ import annotations
 
+import copy
+import math
 import warnings
 from functools import partial
 from typing import Callable
 
 import numpy as np
 
+from ..privacy.unit import missing_ids_refusal
 from .base import ROW_COUNT
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
 
-__all__ = ["SparkRows", "is_spark_frame", "spark_features", "spark_session", "predict_frame", "bounded_frame"]
+__all__ = [
+    "SparkRows",
+    "is_spark_frame",
+    "spark_features",
+    "spark_session",
+    "predict_frame",
+    "bounded_frame",
+    "refuse_missing_ids",
+]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
@@ -110,6 +121,16 @@ def _unpack(packed, n_features: int, transform) -> _SparkChunk:
     return _SparkChunk(raw, transform)
 
 
+def _kept_by_coins(partition: int, chunks, rate: float, seed: int):
+    """The rows of a partition's chunks each kept by a coin of probability ``rate`` (the coins depend on the
+    seed and on the partition's and the chunk's places, so a recomputed partition keeps the same rows)."""
+    for place, chunk in enumerate(chunks):
+        coins = np.random.default_rng([seed, partition, place]).random(chunk.rows.shape[0])
+        kept = chunk.rows[coins < rate]
+        if kept.shape[0]:
+            yield RowChunk(kept)
+
+
 def _add_chunk(answers: RunningAnswers, chunk: _SparkChunk) -> RunningAnswers:
     return answers.add(answers.of_chunk(chunk))
 
@@ -123,15 +144,20 @@ class SparkRows(Rows):
 
     def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None, users=None):
         self.n_features = spark_features(frame, ignore=None if users is None else users.column)
+        self._ids = None
         if users is not None:  # user level: the executors keep at most m rows per user (privacy.unit)
+            self._ids = (frame, users.column)  # checked on first use, before the rows are cached or released
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
+        self._samples: list[SparkRows] = []  # cached samples of these rows, dropped with them
+        self._share = 1.0  # of the frame's rows these rows are expected to hold (a sample's rate: public)
 
     def _ready(self):
         if self._rdd is not None:
             return self._rdd
-        from pyspark import StorageLevel
+        if self._ids is not None:
+            refuse_missing_ids(*self._ids)
 
         try:
             with warnings.catch_warnings():
@@ -142,13 +168,7 @@ class SparkRows(Rows):
             rdd = packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
-        rdd = rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform))
-        # In local mode the executors are the driver's JVM: rows cached in its heap would make the driver grow
-        # with n (measured: 1.6 GB at 10^6 rows, 4 GB at 10^7), so there they go to local disk -- read back
-        # through the OS page cache -- and on a cluster to the executors' memory, spilling to disk.
-        master = self._frame.sparkSession.sparkContext.master
-        local = master == "local" or master.startswith("local[")  # not local-cluster: its executors are JVMs
-        rdd = rdd.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
+        rdd = self._persist(rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform)))
         # One pass that also fills the cache.  Refusing missing values is what the in-memory
         # rows do too (check_data); the refusal comes before any release and names no row.
         if not rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
@@ -160,10 +180,36 @@ class SparkRows(Rows):
         self._rdd = rdd
         return rdd
 
+    def _persist(self, rdd):
+        from pyspark import StorageLevel
+
+        # In local mode the executors are the driver's JVM: rows cached in its heap would make the driver grow
+        # with n (measured: 1.6 GB at 10^6 rows, 4 GB at 10^7), so there they go to local disk -- read back
+        # through the OS page cache -- and on a cluster to the executors' memory, spilling to disk.
+        master = self._frame.sparkSession.sparkContext.master
+        local = master == "local" or master.startswith("local[")  # not local-cluster: its executors are JVMs
+        return rdd.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
+
     def close(self) -> None:
-        """Drop the cached chunks from the executors."""
+        """Drop the cached chunks (and those of the samples taken of them) from the executors."""
+        for sample in self._samples:
+            sample.close()
         if self._rdd is not None:
             self._rdd.unpersist()
+
+    samplable = True
+
+    def poisson_sample(self, rate, rng):
+        """The rows each kept with probability ``rate`` by an independent coin, tossed by the executors on the
+        cached chunks: the coins come from a seed drawn from ``rng`` (never released) and the chunk's place
+        in the cache, never from the rows' values.  The sample is cached in turn, so each of the passes made
+        on it (the greedy start's levels) reads the kept rows only, and is dropped with these rows."""
+        seed = int(rng.integers(2**63))
+        sample = copy.copy(self)  # the same frame (its session's settings) and transform
+        sample._samples, sample._share = [], self._share * rate
+        sample._rdd = self._persist(self._ready().mapPartitionsWithIndex(partial(_kept_by_coins, rate=rate, seed=seed)))
+        self._samples.append(sample)
+        return sample
 
     def count(self) -> int:
         return int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
@@ -185,7 +231,8 @@ class SparkRows(Rows):
 
     @property
     def partitions(self) -> int:
-        """``spark.sql.shuffle.partitions`` (200 by default): Spark's public setting, never read off the rows."""
+        """``spark.sql.shuffle.partitions`` (200 by default): Spark's public setting, never read off the rows;
+        a sample of rate q spreads its balls over q of them (a public share: fewer, fuller tasks)."""
         setting = self._frame.sparkSession.conf.get("spark.sql.shuffle.partitions", "200")
         try:
             partitions = int(setting)
@@ -196,7 +243,7 @@ class SparkRows(Rows):
                 f"spark.sql.shuffle.partitions is {setting!r}: the MPC greedy hashes its balls to that many "
                 "partitions, so set it to a positive number (e.g. 200) for this job"
             )
-        return partitions
+        return max(1, math.ceil(partitions * self._share))
 
     def reduced(self, queries, noisers, reductions):
         """Seed 000's merge-and-reduce on the executors (``queries.reduce``): every task sums its chunks and
@@ -221,11 +268,26 @@ class SparkRows(Rows):
         return result
 
 
+def refuse_missing_ids(frame, column: str) -> None:
+    """Refuse ``frame`` if its user ``column`` holds a missing id (null; for a float column also NaN or an
+    infinite value), as the in-memory rows refuse them (``privacy.unit.missing_ids_refusal``): one Spark job
+    that stops at the first such row.  Before any release, and naming no row or count."""
+    from pyspark.sql import functions as F
+
+    floating = dict(frame.dtypes)[column] in ("float", "double")
+    missing = F.col(column).isNull()
+    if floating:
+        missing = missing | F.isnan(F.col(column)) | (F.abs(F.col(column)) == float("inf"))
+    if frame.where(missing).limit(1).count():
+        raise missing_ids_refusal(floating)
+
+
 def bounded_frame(frame, column: str, max_rows: int, seed: int):
     """The feature columns of ``frame`` with each user's rows (by ``column``) bounded to ``max_rows``: the
     rows with the smallest i.i.d. uniform priorities (``rand`` from a secret ``seed``), ranked within each
     user where the rows live.  The choice reads the user ids and the coins only, never a feature's value
-    (``privacy.unit``); rows whose user id is null count as one user."""
+    (``privacy.unit``).  A null id would make its rows one user: :class:`SparkRows` refuses them first
+    (:func:`refuse_missing_ids`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 

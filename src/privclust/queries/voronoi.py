@@ -29,29 +29,49 @@ FLOAT_MARGIN = 1e-9
 BLOCK_CELLS = 2**16  # (rows x cells) work arrays of 512 KiB: they stay in a core's cache (2**19 did not)
 
 
+FEW_CENTERS = 16  # up to this many centers, rows find theirs by comparing rows of (cells x rows) scores
+
+
 def nearest_center(
-    chunk: np.ndarray, centers: np.ndarray, sq_norms: np.ndarray | None = None, scores: np.ndarray | None = None
+    chunk: np.ndarray, centers: np.ndarray, sq_norms: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the nearest center and the squared distance to it, for each row (``scores``: a work array of
-    at least (rows, centers) to reuse).  Without one, rows go in blocks of ``BLOCK_CELLS`` / centers through
-    one work array, so the (rows x centers) scores stay in cache whatever the chunk's length."""
+    """Index of the nearest center (the first, on a tie) and the squared distance to it, for each row.  Rows
+    go in blocks of ``BLOCK_CELLS`` / centers through one work array, so the scores stay in cache whatever
+    the chunk's length.  Up to ``FEW_CENTERS`` centers the scores are laid out cells by rows and a row's
+    center is the first whose score equals the row's minimum, one center at a time: numpy's argmin along
+    rows of ten scores took 3x as long."""
     n, k = chunk.shape[0], centers.shape[0]
     if sq_norms is None:
         sq_norms = np.einsum("ij,ij->i", chunk, chunk)
     step = max(256, BLOCK_CELLS // max(k, 1))
-    if scores is not None or n <= step:
-        return _nearest_block(chunk, -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), sq_norms, scores)
     nearest, sq = np.empty(n, dtype=np.intp), np.empty(n)
-    scaled, center_sq, work = -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), np.empty((step, k))
+    if 0 < k <= FEW_CENTERS:
+        work = _Work(centers, min(n, step))
+        for start in range(0, n, step):
+            rows = slice(start, start + step)
+            scores = work.scores(chunk[rows])
+            best = scores.min(axis=0)
+            nearest[rows] = _first_minimum(scores, best)
+            np.add(best, sq_norms[rows], out=sq[rows])
+        return nearest, np.maximum(sq, 0.0, out=sq)
+    scaled, center_sq, work = -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), np.empty((min(n, step), k))
     for start in range(0, n, step):
         rows = slice(start, start + step)
         nearest[rows], sq[rows] = _nearest_block(chunk[rows], scaled, center_sq, sq_norms[rows], work)
     return nearest, sq
 
 
+def _first_minimum(scores: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """``np.argmin(scores, axis=0)`` given each column's minimum ``best``: the first row that reaches it."""
+    first = np.zeros(scores.shape[1], dtype=np.intp)
+    for j in range(scores.shape[0] - 1, 0, -1):
+        np.putmask(first, scores[j] == best, j)
+    return first
+
+
 def _nearest_block(chunk, scaled_centers_t, center_sq, sq_norms, scores) -> tuple[np.ndarray, np.ndarray]:
     n = chunk.shape[0]
-    scores = np.matmul(chunk, scaled_centers_t, out=None if scores is None else scores[:n])
+    scores = np.matmul(chunk, scaled_centers_t, out=scores[:n])
     scores += center_sq
     nearest = np.argmin(scores, axis=1)
     sq = scores[np.arange(n), nearest]
@@ -69,11 +89,9 @@ class VoronoiCells:
     def n_cells(self) -> int:
         return self.centers.shape[0]
 
-    def assign(
-        self, chunk: np.ndarray, sq_norms: np.ndarray | None = None, scores: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def assign(self, chunk: np.ndarray, sq_norms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(cell id or -1, squared distance to the nearest center) per row."""
-        nearest, sq = nearest_center(chunk, self.centers, sq_norms, scores)
+        nearest, sq = nearest_center(chunk, self.centers, sq_norms)
         if self.radius is not None:
             nearest = np.where(sq < self.radius**2, nearest, -1)
         return nearest, sq
@@ -92,40 +110,76 @@ class VoronoiCells:
     def clipped_sums(self, chunk: np.ndarray, sq_norms: np.ndarray, sum_block, count_block) -> np.ndarray:
         """Per-cell sums of the clipped rows ``[x - c or x, 1]``: shape (n_cells, d + 1).
 
-        ``sum_block`` and ``count_block`` are the query's blocks (``queries.base.Block``): their norm bounds."""
-        # Blocks of rows small enough that the (rows x cells) work arrays stay in cache; allocated once.
+        ``sum_block`` and ``count_block`` are the query's blocks (``queries.base.Block``): their norm bounds.
+        Rows go in blocks small enough that the (cells x rows) work arrays stay in cache, allocated once
+        (:class:`_Work`); see :meth:`_block_sums` for the kernel."""
         step = max(1, min(chunk.shape[0], max(256, BLOCK_CELLS // self.n_cells)))
-        work = (np.empty((step, self.n_cells)), np.empty((self.n_cells, step)))
-        total = self._block_sums(chunk[:step], sq_norms[:step], sum_block, count_block, work)
-        for start in range(step, chunk.shape[0], step):
+        work = _Work(self.centers, step)
+        total = np.zeros((self.n_cells, chunk.shape[1] + 1))
+        for start in range(0, chunk.shape[0], step):
             rows = slice(start, start + step)
-            total += self._block_sums(chunk[rows], sq_norms[rows], sum_block, count_block, work)
+            self._block_sums(chunk[rows], sq_norms[rows], sum_block, count_block, work, total)
+        if self.relative:  # sum of w (x - c) over a cell = sum of w x - (sum of w) c
+            total[:, :-1] -= work.weights[:, None] * self.centers
         return total
 
-    def _block_sums(self, chunk, sq_norms, sum_block, count_block, work) -> np.ndarray:
-        scores, indicator = work
-        cells, sq = self.assign(chunk, sq_norms, scores)
-        inside = cells >= 0
-        rows = np.flatnonzero(inside)
-        cells = cells[rows]
-        k, d = self.centers.shape
+    def _block_sums(self, chunk, sq_norms, sum_block, count_block, work: "_Work", total: np.ndarray) -> None:
+        """Add one block's clipped sums to ``total`` (relative sums without their ``- (sum of w) c``, which
+        :meth:`clipped_sums` subtracts once; the weights' sums gather in ``work.weights``).
+
+        The kernel never lists the rows' cells: with the scores s[j, i] = |c_j|^2 - 2 c_j.x_i (one matrix
+        product, cells by rows), a row's nearest center is where s equals the row's minimum, so that
+        comparison is the (cells x rows) one-hot matrix of the assignment; weighted by each row's clipping
+        factor (0 beyond the radius) it sums every cell in one more product.  A row tied between two
+        centers (exactly equal scores) would sit in both: such a block is assigned by ``argmin`` instead,
+        which takes the first, as :func:`nearest_center` does."""
+        n = chunk.shape[0]
+        scores, onehot = work.scores(chunk), work.onehot[:, :n]
+        best = scores.min(axis=0)
+        np.equal(scores, best, out=onehot)
+        sq = best + sq_norms
+        np.maximum(sq, 0.0, out=sq)  # squared distance to the nearest center (rounding can make it negative)
+        inside = sq < self.radius**2 if self.radius is not None else None
+        tied = np.count_nonzero(onehot) != n
+        if tied or (self.relative and sum_block.norm != "l2"):
+            cells = _first_minimum(scores, best) if self.n_cells <= FEW_CENTERS else np.argmin(scores, axis=0)
+            if tied:
+                onehot.fill(False)
+                onehot[cells, np.arange(n)] = True
         if self.relative and sum_block.norm == "l2":
-            norms = np.sqrt(sq[rows])
+            norms = np.sqrt(sq)
         elif self.relative:
-            norms = row_norms(chunk[rows] - self.centers[cells], sum_block.norm)
+            norms = row_norms(chunk - self.centers[cells], sum_block.norm)
         elif sum_block.norm == "l2":
-            norms = np.sqrt(sq_norms[rows])
+            norms = np.sqrt(sq_norms)
         else:
-            norms = row_norms(chunk[rows], "l1")
-        weight = sum_block.scale_to_bound(norms, FLOAT_MARGIN)
-        indicator = indicator[:, : chunk.shape[0]]
-        indicator.fill(0.0)
-        indicator[cells, rows] = weight
-        out = np.empty((k, d + 1))
-        np.matmul(indicator, chunk, out=out[:, :d])
+            norms = row_norms(chunk, "l1")
+        if inside is not None:
+            np.logical_and(onehot, inside, out=onehot)
+        weighted = np.multiply(onehot, sum_block.scale_to_bound(norms, FLOAT_MARGIN), out=scores)
+        total[:, :-1] += weighted @ chunk
         if self.relative:
-            out[:, :d] -= np.bincount(cells, weights=weight, minlength=k)[:, None] * self.centers
-        out[:, d] = np.bincount(cells, minlength=k) * min(1.0, count_block.bound)
+            work.weights += weighted.sum(axis=1)
+        total[:, -1] += np.count_nonzero(onehot, axis=1) * min(1.0, count_block.bound)
+
+
+class _Work:
+    """The Voronoi kernel's work arrays for blocks of up to ``rows`` rows, allocated once per chunk: the
+    (cells x rows) scores and one-hot assignment, and the running sum of each cell's weights."""
+
+    def __init__(self, centers: np.ndarray, rows: int):
+        k = centers.shape[0]
+        self.scaled = -2.0 * centers
+        self.center_sq = np.einsum("ij,ij->i", centers, centers)[:, None]
+        self._scores = np.empty(k * rows)
+        self.onehot = np.empty((k, rows), dtype=bool)
+        self.weights = np.zeros(k)
+
+    def scores(self, chunk: np.ndarray) -> np.ndarray:
+        """|c|^2 - 2 c.x for every center (row) and row of ``chunk`` (column), in the work array."""
+        k, n = self.scaled.shape[0], chunk.shape[0]
+        out = np.matmul(self.scaled, chunk.T, out=self._scores[: k * n].reshape(k, n))
+        out += self.center_sq
         return out
 
 
