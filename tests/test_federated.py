@@ -121,6 +121,10 @@ def test_three_parties_in_threads_agree_and_match_central_quality(certs, data):
     assert out["server"].privacy_spent["epsilon"] == pytest.approx(1.0)
     assert out[0].rounds == out[0].n_iter + 1  # one round per iteration, plus the noisy row count
     assert np.all(np.abs(first) <= 1)
+    # CPU time per round (the benchmark's load-independent figure), at each party and the server
+    for who in (0, 1, 2, "server"):
+        cpu = out[who].round_cpu_seconds
+        assert len(cpu) == out[0].rounds and all(c > 0 for c in cpu), (who, cpu)
     # Quality is a property of the distribution (see the test against central FastLloyd), not of one run.
 
 
@@ -509,3 +513,29 @@ def test_a_job_checks_its_plan_as_an_oracle_checks_one(monkeypatch):
     Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")
     [spec] = checked  # the count, then every algorithm auto may choose: once, by Oracle.check
     assert isinstance(spec, Staged) and len(spec.stages) == 2
+
+
+def test_no_round_waits_for_its_noise_after_the_reveals(certs, data, monkeypatch):
+    """Every round's noise is drawn before the survivors' reveals are in: after the last release when the
+    noise parameters repeat, else while the survivors compute their reveals (the count round, the first
+    Lloyd round), never between the reveals and the release."""
+    on_path = {"inside": False, "draws": 0}
+    draw, ring_noise = FederatedServer._draw_noise, FederatedServer._ring_noise
+
+    def counted_draw(self, *args):
+        on_path["draws"] += on_path["inside"]
+        return draw(self, *args)
+
+    def watched(self, *args):
+        on_path["inside"] = True
+        try:
+            return ring_noise(self, *args)
+        finally:
+            on_path["inside"] = False
+
+    monkeypatch.setattr(FederatedServer, "_draw_noise", counted_draw)
+    monkeypatch.setattr(FederatedServer, "_ring_noise", watched)
+    out, errors = run_in_threads(certs, data[1])
+    assert not errors, errors
+    assert out["server"].rounds == out[0].rounds >= 3
+    assert on_path["draws"] == 0

@@ -163,6 +163,56 @@ def test_masks_hide_each_party_and_dropouts_are_recovered_from_threshold_shares(
         assert all(parties[i].alive == parties_left for i in parties_left)
 
 
+def test_a_sealed_box_carries_two_shares_in_binary_and_a_tampered_one_is_refused():
+    """The boxes are most of a round's bytes: each holds the recipient's two 66-byte shares (148 bytes
+    sealed with the tag, 296 hex digits), not their hex in JSON."""
+    from privclust.federated.secagg import SHARE_BYTES
+
+    session, parties, _ = setup_in_memory(n=3, threshold=2)
+    reveal = parties[0].reveal(0, [0, 1, 2], [])
+    for j in ("1", "2"):
+        box = reveal["next"]["sealed"][j]
+        assert len(box["ciphertext"]) == 2 * (2 * SHARE_BYTES + 16)
+    # the set-up's boxes carry the group-secret contribution after the shares; a box cut short is refused
+    material = {p.party: p.setup_message() for p in parties[:2]}
+    assert len(material[0]["sealed"]["1"]["ciphertext"]) == 2 * (2 * SHARE_BYTES + crypto.SEED_BYTES + 16)
+    fresh = [SecAggParty(i, 3, 2, session) for i in range(3)]
+    keys = {str(p.party): p.public_key for p in fresh}
+    for p in fresh:
+        p.absorb_public_keys(keys)
+    setup = {p.party: p.setup_message() for p in fresh}
+    label = f"{session}|shares|0|1->0"
+    key = fresh[1]._box_keys[0]
+    setup[1]["sealed"]["0"] = crypto.seal(key, b"\x00" * (2 * SHARE_BYTES), label)  # no contribution
+    with pytest.raises(ProtocolError, match="no contribution to the group secret"):
+        fresh[0].absorb_setup(_relay(setup, {0, 1, 2}, 0))
+
+
+def test_material_prepared_while_the_server_gathers_serves_the_next_round_after_a_dropout():
+    """prepare() builds the next round's material for every alive party before the survivors are known;
+    the reveal sends only the survivors' boxes, and the next round unmasks with it."""
+    session, parties, material = setup_in_memory()
+    rng = np.random.default_rng(2)
+    for round_index, dropped in [(0, {3}), (1, set())]:
+        alive = set(parties[0].alive)
+        survivors = alive - dropped
+        inputs = {i: encode(rng.normal(0, 100, 6)) for i in survivors}
+        total = sum(parties[i].mask(round_index, inputs[i]) for i in survivors)
+        for i in survivors:
+            parties[i].prepare(round_index)
+        reveals = {i: parties[i].reveal(round_index, sorted(survivors), sorted(dropped)) for i in sorted(survivors)}
+        for i, r in reveals.items():
+            assert set(r["next"]["sealed"]) == {str(j) for j in survivors - {i}}  # no box for the dropped party
+        server_view = remove_masks(total, round_index, session, survivors, dropped, reveals, material, 3)
+        for i in survivors:
+            expected = sum(inputs[j] for j in survivors)
+            np.testing.assert_array_equal(parties[i].unmask(round_index, server_view, sorted(survivors)), expected)
+            parties[i].advance(
+                round_index, sorted(survivors), _relay({j: r["next"] for j, r in reveals.items()}, survivors, i)
+            )
+        material = {j: r["next"] for j, r in reveals.items()}
+
+
 def test_a_party_reveals_once_per_round_and_never_both_shares_of_one_party():
     _, parties, _ = setup_in_memory()
     p = parties[0]

@@ -9,6 +9,11 @@ median of ``repeats`` runs is reported.  Traffic is counted in bytes on the
 wire (frames, excluding TLS record overhead) per party and per round, next to
 the ring payload k (d + 1) x 8 bytes.  Round 0 releases
 the noisy row count and is reported apart from the Lloyd iterations.
+
+Wall time on a shared machine is mostly waiting for a core (each iteration is two round trips,
+four wake-ups per party), so each row also gives CPU time per iteration: each party's (its
+process, from its sums to the decoded release) and the server's (its process, from gathering
+the round's messages to drawing the next rounds' noise ahead), which load inflates far less.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ def _party(args):
         Path(certs) / f"party-{index}.pem", Path(certs) / f"party-{index}.key", Path(certs) / "ca.pem"
     )
     result = join(part, address, index, parties, ssl_context=context, timeout=120)
-    queue.put((index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds))
+    queue.put(
+        (index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds, result.round_cpu_seconds)
+    )
 
 
 def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max_iter: int | None = None) -> dict:
@@ -82,6 +89,8 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max
         "rounds": rounds,
         "ms_per_iteration": statistics.mean(per_iteration_ms),
         "ms_count_round": 1000 * statistics.mean(r[1][0] for r in results),
+        "party_cpu_ms_per_iteration": [1000 * statistics.mean(r[5][1:]) for r in results],
+        "server_cpu_ms_per_iteration": 1000 * statistics.mean(report.round_cpu_seconds[1:]),
         "bytes_sent_per_round": [r[2] / rounds for r in results],
         "bytes_received_per_round": [r[3] / rounds for r in results],
         "ring_bytes_per_round": 8 * k * (X.shape[1] + 1),
@@ -125,17 +134,18 @@ def write_federated_report(rows: list[dict], out_dir: Path, machine: str) -> Pat
         f"Machine: {machine}. Two parties, mutual TLS on loopback.",
         "",
         "| setting | rounds | ms / iteration | Diaa, Humphries & Kerschbaum (2024) (ms) | count round (ms) | bytes sent / round / party "
-        "| ring payload | bytes received / round / party |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ring payload | bytes received / round / party | CPU ms / iteration: parties | server |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         seed = f"{r['seed_ms']:.2f}" if r["seed_ms"] else "-"
         sent = " / ".join(f"{b:.0f}" for b in r["bytes_sent_per_round"])
         got = " / ".join(f"{b:.0f}" for b in r["bytes_received_per_round"])
+        cpu = " / ".join(f"{c:.2f}" for c in r["party_cpu_ms_per_iteration"])
         lines.append(
             f"| {r['setting']} | {r['rounds']} | {r['ms_per_iteration']:.2f} | {seed} | "
             f"{r['ms_count_round']:.2f} | {sent} | "
-            f"{r['ring_bytes_per_round']} | {got} |"
+            f"{r['ring_bytes_per_round']} | {got} | {cpu} | {r['server_cpu_ms_per_iteration']:.2f} |"
         )
     report = out_dir / "federated.md"
     report.write_text("\n".join(lines) + "\n")

@@ -78,6 +78,7 @@ class MaskedAggregation:
     def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
         masked = self._secagg.mask(round_index, encoded)
         self._channel.send(Kind.ROUND, {"round": round_index, **header}, ring_payload(masked))
+        self._secagg.prepare(round_index)  # the next round's material, while the server gathers
         request, _ = self._channel.receive(Kind.UNMASK)
         if request.get("round") != round_index:
             raise ProtocolError(f"the server asked for the shares of round {request.get('round')!r}, not {round_index}")
@@ -101,6 +102,7 @@ class _Rounds:
 
     count: int = 0
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time in each round
     last_spec: dict | None = None  # the noise parameters last sent (they travel only when they change)
 
 
@@ -123,6 +125,11 @@ class FederatedClientOracle(Oracle):
     def round_seconds(self) -> list[float]:
         return self._rounds.seconds
 
+    @property
+    def round_cpu_seconds(self) -> list[float]:
+        """This process's CPU time in each round (what a loaded machine inflates less than wall time)."""
+        return self._rounds.cpu_seconds
+
     def allot(self, parts, family):
         return pooled_allotments(self.budget, parts, family)
 
@@ -132,7 +139,7 @@ class FederatedClientOracle(Oracle):
     def _round(self, query, allotment) -> Released:
         if allotment.mu is None or query.sparse:
             raise CapabilityError(f"{self.model} releases dense Gaussian sums only")
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         mechanisms = block_mechanisms(query, allotment)
         exact = self._rows.sums([query])[0]
         spec = {
@@ -152,6 +159,7 @@ class FederatedClientOracle(Oracle):
             self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
         self._rounds.count += 1
         self._rounds.seconds.append(time.perf_counter() - start)
+        self._rounds.cpu_seconds.append(time.process_time() - start_cpu)
         return Released(out, {b.name: m.std for b, m in zip(query.blocks, mechanisms)})
 
 
@@ -164,6 +172,7 @@ class FederatedResult:
     bytes_sent: int
     bytes_received: int
     round_seconds: list[float] = field(default_factory=list)
+    round_cpu_seconds: list[float] = field(default_factory=list)  # this party's CPU time per round
     contributors: list[list[int]] = field(default_factory=list)  # per round: the parties whose sums are in it
 
     @property
@@ -359,5 +368,6 @@ def party_result(run, result, contributors, sent: int = 0, received: int = 0) ->
         bytes_sent=sent,
         bytes_received=received,
         round_seconds=run.oracle.round_seconds,
+        round_cpu_seconds=run.oracle.round_cpu_seconds,
         contributors=[list(c) for c in contributors],
     )

@@ -26,7 +26,6 @@ this round's reveal), so a key revealed for a dropout opens no other round.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -67,6 +66,24 @@ def _commit(seed: bytes, session: str, party: int, round_index: int) -> str:
 
 def _box_label(session: str, round_index: int, sender: int, recipient: int) -> str:
     return f"{session}|shares|{round_index}|{sender}->{recipient}"
+
+
+SHARE_BYTES = (shamir.PRIME.bit_length() + 7) // 8  # one share of GF(2^521 - 1): 66 bytes
+
+
+def _box_body(key_share: int, seed_share: int) -> bytes:
+    """What a sealed box carries: the recipient's share of the round key, then of the seed, each in
+    ``SHARE_BYTES`` big-endian bytes (half the size of the hex in JSON it once was)."""
+    return key_share.to_bytes(SHARE_BYTES, "big") + seed_share.to_bytes(SHARE_BYTES, "big")
+
+
+def _open_box_body(body: bytes) -> tuple[int, int, bytes]:
+    """(key share, seed share, what follows them) of an opened box; ValueError if it is too short."""
+    if len(body) < 2 * SHARE_BYTES:
+        raise ValueError("the box is too short to hold two shares")
+    key_share = int.from_bytes(body[:SHARE_BYTES], "big")
+    seed_share = int.from_bytes(body[SHARE_BYTES : 2 * SHARE_BYTES], "big")
+    return key_share, seed_share, body[2 * SHARE_BYTES :]
 
 
 class RoundSecrets:
@@ -114,6 +131,8 @@ class SecAggParty:
         self._next_peer_keys: dict[int, str] = {}
         self._next_shares: dict[int, tuple[int, int]] = {}
         self._revealed = -1  # the last round whose shares were revealed: once per round
+        self._own_output: tuple[int, np.ndarray] | None = None  # (round, this party's output mask in it)
+        self._prepared: tuple[int, dict] | None = None  # (round, its material built ahead: see prepare)
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -135,16 +154,17 @@ class SecAggParty:
             low, high = sorted((self.party, j))
             self._box_keys[j] = crypto.derive(self._sealing.exchange(keys[str(j)]), "seal", self.session, low, high)
 
-    def _material(self, round_index: int, recipients, secrets: RoundSecrets, extra: dict | None = None) -> dict:
-        """The public key and commitment of ``secrets`` and, per recipient, a sealed box of its shares."""
+    def _material(self, round_index: int, recipients, secrets: RoundSecrets, extra: bytes = b"") -> dict:
+        """The public key and commitment of ``secrets`` and, per recipient, a sealed box of its shares
+        (see ``_box_body``) followed by ``extra``."""
         key_shares = shamir.split(secrets.key.private_bytes, self.parties, self.threshold)
         seed_shares = shamir.split(secrets.seed, self.parties, self.threshold)
         self._next_shares[self.party] = (key_shares[self.party + 1], seed_shares[self.party + 1])
         sealed = {}
         for j in recipients:
-            body = {"key": format(key_shares[j + 1], "x"), "seed": format(seed_shares[j + 1], "x"), **(extra or {})}
+            body = _box_body(key_shares[j + 1], seed_shares[j + 1]) + extra
             label = _box_label(self.session, round_index, self.party, j)
-            sealed[str(j)] = crypto.seal(self._box_keys[j], json.dumps(body).encode(), label)
+            sealed[str(j)] = crypto.seal(self._box_keys[j], body, label)
         return {
             "mask_key": secrets.key.public_hex,
             "commit": _commit(secrets.seed, self.session, self.party, round_index),
@@ -154,10 +174,11 @@ class SecAggParty:
     def setup_message(self) -> dict:
         """Round 0's key material, with this party's contribution to the group secret in every box."""
         others = [j for j in range(self.parties) if j != self.party]
-        return self._material(0, others, self._next, {"group": self._contribution.hex()})
+        return self._material(0, others, self._next, self._contribution)
 
-    def _absorb(self, round_index: int, relayed, members: set[int]) -> dict[int, dict]:
-        """Open the boxes addressed to this party from every other member; returns their contents."""
+    def _absorb(self, round_index: int, relayed, members: set[int]) -> dict[int, bytes]:
+        """Open the boxes addressed to this party from every other member; returns what follows the
+        shares in each (the group-secret contribution in the set-up's boxes, else nothing)."""
         if not isinstance(relayed, dict) or not isinstance(relayed.get("keys"), dict):
             raise ProtocolError(f"the server relayed no key material for round {round_index}")
         keys, sealed = relayed["keys"], relayed.get("sealed")
@@ -173,9 +194,9 @@ class SecAggParty:
                 continue
             label = _box_label(self.session, round_index, j, self.party)
             try:
-                body = json.loads(crypto.unseal(self._box_keys[j], sealed.get(str(j)), label))
-                contents[j] = body
-                self._next_shares[j] = (int(body["key"], 16), int(body["seed"], 16))
+                body = crypto.unseal(self._box_keys[j], sealed.get(str(j)), label)
+                key_share, seed_share, contents[j] = _open_box_body(body)
+                self._next_shares[j] = (key_share, seed_share)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ProtocolError(f"the key shares of party {j} for round {round_index} are invalid: {exc}") from None
         if self._next_peer_keys[self.party] != self._next.key.public_hex:
@@ -190,10 +211,10 @@ class SecAggParty:
             self.group_secret = crypto.derive(self._group_key, "group", self.session)
             return
         parts = {self.party: self._contribution}
-        for j, body in contents.items():
-            if not crypto.is_hex(body.get("group"), crypto.SEED_BYTES):
+        for j, extra in contents.items():
+            if len(extra) != crypto.SEED_BYTES:
                 raise ProtocolError(f"party {j} sent no contribution to the group secret")
-            parts[j] = bytes.fromhex(body["group"])
+            parts[j] = extra
         # Every party's fresh contribution goes in: no single party (nor the server) chooses the secret.
         self.group_secret = crypto.derive(b"".join(parts[j] for j in sorted(parts)), "group", self.session)
 
@@ -204,7 +225,9 @@ class SecAggParty:
         count = encoded.size
         y = np.asarray(encoded, dtype=np.uint64).ravel().copy()
         y += _self_mask(self._current.seed, self.session, self.party, round_index, count)
-        y += output_mask(self.group_secret, self.session, self.party, round_index, count)
+        own = output_mask(self.group_secret, self.session, self.party, round_index, count)
+        self._own_output = (round_index, own)  # unmask takes it off again
+        y += own
         for j in sorted(self.alive - {self.party}):
             p = _pair_mask(
                 self._current.key.exchange(self._peer_keys[j]), self.session, round_index, self.party, j, count
@@ -228,12 +251,26 @@ class SecAggParty:
         if round_index <= self._revealed:
             raise ProtocolError(f"the server asked twice for round {round_index}'s shares")
         self._revealed = round_index
-        others = sorted(survivors - {self.party})
+        others = survivors - {self.party}
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == round_index + 1:
+            material = prepared[1]  # boxes for every alive party: keep the survivors'
+            material = {**material, "sealed": {str(j): material["sealed"][str(j)] for j in sorted(others)}}
+        else:
+            material = self._material(round_index + 1, sorted(others), self._next)
         return {
             "seeds": {str(i): format(self._shares[i][1], "x") for i in sorted(survivors)},
             "keys": {str(j): format(self._shares[j][0], "x") for j in sorted(dropped)},
-            "next": self._material(round_index + 1, others, self._next),
+            "next": material,
         }
+
+    def prepare(self, round_index: int) -> None:
+        """Build the material for round ``round_index + 1`` now, while the server gathers round
+        ``round_index``'s messages, so ``reveal`` only picks the survivors' boxes.  It holds nothing
+        the reveal would not: the same fresh secrets, shared and sealed for every alive party."""
+        if round_index > self._revealed:
+            others = sorted(self.alive - {self.party})
+            self._prepared = (round_index + 1, self._material(round_index + 1, others, self._next))
 
     def unmask(self, round_index: int, total: np.ndarray, survivors) -> np.ndarray:
         """The noisy aggregate from the server's reply: subtract the survivors' output masks."""
@@ -242,7 +279,11 @@ class SecAggParty:
             raise ProtocolError(f"the server's result for round {round_index} names invalid survivors")
         out = np.asarray(total, dtype=np.uint64).copy()
         for i in sorted(survivors):
-            out -= output_mask(self.group_secret, self.session, i, round_index, out.size)
+            own = self._own_output if i == self.party else None
+            if own is not None and own[0] == round_index and own[1].size == out.size:
+                out -= own[1]  # the mask this party added in mask(), not derived twice
+            else:
+                out -= output_mask(self.group_secret, self.session, i, round_index, out.size)
         return out
 
     def advance(self, round_index: int, alive, relayed) -> None:

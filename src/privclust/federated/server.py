@@ -45,6 +45,7 @@ import ssl
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -169,6 +170,7 @@ class ServerReport:
     bytes_received: dict = field(default_factory=dict)
     bytes_sent: dict = field(default_factory=dict)
     seconds: float = 0.0
+    round_cpu_seconds: list = field(default_factory=list)  # the server's CPU time per released round
     dropouts: dict = field(default_factory=dict)  # party -> the round it dropped out in
     contributors: list = field(default_factory=list)  # per released round: the parties whose sums are in it
 
@@ -324,6 +326,7 @@ class FederatedServer:
         self.accountant = PrivacyAccountant(job.budget())
         self.dropouts: dict[int, int] = {}
         self.contributors: list[list[int]] = []  # per released round (public protocol metadata)
+        self.round_cpu_seconds: list[float] = []  # per released round: this process, from its gather to its draw ahead
 
     # -- connection set-up ---------------------------------------------------------------
 
@@ -560,6 +563,7 @@ class FederatedServer:
             bytes_received={p.index: p.received for p in everyone},
             bytes_sent={p.index: p.sent for p in everyone},
             seconds=time.perf_counter() - start,
+            round_cpu_seconds=list(self.round_cpu_seconds),
             dropouts=dict(self.dropouts),
             contributors=[list(c) for c in self.contributors],
         )
@@ -644,6 +648,7 @@ class FederatedServer:
         alive = dict(parties)
         round_index = 0
         while True:
+            cpu = time.process_time()
             messages, failures = self._gather(alive.values(), time.monotonic() + self._timeout)
             done = {i for i, m in messages.items() if m[0] == Kind.DONE}
             for i, (kind, header, _) in messages.items():
@@ -676,19 +681,18 @@ class FederatedServer:
             if len(survivors) < self.threshold:
                 raise self._short(len(survivors), round_index, failures)
             spends = round_spends(label, blocks)
-            self.accountant.check(spends)
+            self.accountant.check(spends)  # before anything is unmasked: this round fits the budget
             members = {i: alive[i] for i in survivors}
             total = np.zeros(count, dtype=np.uint64)
             for i in sorted(survivors):
                 if self._record is not None:
                     self._record.append((round_index, i, vectors[i].copy()))
                 total += vectors[i]  # wraps modulo 2^64
-            reveals, material_next = self._unmask(members, survivors, dropped, round_index, failures)
+            prefetch = partial(self._prefetch_noise, n_buckets, blocks) if self._add_noise else None
+            reveals, material_next = self._unmask(members, survivors, dropped, round_index, failures, prefetch)
             total = remove_masks(total, round_index, session, survivors, dropped, reveals, material, self.threshold)
             if self._add_noise:
                 total += self._ring_noise(n_buckets, blocks).ravel()
-            for s in spends:
-                self.accountant.spend(s)
             responders = set(reveals)
             for i in survivors - responders:
                 self._drop(alive[i], round_index, failures.get(i, "no shares"))
@@ -703,6 +707,10 @@ class FederatedServer:
                     self._send(alive[i], Kind.RESULT, header, ring_payload(total))
                 except (OSError, ValueError):
                     pass  # its connection is gone: it drops out next round
+            # Recorded once released, while the parties compute (not in the round trip): the check above
+            # composed exactly these spends with the same ledger, so recording them cannot fail.
+            for s in spends:
+                self.accountant.spend(s)
             self.contributors.append(sorted(survivors))
             alive = {i: alive[i] for i in responders}
             material = material_next
@@ -711,6 +719,7 @@ class FederatedServer:
                 # Noise does not depend on the data: draw the next round's now, while the parties
                 # compute (later rounds usually repeat this round's noise parameters).
                 self._spare = (self._noise_key(n_buckets, blocks), self._draw_noise(n_buckets, blocks))
+            self.round_cpu_seconds.append(time.process_time() - cpu)  # the whole process's (a bench runs it alone)
 
     def _agree(self, alive, messages, senders, failures, round_index):
         """The query (label and noise parameters) that at least ``threshold`` senders declare; the others
@@ -737,8 +746,10 @@ class FederatedServer:
         header = messages[best[0]][1]
         return set(best), alive[best[0]].spec, str(header.get("label"))
 
-    def _unmask(self, members: dict, survivors: set, dropped: set, round_index: int, failures: dict):
-        """Ask the survivors for their shares; returns ({responder: reveal}, {responder: next material})."""
+    def _unmask(self, members: dict, survivors: set, dropped: set, round_index: int, failures: dict, meanwhile=None):
+        """Ask the survivors for their shares; returns ({responder: reveal}, {responder: next material}).
+
+        ``meanwhile()`` runs once the requests are out, while the survivors compute their reveals."""
         request = {"round": round_index, "survivors": sorted(survivors), "dropped": sorted(dropped)}
         asked = []
         for i, p in sorted(members.items()):
@@ -747,6 +758,8 @@ class FederatedServer:
                 asked.append(p)
             except (OSError, ValueError) as exc:
                 failures[i] = str(exc)
+        if meanwhile is not None:
+            meanwhile()
         messages, errors = self._gather(asked, time.monotonic() + self._timeout, Kind.REVEAL)
         failures.update(errors)
         reveals, material_next = {}, {}
@@ -774,6 +787,13 @@ class FederatedServer:
 
     def _draw_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
         return draw_ring_noise(self._noise, n_buckets, blocks)
+
+    def _prefetch_noise(self, n_buckets: int, blocks: list) -> None:
+        """Draw this round's noise now, while the survivors compute their reveals, unless the draw made
+        ahead after the last release fits (its noise parameters changed, e.g. the first Lloyd round)."""
+        key = self._noise_key(n_buckets, blocks)
+        if self._spare is None or self._spare[0] != key:
+            self._spare = (key, self._draw_noise(n_buckets, blocks))
 
     def _ring_noise(self, n_buckets: int, blocks: list) -> np.ndarray:
         key = self._noise_key(n_buckets, blocks)

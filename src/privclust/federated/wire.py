@@ -134,13 +134,14 @@ def receive(
         raise ProtocolError(f"malformed frame: unknown message kind {kind}")
     if head_len + payload_len > max_bytes:
         raise ProtocolError(f"oversized message: {head_len + payload_len} bytes, limit {max_bytes}")
+    body = _read_exact(sock, head_len + payload_len, deadline) if head_len + payload_len else b""  # one read
     try:
-        header = json.loads(_read_exact(sock, head_len, deadline)) if head_len else {}
+        header = json.loads(body[:head_len]) if head_len else {}
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise ProtocolError("malformed frame: header is not JSON") from None
     if not isinstance(header, dict):
         raise ProtocolError("malformed frame: header is not an object")
-    payload = _read_exact(sock, payload_len, deadline) if payload_len else b""
+    payload = body[head_len:]
     if kind == Kind.ABORT:
         raise FederatedAbort(str(header.get("reason", "aborted by a peer")))
     if expect is not None and kind != expect:
