@@ -693,6 +693,10 @@ class FederatedServer:
             total = remove_masks(total, round_index, session, survivors, dropped, reveals, material, self.threshold)
             if self._add_noise:
                 total += self._ring_noise(n_buckets, blocks).ravel()
+            # Charged before anything leaves the server: a ledger may never miss a round that was released,
+            # even one interrupted between its first and last send.
+            for s in spends:
+                self.accountant.spend(s)
             responders = set(reveals)
             for i in survivors - responders:
                 self._drop(alive[i], round_index, failures.get(i, "no shares"))
@@ -707,10 +711,6 @@ class FederatedServer:
                     self._send(alive[i], Kind.RESULT, header, ring_payload(total))
                 except (OSError, ValueError):
                     pass  # its connection is gone: it drops out next round
-            # Recorded once released, while the parties compute (not in the round trip): the check above
-            # composed exactly these spends with the same ledger, so recording them cannot fail.
-            for s in spends:
-                self.accountant.spend(s)
             self.contributors.append(sorted(survivors))
             alive = {i: alive[i] for i in responders}
             material = material_next
