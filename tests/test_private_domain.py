@@ -16,6 +16,8 @@ from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound, private_
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import NoiseSource
+from privclust.queries.histogram import histogram_counts
+from privclust.queries.rows import MemoryRows
 
 pytestmark = pytest.mark.filterwarnings("ignore::privclust.privacy.leaks.PrivacyLeakWarning")  # seeded runs
 
@@ -138,18 +140,18 @@ def test_box_is_post_processing_of_the_counts(monkeypatch):
     b = private_bounds(Y, 1.0, 1e-6, noise=ZeroNoise())
     np.testing.assert_array_equal(lo, b.lower)
     np.testing.assert_array_equal(hi, b.upper)
-    # and the box is computed from the counts alone: the rows reach it only through the two histograms
+    # and the box is computed from the counts alone: the rows reach it only through the oracle's three histograms
     seen = []
-    real = pb._magnitude_counts
+    real = MemoryRows.histograms
 
-    def spy(data, d, outer_hi):
-        counts = real(data, d, outer_hi)
-        seen.append(counts)
+    def spy(rows, queries):
+        counts = real(rows, queries)
+        seen.extend(counts)
         return counts
 
-    monkeypatch.setattr(pb, "_magnitude_counts", spy)
+    monkeypatch.setattr(MemoryRows, "histograms", spy)
     private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
-    assert len(seen) == 1 and seen[0].shape == (3, pb.N_BUCKETS)
+    assert [c.shape for c in seen] == [(3, pb.N_BUCKETS), (3, pb.FINE + 1), (3, pb.LINEAR_BINS)]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -161,13 +163,14 @@ def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
     row = np.array([[1e308, -5e-324, 0.0, rng.normal()]])
     Y = np.vstack([X, row])
     lo, hi = np.full(4, -1e3), np.full(4, 1e3)
-    for count in (
-        lambda Z: pb._magnitude_counts(Z, 4, np.full(4, np.inf)),
-        lambda Z: pb._octave_counts(Z, 4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
-        lambda Z: pb._linear_counts(Z, 4, lo, hi),
+    for query in (
+        pb.magnitude_query(4, np.full(4, np.inf)),
+        pb.octave_query(4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
+        pb.edge_query(4, lo, hi),
     ):
-        diff = count(Y) - count(X)
+        diff = histogram_counts(query, Y) - histogram_counts(query, X)
         assert np.abs(diff).sum() == 4 and np.all(diff.sum(1) == 1) and np.all(diff >= 0)
+        assert (query.l2_bound, query.l1_bound) == (2.0, 4.0)  # what the oracle calibrates the noise for
 
 
 def test_no_scale_found_is_a_clear_refusal_with_the_spend_recorded():

@@ -346,7 +346,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
                 self.bounds,
                 budget,
                 accountant,
-                randomness,
                 self.privacy_model,
                 partial(self._planned, options, unit=unit),
                 users,

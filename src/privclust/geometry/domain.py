@@ -36,6 +36,10 @@ class Domain:
         """Which rows lie outside the declared domain (and are clipped to it)."""
         raise NotImplementedError
 
+    def attach(self, oracle) -> None:
+        """The oracle opened over the rows this domain maps.  A declared domain needs none; a domain found
+        by releases of its own (``geometry.private_box.PrivateDomain``) makes them through it."""
+
     def count_outside(self, rows, chunk_bytes: int = 4 << 20) -> int:
         """How many rows lie outside the domain, ~4 MiB at a time (a memory map is never loaded whole)."""
         chunk = max(1, chunk_bytes // (8 * max(1, self.n_features)))

@@ -41,16 +41,22 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import numpy as np
 from scipy.special import ndtri
 
-from .._validation import check_data, positive_finite
+from .._validation import positive_finite
 from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.noise import NoiseSource, Randomness
 from ..privacy.unit import ROW, PrivacyUnit, UserBound
+from ..queries.central import CentralOracle
+from ..queries.curator import input_features
+from ..queries.histogram import COUNTS, HistogramQuery
+from ..queries.plan import ADAPTIVE, HISTOGRAMS, Oracle, Part, PlanningOracle, Spec
+from ..queries.rows import MemoryRows
+from ..queries.spark import is_spark_frame, spark_features
 from .domain import BoxDomain, Domain
 
 __all__ = [
@@ -63,6 +69,8 @@ __all__ = [
     "find_fit_domain",
     "NoScaleFound",
     "PrivateDomain",
+    "box_spec",
+    "find_box",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -123,51 +131,21 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def _mechanisms(budget: Budget, d: int, shares=None, group: int = 1):
-    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise; calibrated for ``group``
-    rows changed at once (a user's m rows: m times a row's l2 and l1 sensitivity)."""
-    shares = STAGE_SHARES if shares is None else shares
-    if budget.delta > 0:
-        mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
-        return [GaussianMechanism.for_mu(mu * math.sqrt(share), group * math.sqrt(d)) for share in shares]
-    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(group * d)) for share in shares]
+def box_spec(budget: Budget) -> Spec:
+    """The box's plan as a value: its three releases, each a part of the box's pool named by its spend label,
+    with the budget's shares of mu^2 (Gaussian noise, when delta > 0) or of epsilon (Laplace)."""
+    parts = tuple(Part(label, share=share) for label, share in zip(DOMAIN_LABELS, STAGE_SHARES))
+    family = "gaussian" if budget.delta > 0 else "laplace"
+    return Spec("the private box", parts, family, frozenset({HISTOGRAMS, ADAPTIVE}))
 
 
-def _tail(mechanism, candidates: int) -> float:
-    """A count that one noise draw exceeds with probability at most FALSE_BUCKET / candidates."""
+def _tail(family: str, std: float, candidates: int) -> float:
+    """A count that one noise draw (of standard deviation ``std``) exceeds with probability at most
+    FALSE_BUCKET / candidates."""
     p = FALSE_BUCKET / max(candidates, 1)
-    if isinstance(mechanism, GaussianMechanism):
-        return float(mechanism.std * ndtri(1.0 - p))
-    return float(mechanism.scale * math.log(1.0 / (2.0 * p)))  # Laplace: P(X > t) = exp(-t / b) / 2
-
-
-def _std(mechanism) -> float:
-    """The standard deviation of one noisy count."""
-    return mechanism.std if isinstance(mechanism, GaussianMechanism) else math.sqrt(2.0) * mechanism.scale
-
-
-def _chunks(data, d: int):
-    step = max(1, (4 << 20) // (8 * d))  # about 4 MiB of rows (queries.rows' chunks; geometry sits below queries)
-    for s in range(0, data.shape[0], step):
-        yield np.asarray(data[s : s + step], dtype=np.float64)
-
-
-def _per_feature_counts(index: np.ndarray, buckets: int) -> np.ndarray:
-    """(d, buckets) counts of a chunk's bucket indices, one bincount for every feature at once."""
-    d = index.shape[1]
-    return np.bincount((index + buckets * np.arange(d)).ravel(), minlength=d * buckets).reshape(d, buckets)
-
-
-def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
-    """Exact (d, N_BUCKETS) counts of |x| per octave (bucket 0: |x| < 2^MIN_EXPONENT)."""
-    counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
-    for rows in _chunks(data, d):
-        mag = np.minimum(np.abs(rows), outer_hi)  # an outer limit caps the magnitude
-        k = _exponents(mag)
-        group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
-        index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
-        counts += _per_feature_counts(index, N_BUCKETS)
-    return counts
+    if family == "gaussian":
+        return float(std * ndtri(1.0 - p))
+    return float(std / math.sqrt(2.0) * math.log(1.0 / (2.0 * p)))  # Laplace(b), std b sqrt(2): P(X > t) = e^(-t/b) / 2
 
 
 def _exponents(mag: np.ndarray) -> np.ndarray:
@@ -176,27 +154,43 @@ def _exponents(mag: np.ndarray) -> np.ndarray:
     return exp.astype(np.int64) - (frac == 0.5)
 
 
-def _octave_counts(data, d: int, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """Exact (d, FINE + 1) counts of |x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond
-    it in the last), and at or below 2^(top - FINE) in bucket 0."""
-    counts = np.zeros((d, FINE + 1), dtype=np.float64)
-    for rows in _chunks(data, d):
-        mag = np.minimum(np.abs(rows), outer_hi)
-        index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
-        index[mag == 0] = 0
-        counts += _per_feature_counts(index, FINE + 1)
-    return counts
+# The three bucketings: public functions of a row and of public values (an outer limit, earlier releases),
+# answered as histograms by the oracle (``queries.histogram``); module functions, so that Spark can ship them.
 
 
-def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Exact (d, LINEAR_BINS) counts of the rows clipped to [lo, hi], in equal bins."""
-    counts = np.zeros((d, LINEAR_BINS), dtype=np.float64)
+def _magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:
+    """|x| per octave group (bucket 0: |x| <= 2^MIN_EXPONENT); an outer limit caps the magnitude."""
+    mag = np.minimum(np.abs(rows), outer_hi)
+    group = -((MIN_EXPONENT - _exponents(mag)) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
+    return np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
+
+
+def _octave_buckets(rows: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """|x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond it in the last), and at or
+    below 2^(top - FINE) in bucket 0."""
+    mag = np.minimum(np.abs(rows), outer_hi)
+    index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
+    index[mag == 0] = 0
+    return index
+
+
+def _linear_buckets(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The rows clipped to [lo, hi], in LINEAR_BINS equal bins."""
     half = (hi - lo) / 2.0  # halve first: hi - lo may not be representable
-    for rows in _chunks(data, d):
-        unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
-        index = np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
-        counts += _per_feature_counts(index, LINEAR_BINS)
-    return counts
+    unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
+    return np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
+
+
+def magnitude_query(d: int, outer_hi: np.ndarray) -> HistogramQuery:
+    return HistogramQuery(DOMAIN_LABELS[0], d, N_BUCKETS, partial(_magnitude_buckets, outer_hi=outer_hi))
+
+
+def octave_query(d: int, outer_hi: np.ndarray, top: np.ndarray) -> HistogramQuery:
+    return HistogramQuery(DOMAIN_LABELS[1], d, FINE + 1, partial(_octave_buckets, outer_hi=outer_hi, top=top))
+
+
+def edge_query(d: int, lo: np.ndarray, hi: np.ndarray) -> HistogramQuery:
+    return HistogramQuery(DOMAIN_LABELS[2], d, LINEAR_BINS, partial(_linear_buckets, lo=lo, hi=hi))
 
 
 class NoScaleFound(ValueError):
@@ -276,31 +270,41 @@ def private_bounds(
     ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
     outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
     row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
-    ``random_state``.  ``users``: a user-level fit's bound (``privacy.unit``): the histograms count each
-    user's kept rows only, with every sensitivity m times a row's.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
+    ``random_state``.  ``users``: a user-level bound (``privacy.unit``): the histograms count each
+    user's kept rows only, with every sensitivity m times a row's.  The releases are made by the central
+    oracle over the rows of ``X`` (:func:`find_box`), as in a fit.  Returns a :class:`PrivateBox`
+    (``lower, upper = private_bounds(...)``)."""
     budget = Budget(epsilon, delta)
-    d = _features(X)
+    d = input_features(X)
     outer_box = _outer_box(outer, d)
-    unit = ROW if users is None else users.unit
-    mechanisms = _mechanisms(budget, d, group=unit.max_rows)
-    mag_mech, octave_mech, edge_mech = mechanisms
-    spends = _spends(mechanisms, unit)
-    ledger = PrivacyAccountant(budget, parent=accountant)
-    ledger.check(spends)  # refused before any row is read
     if noise is None:
         noise = Randomness(random_state).noise
-    data = check_data(X)
-    if users is not None:  # each user's kept rows (chosen from ids and secret coins, not values)
-        data = data[users.kept(data.shape[0])]
+    unit = ROW if users is None else users.unit
+    rows = MemoryRows(X, d, users=users)  # checked (and at user level bounded) on the first release
+    oracle = CentralOracle(rows, budget, accountant if accountant is not None else PrivacyAccountant(), noise, unit)
+    return find_box(oracle, budget, outer_box)
+
+
+def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.ndarray] | None = None) -> PrivateBox:
+    """The box of the rows ``oracle`` answers for, found with ``budget`` through its releases.
+
+    The box's plan (:func:`box_spec`) is opened in a ledger of its own under the oracle's -- checked against
+    both before any row is read -- and each histogram is released by the oracle: counted where the rows live
+    (in memory, memory-mapped, on Spark; at user level the kept rows) and noised by its mechanism, calibrated
+    for the sensitivity the query declares (m times it at user level).  Everything else here is
+    post-processing of the noisy counts and of public values."""
+    d = oracle.n_features
+    view = oracle.within(budget)
+    plan = view.open(box_spec(budget))  # refused before any row is read
     if outer_box is None:
         outer_hi = np.full(d, np.inf)
     else:
         outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
 
-    noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
-    ledger.spend(spends[0])
-    std = _std(mag_mech)
-    z_found, z_top = _tail(mag_mech, 2 * d * N_BUCKETS) / std, _tail(mag_mech, d * (WINDOW + 1)) / std
+    released = plan.release(magnitude_query(d, outer_hi), DOMAIN_LABELS[0])
+    noisy, std = released[COUNTS], float(released.std[COUNTS])
+    z_found = _tail(plan.family, std, 2 * d * N_BUCKETS) / std
+    z_top = _tail(plan.family, std, d * (WINDOW + 1)) / std
     scales = [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
     missing = [j for j, m in enumerate(scales) if m is None]
     if missing and outer_box is None:
@@ -315,9 +319,8 @@ def private_bounds(
 
     # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
     top = _exponents(scale)
-    noisy = octave_mech.apply(_octave_counts(data, d, outer_hi, top), noise)
-    ledger.spend(spends[1])
-    std = _std(octave_mech)
+    released = plan.release(octave_query(d, outer_hi, top), DOMAIN_LABELS[1])
+    noisy, std = released[COUNTS], float(released.std[COUNTS])
     for j in range(d):
         # from the top octave down, while the octaves passed are confidently nearly empty: their noisy count
         # plus DROP_Z deviations of that sum's noise within DROP_SHARE of the feature's noisy total
@@ -332,9 +335,8 @@ def private_bounds(
         empty = hi <= lo  # the scale is all below the outer box's far side: keep the outer box there
         lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
 
-    noisy = edge_mech.apply(_linear_counts(data, d, lo, hi), noise)
-    ledger.spend(spends[2])
-    std = _std(edge_mech)
+    released = plan.release(edge_query(d, lo, hi), DOMAIN_LABELS[2])
+    noisy, std = released[COUNTS], float(released.std[COUNTS])
     lower, upper = np.empty(d), np.empty(d)
     for j in range(d):
         lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
@@ -347,18 +349,8 @@ def private_bounds(
     lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
     flat = ~(upper > lower)
     lower[flat], upper[flat] = lo[flat], hi[flat]
-    spent_eps, spent_delta = ledger.guarantee(budget.delta)
-    return PrivateBox(lower, upper, spent_eps, spent_delta, ledger.spends, outer_box)
-
-
-def _features(X) -> int:
-    # queries.curator.input_features, which geometry -- a layer below queries -- cannot import
-    shape = getattr(X, "shape", None)
-    if shape is None or len(shape) != 2:
-        shape = check_data(X).shape
-    if shape[1] == 0:
-        raise ValueError("X has no features (columns)")
-    return int(shape[1])
+    spent_eps, spent_delta = view.accountant.guarantee(budget.delta)
+    return PrivateBox(lower, upper, spent_eps, spent_delta, view.accountant.spends, outer_box)
 
 
 # ----------------------------------------------------------------------------------- the estimator's request
@@ -390,16 +382,19 @@ def parse_request(bounds) -> tuple[object, float]:
 
 
 class PrivateDomain(Domain):
-    """The box of a private-domain request, found on first use.
+    """The box of a private-domain request, found on first use through the oracle of the rows it bounds.
 
-    An estimator's oracle maps the rows into the unit box on its first read of them -- after the
-    algorithm has checked its parameters and its plan against the budget -- so the box is found (and
-    its releases spent) only then: a fit refused for its parameters spends nothing on the box either.
-    Until then only the number of features is known."""
+    ``queries.curator`` attaches the oracle it opens over the rows (:meth:`attach`).  The rows fix their
+    transform on their first read -- after the algorithm has checked its parameters and its plan against
+    the budget -- and the box is found (its releases made by that oracle) only then: a fit refused for its
+    parameters spends nothing on the box either.  Until then only the number of features is known.  Once
+    found it pickles as its plain :class:`BoxDomain` (how Spark's executors receive the map into the unit
+    box); before, it refuses to."""
 
-    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise, users=None):
+    def __init__(self, n_features: int, budget: Budget, outer_box: tuple[np.ndarray, np.ndarray] | None = None):
         self._d = int(n_features)
-        self._pending = (X, budget, outer, accountant, noise, users)
+        self._budget, self._outer = budget, outer_box
+        self._oracle: Oracle | None = None
         self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
         self._domain: BoxDomain | None = None
         self._failed: BaseException | None = None
@@ -409,23 +404,31 @@ class PrivateDomain(Domain):
     def n_features(self) -> int:
         return self._d
 
+    def attach(self, oracle: Oracle) -> None:
+        """The oracle whose releases find the box: the fit's own, over the rows this domain maps."""
+        self._oracle = oracle
+
     def resolve(self) -> BoxDomain:
         """The box (found now if it has not been yet), as a declared domain."""
         with self._lock:
             if self._failed is not None:  # found once, refused once: a later read (another chunk) releases nothing
                 raise self._failed
             if self._domain is None:
-                X, budget, outer, accountant, noise, users = self._pending
-                self._pending = None  # neither the rows nor the ledger are kept, whatever happens
+                oracle, self._oracle = self._oracle, None  # the oracle is not kept, whatever happens
+                if oracle is None:
+                    raise RuntimeError("a private domain is found through the oracle of its rows: none is attached")
                 try:
-                    box = private_bounds(
-                        X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise, users=users
-                    )
+                    box = find_box(oracle, self._budget, self._outer)
                 except BaseException as exc:
                     self._failed = exc
                     raise
                 self.box, self._domain = box, BoxDomain(box.lower, box.upper)
             return self._domain
+
+    def __reduce__(self):
+        if self._domain is None:
+            raise TypeError("a private domain is sent elsewhere only once its box is found (then as a BoxDomain)")
+        return (BoxDomain, (self._domain.lower, self._domain.upper))
 
     def to_unit(self, rows):
         return self.resolve().to_unit(rows)
@@ -455,12 +458,10 @@ NO_BUDGET_FOR_A_BOX = (
 
 
 def box_spends(budget: Budget, d: int, unit: PrivacyUnit = ROW) -> list[Spend]:
-    """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
-    return _spends(_mechanisms(budget, d, group=unit.max_rows), unit)
-
-
-def _spends(mechanisms, unit: PrivacyUnit = ROW) -> list[Spend]:
-    return [unit.stated(m.spend(label)) for m, label in zip(mechanisms, DOMAIN_LABELS)]
+    """What finding a box in ``d`` features with ``budget`` spends (its three releases), from its plan as a value
+    (:func:`box_spec`) as the central oracle serves it, stated for ``unit``."""
+    planner = PlanningOracle(d, budget, CentralOracle.capabilities, "the central model", unit)
+    return planner.spends(box_spec(budget))[0]
 
 
 def find_fit_domain(
@@ -468,7 +469,6 @@ def find_fit_domain(
     bounds,
     budget: Budget | None,
     accountant: PrivacyAccountant,
-    randomness: Randomness,
     model,
     planned: Callable[[Budget, int], list[list[Spend]]],
     users: UserBound | None = None,
@@ -479,8 +479,9 @@ def find_fit_domain(
     ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
     the box's releases at ``share`` of (epsilon, delta) together with each plan the algorithm may make in
     the rest (``planned(rest, d)``, its plans as values).  It returns a :class:`PrivateDomain` --
-    ``make_domain`` takes it as the bounds -- that spends the box's share when the rows are first read,
-    and the rest of the budget for the algorithm."""
+    ``make_domain`` takes it as the bounds, and ``queries.curator`` attaches the fit's oracle to it -- that
+    spends the box's share through that oracle when the rows are first read (in memory, memory-mapped or
+    on Spark), and the rest of the budget for the algorithm."""
     if not is_private_domain_request(bounds):
         return bounds, budget
     outer, share = parse_request(bounds)
@@ -488,14 +489,14 @@ def find_fit_domain(
         raise ValueError(NO_BUDGET_FOR_A_BOX)
     if model != "central":
         raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
-    if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
-        raise ValueError("a private domain is found for rows in memory: declare bounds for Spark input")
-    d = _features(X)
-    _outer_box(outer, d)  # a malformed outer limit is refused now
+    if is_spark_frame(X):  # the frame's schema: its feature columns (a user-level fit's user column is not one)
+        d = spark_features(X, ignore=None if users is None else users.column)
+    else:
+        d = input_features(X)
+    outer_box = _outer_box(outer, d)  # a malformed outer limit is refused now
     box_budget = Budget(budget.epsilon * share, budget.delta * share)
     rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
     unit = ROW if users is None else users.unit
     for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
         accountant.check(box_spends(box_budget, d, unit) + plan)
-    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise, users)
-    return found, rest
+    return PrivateDomain(d, box_budget, outer_box), rest

@@ -87,7 +87,9 @@ def central_oracle(
         domain = make_domain(bounds, spark_features(X, ignore=_user_column(users)))
         rows = SparkRows(X, transform=domain.to_unit, users=users)
         try:
-            yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, None)
+            yield Curated(
+                _attached(domain, CentralOracle(rows, budget, accountant, noise, unit)), domain, rows.n_features, None
+            )
         finally:
             rows.close()
         return
@@ -102,7 +104,16 @@ def central_oracle(
     else:
         domain = make_domain(bounds, input_features(X))
     rows = MemoryRows(X, domain.n_features, transform=domain.to_unit, users=users)
-    yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, rows)
+    yield Curated(
+        _attached(domain, CentralOracle(rows, budget, accountant, noise, unit)), domain, rows.n_features, rows
+    )
+
+
+def _attached(domain: Domain, oracle: CentralOracle) -> CentralOracle:
+    """``oracle``, attached to ``domain``: a private box (``geometry.private_box``) is found through the fit's
+    own oracle -- the rows it owns, its noise, its ledger -- when the rows fix their transform on first read."""
+    domain.attach(oracle)
+    return oracle
 
 
 def _user_column(users: UserBound | None) -> str | None:

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .base import ROW_COUNT
+from .histogram import histogram_counts
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
@@ -106,8 +107,21 @@ def _packed_batches(batches):
 
 
 def _unpack(packed, n_features: int, transform) -> _SparkChunk:
-    raw = np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
-    return _SparkChunk(raw, transform)
+    return _SparkChunk(_unpack_raw(packed, n_features), transform)
+
+
+def _unpack_raw(packed, n_features: int) -> np.ndarray:
+    return np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
+
+
+def _histograms_of(totals, rows: np.ndarray, queries):
+    """One more chunk (input coordinates) counted into a task's running histograms (None: none yet)."""
+    parts = [histogram_counts(q, rows) for q in queries]
+    return parts if totals is None else [t + p for t, p in zip(totals, parts)]
+
+
+def _merge_histograms(a, b):
+    return b if a is None else a if b is None else [x + y for x, y in zip(a, b)]
 
 
 def _add_chunk(answers: RunningAnswers, chunk: _SparkChunk) -> RunningAnswers:
@@ -127,43 +141,69 @@ class SparkRows(Rows):
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
+        self._raw = None  # the rows in the input's coordinates, cached while histograms of them are asked for
 
-    def _ready(self):
-        if self._rdd is not None:
-            return self._rdd
-        from pyspark import StorageLevel
-
+    def _packed(self):
         try:
             with warnings.catch_warnings():
                 # The rows travel as Arrow batches into numpy, never through pandas: PySpark's notice
                 # about its support of pandas >= 3 does not concern this path.
                 warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
                 packed = self._frame.mapInArrow(_packed_batches, "rows long, block binary")
-            rdd = packed.rdd
+            return packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
-        rdd = rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform))
+
+    def _cached(self, rdd, finite: Callable):
+        """``rdd`` persisted, in one pass that also fills the cache and refuses missing values -- as the in-memory
+        rows do (check_data): before any release, naming no row."""
+        from pyspark import StorageLevel
+
         # In local mode the executors are the driver's JVM: rows cached in its heap would make the driver grow
         # with n (measured: 1.6 GB at 10^6 rows, 4 GB at 10^7), so there they go to local disk -- read back
         # through the OS page cache -- and on a cluster to the executors' memory, spilling to disk.
         master = self._frame.sparkSession.sparkContext.master
         local = master == "local" or master.startswith("local[")  # not local-cluster: its executors are JVMs
         rdd = rdd.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
-        # One pass that also fills the cache.  Refusing missing values is what the in-memory
-        # rows do too (check_data); the refusal comes before any release and names no row.
-        if not rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
+        if not rdd.map(finite).fold(True, lambda a, b: a and b):
             rdd.unpersist()
             raise ValueError(
                 "the Spark DataFrame has missing or non-finite values: drop or impute them first "
                 "(e.g. df.na.drop()); privclust does not guess values for private rows"
             )
-        self._rdd = rdd
         return rdd
+
+    def _ready(self):
+        if self._rdd is not None:
+            return self._rdd
+        # The transform is fixed here, on the driver, before it is shipped: a domain found by releases of its own
+        # (a private box) is found now, first, and travels to the executors as the plain box it found.
+        self._transform(np.zeros((0, self.n_features)))
+        if self._raw is not None:  # the rows the histograms counted (at user level the same kept rows), mapped
+            rdd = self._raw.map(partial(_SparkChunk, transform=self._transform))
+        else:
+            rdd = self._packed().map(partial(_unpack, n_features=self.n_features, transform=self._transform))
+        self._rdd = self._cached(rdd, lambda chunk: chunk.finite)
+        if self._raw is not None:
+            self._raw.unpersist()
+            self._raw = None
+        return self._rdd
+
+    def histograms(self, queries):
+        """One Spark job per call over the rows in the input's coordinates, cached by the executors on the first
+        call (the private box asks three times, each query depending on the last release) and mapped into the
+        unit box from that cache afterwards; every task folds its chunks into running counts."""
+        if self._raw is None:
+            raw = self._packed().map(partial(_unpack_raw, n_features=self.n_features))
+            self._raw = self._cached(raw, lambda rows: bool(np.all(np.isfinite(rows))))
+        totals = self._raw.treeAggregate(None, partial(_histograms_of, queries=queries), _merge_histograms)
+        return totals if totals is not None else [np.zeros((q.n_features, q.n_buckets)) for q in queries]
 
     def close(self) -> None:
         """Drop the cached chunks from the executors."""
-        if self._rdd is not None:
-            self._rdd.unpersist()
+        for rdd in (self._rdd, self._raw):
+            if rdd is not None:
+                rdd.unpersist()
 
     def count(self) -> int:
         return int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
