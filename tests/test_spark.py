@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from privclust import KMeans
+from privclust.geometry.private_box import DOMAIN_LABELS
 from privclust.privacy import PrivacyAccountant
 from privclust.privacy.budget import Budget
 from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
@@ -268,3 +269,24 @@ def test_a_user_level_fit_on_spark_bounds_each_users_rows_where_they_live(spark)
     assert model.cluster_centers_.shape == (2, 2)
     with pytest.raises(ValueError, match="no user column 'owner'"):
         KMeans(2, bounds=(-1, 1), privacy_unit="user", max_rows_per_user=m).fit(frame, user_ids="owner")
+
+
+def test_a_private_box_on_spark_is_the_in_memory_box_and_fit(spark):
+    """bounds=None on Spark: the box's three histograms are counted by the executors and noised by the driver's
+    oracle, so a seeded fit finds the in-memory box exactly (counts are integers) and then the same fit; an outer
+    limit works the same way, and every release is charged as in memory."""
+    rng = np.random.default_rng(2)
+    truth = np.array([[40.0, -3.0], [55.0, 2.0], [48.0, 9.0]])
+    X = truth[rng.integers(0, 3, 3000)] + rng.normal(0, 1.0, (3000, 2))
+    frame = _frame(spark, X)
+    for bounds in (None, {"outer": (-1000, 1000)}):
+        params = dict(epsilon=2.0, delta=1e-6, bounds=bounds, algorithm="fastlloyd", random_state=5, public_n=3000)
+        local = KMeans(3, **params).fit(X)
+        distributed = KMeans(3, **params).fit(frame)
+        assert distributed.fit_info_["domain"]["lower"] == local.fit_info_["domain"]["lower"]
+        assert distributed.fit_info_["domain"]["upper"] == local.fit_info_["domain"]["upper"]
+        assert np.all(np.array(local.fit_info_["domain"]["upper"]) < 100)  # a box found from the rows' histograms
+        labels = [s.label for s in distributed.privacy_spent_.steps]
+        assert labels == [s.label for s in local.privacy_spent_.steps] and labels[:3] == list(DOMAIN_LABELS)
+        order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+        assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
