@@ -1,4 +1,4 @@
-"""The private domain (geometry.private_box): a box holding nearly all rows, found from noisy histograms."""
+"""The private domain (geometry.private_box, algorithms.private_box): a box holding nearly all rows, found from noisy histograms."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from privclust import KMeans
+from privclust.algorithms import private_box as stage
+from privclust.algorithms.private_box import private_bounds
 from privclust.cli import app
 from privclust.geometry import private_box as pb
-from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound, private_bounds
+from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import NoiseSource
@@ -164,9 +166,9 @@ def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
     Y = np.vstack([X, row])
     lo, hi = np.full(4, -1e3), np.full(4, 1e3)
     for query in (
-        pb.magnitude_query(4, np.full(4, np.inf)),
-        pb.octave_query(4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
-        pb.edge_query(4, lo, hi),
+        stage.magnitude_query(4, np.full(4, np.inf)),
+        stage.octave_query(4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
+        stage.edge_query(4, lo, hi),
     ):
         diff = histogram_counts(query, Y) - histogram_counts(query, X)
         assert np.abs(diff).sum() == 4 and np.all(diff.sum(1) == 1) and np.all(diff >= 0)
@@ -398,6 +400,7 @@ def test_a_fit_without_bounds_checks_its_rows_once(monkeypatch):
 
     monkeypatch.setattr(rows_module, "check_data", counting)
     monkeypatch.setattr(pb, "check_data", counting, raising=False)
+    monkeypatch.setattr(stage, "check_data", counting, raising=False)
     KMeans(3, epsilon=1.0, delta=1e-6, algorithm="fastlloyd", public_n=20_000, random_state=0).fit(blobs(1))
     assert len(calls) == 1
 

@@ -4,10 +4,16 @@ Every sum privclust releases is clipped to the domain and its noise scales with
 the domain's width, so a fit needs bounds -- and bounds much looser than the
 data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
 box privately, in three releases of noisy counts, each a histogram per feature
-(nothing else about the rows is read).  A row falls in one bucket per feature,
-so the d histograms of a release together have l2 sensitivity sqrt(d)
-(add/remove one row): Gaussian noise in GDP, or Laplace with l1 sensitivity d
-when ``delta = 0`` (at user level, m times both: ``privacy.unit``); ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
+(nothing else about the rows is read).  This module is its public geometry -- the
+bucketings of a row's coordinates -- and the post-processing of the noisy counts;
+``algorithms.private_box`` is the stage that releases them: a plan like any
+other, whose three histogram queries the fit's own central oracle answers
+(counting where the rows live -- memory, memory map, Spark; at user level the
+kept rows -- and drawing the noise).  A row falls in one
+bucket per feature, so the d histograms of a release together have l2
+sensitivity sqrt(d) (add/remove one row): Gaussian noise in GDP, or Laplace with
+l1 sensitivity d when ``delta = 0`` (at user level, m times both:
+``privacy.unit``); ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
 
 1. **Magnitudes** -- buckets of ``OCTAVES`` octaves of |x| from 2^MIN_EXPONENT
    to 2^MAX_EXPONENT (the whole range of doubles; 1e300 and beyond) plus a zero
@@ -28,49 +34,44 @@ when ``delta = 0`` (at user level, m times both: ``privacy.unit``); ``STAGE_SHAR
    past bins that are confidently nearly empty (within ``CLIP_SHARE``).  This
    tightens boxes of data far from the origin when there are enough rows.
 
-Every choice is post-processing of the noisy counts; each release is recorded in
-the accountant (labels ``DOMAIN_LABELS``) as it is made.  A feature whose rows
+Every choice is post-processing of the noisy counts and of public values; each
+release is recorded by the oracle (labels ``DOMAIN_LABELS``) as it is made, in the
+box's own ledger under the fit's.  A feature whose rows
 are all equal still gets a box of positive width (at least ``MIN_WIDTH``
 relative to its scale, and 2^(MIN_EXPONENT + 1)); the box stays inside
-``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any row is read
-(``privclust._validation.check_data``), as everywhere.
+``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any release,
+by the rows that check every input (``privclust._validation.check_data``).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Callable
 
 import numpy as np
 from scipy.special import ndtri
 
 from .._validation import positive_finite
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..privacy.noise import NoiseSource, Randomness
-from ..privacy.unit import ROW, PrivacyUnit, UserBound
-from ..queries.central import CentralOracle
-from ..queries.curator import input_features
-from ..queries.histogram import COUNTS, HistogramQuery
-from ..queries.plan import ADAPTIVE, HISTOGRAMS, Oracle, Part, PlanningOracle, Spec
-from ..queries.rows import MemoryRows
-from ..queries.spark import is_spark_frame, spark_features
-from .domain import BoxDomain, Domain
+from ..privacy.budget import Spend
 
 __all__ = [
     "PrivateBox",
-    "private_bounds",
     "DOMAIN_SHARE",
     "DOMAIN_LABELS",
+    "STAGE_SHARES",
     "is_private_domain_request",
     "parse_request",
-    "find_fit_domain",
     "NoScaleFound",
-    "PrivateDomain",
-    "box_spec",
-    "find_box",
+    "NO_BUDGET_FOR_A_BOX",
+    "magnitude_buckets",
+    "octave_buckets",
+    "linear_buckets",
+    "exponents",
+    "outer_limit",
+    "found_scales",
+    "lowered_scales",
+    "scale_box",
+    "edge_box",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -131,14 +132,6 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def box_spec(budget: Budget) -> Spec:
-    """The box's plan as a value: its three releases, each a part of the box's pool named by its spend label,
-    with the budget's shares of mu^2 (Gaussian noise, when delta > 0) or of epsilon (Laplace)."""
-    parts = tuple(Part(label, share=share) for label, share in zip(DOMAIN_LABELS, STAGE_SHARES))
-    family = "gaussian" if budget.delta > 0 else "laplace"
-    return Spec("the private box", parts, family, frozenset({HISTOGRAMS, ADAPTIVE}))
-
-
 def _tail(family: str, std: float, candidates: int) -> float:
     """A count that one noise draw (of standard deviation ``std``) exceeds with probability at most
     FALSE_BUCKET / candidates."""
@@ -148,49 +141,37 @@ def _tail(family: str, std: float, candidates: int) -> float:
     return float(std / math.sqrt(2.0) * math.log(1.0 / (2.0 * p)))  # Laplace(b), std b sqrt(2): P(X > t) = e^(-t/b) / 2
 
 
-def _exponents(mag: np.ndarray) -> np.ndarray:
+def exponents(mag: np.ndarray) -> np.ndarray:
     """The least integer k with mag <= 2^k, from frexp (no 2^k is formed: 1e300 does not overflow)."""
     frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
     return exp.astype(np.int64) - (frac == 0.5)
 
 
 # The three bucketings: public functions of a row and of public values (an outer limit, earlier releases),
-# answered as histograms by the oracle (``queries.histogram``); module functions, so that Spark can ship them.
+# that the box's histogram queries count (``algorithms.private_box``); module functions, so Spark can ship them.
 
 
-def _magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:
+def magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:
     """|x| per octave group (bucket 0: |x| <= 2^MIN_EXPONENT); an outer limit caps the magnitude."""
     mag = np.minimum(np.abs(rows), outer_hi)
-    group = -((MIN_EXPONENT - _exponents(mag)) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
+    group = -((MIN_EXPONENT - exponents(mag)) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
     return np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
 
 
-def _octave_buckets(rows: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+def octave_buckets(rows: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
     """|x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond it in the last), and at or
     below 2^(top - FINE) in bucket 0."""
     mag = np.minimum(np.abs(rows), outer_hi)
-    index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
+    index = np.clip(exponents(mag) - (top - FINE), 0, FINE)
     index[mag == 0] = 0
     return index
 
 
-def _linear_buckets(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def linear_buckets(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The rows clipped to [lo, hi], in LINEAR_BINS equal bins."""
     half = (hi - lo) / 2.0  # halve first: hi - lo may not be representable
     unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
     return np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
-
-
-def magnitude_query(d: int, outer_hi: np.ndarray) -> HistogramQuery:
-    return HistogramQuery(DOMAIN_LABELS[0], d, N_BUCKETS, partial(_magnitude_buckets, outer_hi=outer_hi))
-
-
-def octave_query(d: int, outer_hi: np.ndarray, top: np.ndarray) -> HistogramQuery:
-    return HistogramQuery(DOMAIN_LABELS[1], d, FINE + 1, partial(_octave_buckets, outer_hi=outer_hi, top=top))
-
-
-def edge_query(d: int, lo: np.ndarray, hi: np.ndarray) -> HistogramQuery:
-    return HistogramQuery(DOMAIN_LABELS[2], d, LINEAR_BINS, partial(_linear_buckets, lo=lo, hi=hi))
 
 
 class NoScaleFound(ValueError):
@@ -243,7 +224,7 @@ def _edges(noisy: np.ndarray, std: float, lo: float, hi: float) -> tuple[float, 
     return lo + 2.0 * step * first, lo + 2.0 * step * (last + 1)
 
 
-def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+def outer_limit(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
     if outer is None:
         return None
     from .domain import BallDomain, make_domain
@@ -254,94 +235,48 @@ def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(domain.lower, dtype=np.float64), np.asarray(domain.upper, dtype=np.float64)
 
 
-def private_bounds(
-    X,
-    epsilon: float,
-    delta: float = 0.0,
-    *,
-    outer=None,
-    random_state=None,
-    accountant: PrivacyAccountant | None = None,
-    noise: NoiseSource | None = None,
-    users: UserBound | None = None,
-) -> PrivateBox:
-    """A box holding nearly all rows of ``X``, found with (epsilon, delta)-DP (see the module docstring).
-
-    ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
-    outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
-    row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
-    ``random_state``.  ``users``: a user-level bound (``privacy.unit``): the histograms count each
-    user's kept rows only, with every sensitivity m times a row's.  The releases are made by the central
-    oracle over the rows of ``X`` (:func:`find_box`), as in a fit.  Returns a :class:`PrivateBox`
-    (``lower, upper = private_bounds(...)``)."""
-    budget = Budget(epsilon, delta)
-    d = input_features(X)
-    outer_box = _outer_box(outer, d)
-    if noise is None:
-        noise = Randomness(random_state).noise
-    unit = ROW if users is None else users.unit
-    rows = MemoryRows(X, d, users=users)  # checked (and at user level bounded) on the first release
-    oracle = CentralOracle(rows, budget, accountant if accountant is not None else PrivacyAccountant(), noise, unit)
-    return find_box(oracle, budget, outer_box)
+def found_scales(noisy: np.ndarray, std: float, family: str) -> list[float | None]:
+    """Each feature's scale M from its noisy magnitude histogram (``noisy``: (d, N_BUCKETS), noise of
+    standard deviation ``std`` from ``family``), or None where no bucket stands out of the noise."""
+    d = noisy.shape[0]
+    z_found = _tail(family, std, 2 * d * N_BUCKETS) / std
+    z_top = _tail(family, std, d * (WINDOW + 1)) / std
+    return [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
 
 
-def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.ndarray] | None = None) -> PrivateBox:
-    """The box of the rows ``oracle`` answers for, found with ``budget`` through its releases.
-
-    The box's plan (:func:`box_spec`) is opened in a ledger of its own under the oracle's -- checked against
-    both before any row is read -- and each histogram is released by the oracle: counted where the rows live
-    (in memory, memory-mapped, on Spark; at user level the kept rows) and noised by its mechanism, calibrated
-    for the sensitivity the query declares (m times it at user level).  Everything else here is
-    post-processing of the noisy counts and of public values."""
-    d = oracle.n_features
-    view = oracle.within(budget)
-    plan = view.open(box_spec(budget))  # refused before any row is read
-    if outer_box is None:
-        outer_hi = np.full(d, np.inf)
-    else:
-        outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
-
-    released = plan.release(magnitude_query(d, outer_hi), DOMAIN_LABELS[0])
-    noisy, std = released[COUNTS], float(released.std[COUNTS])
-    z_found = _tail(plan.family, std, 2 * d * N_BUCKETS) / std
-    z_top = _tail(plan.family, std, d * (WINDOW + 1)) / std
-    scales = [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
-    missing = [j for j, m in enumerate(scales) if m is None]
-    if missing and outer_box is None:
-        raise NoScaleFound(
-            f"the private box found no scale for feature {missing[0]} ({len(missing)} of {d} features): its "
-            f"noisy histogram did not rise above the noise at (epsilon={budget.epsilon:.3g}, "
-            f"delta={budget.delta:.3g}) -- the spend is recorded. Declare bounds, give an outer limit "
-            "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
-        )
-    scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
-    scale = np.minimum(scale, outer_hi)
-
-    # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
-    top = _exponents(scale)
-    released = plan.release(octave_query(d, outer_hi, top), DOMAIN_LABELS[1])
-    noisy, std = released[COUNTS], float(released.std[COUNTS])
-    for j in range(d):
-        # from the top octave down, while the octaves passed are confidently nearly empty: their noisy count
-        # plus DROP_Z deviations of that sum's noise within DROP_SHARE of the feature's noisy total
+def lowered_scales(noisy: np.ndarray, std: float, scale: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The scales brought down past the top octaves that the noisy octave histogram (``noisy``: (d, FINE + 1),
+    below ``2^top``) says are confidently nearly empty: their noisy count plus DROP_Z deviations of that sum's
+    noise within DROP_SHARE of the feature's noisy total."""
+    scale = scale.copy()
+    for j in range(noisy.shape[0]):
         beyond = np.cumsum(noisy[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
         allowed = DROP_SHARE * max(float(noisy[j].sum()), 0.0)
         empty = beyond + DROP_Z * std * np.sqrt(np.arange(1, FINE + 1)) <= allowed
         dropped = FINE - 1 if np.all(empty[: FINE - 1]) else int(np.argmin(empty))
         scale[j] = min(scale[j], max(math.ldexp(1.0, int(top[j]) - dropped), 2.0**MIN_EXPONENT))
+    return scale
+
+
+def scale_box(scale: np.ndarray, outer_box) -> tuple[np.ndarray, np.ndarray]:
+    """``[-scale, scale]`` per feature, within the outer limit if one is given (where the scale lies all below
+    the outer box's far side, the outer box)."""
     lo, hi = -scale, scale
     if outer_box is not None:
         lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
-        empty = hi <= lo  # the scale is all below the outer box's far side: keep the outer box there
+        empty = hi <= lo
         lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
+    return lo, hi
 
-    released = plan.release(edge_query(d, lo, hi), DOMAIN_LABELS[2])
-    noisy, std = released[COUNTS], float(released.std[COUNTS])
+
+def edge_box(noisy: np.ndarray, std: float, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box within ``[lo, hi]`` from the noisy edge histogram (``noisy``: (d, LINEAR_BINS)), at least a public
+    minimum width relative to the feature's scale (a constant feature keeps a positive width) and at least
+    2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite."""
+    d = noisy.shape[0]
     lower, upper = np.empty(d), np.empty(d)
     for j in range(d):
         lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
-    # a public minimum width relative to the feature's scale (a constant feature keeps a positive width)
-    # (and at least 2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite)
     least = np.maximum(MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)), 2.0 ** (MIN_EXPONENT + 1))
     narrow = (upper - lower) < least
     mid = lower / 2.0 + upper / 2.0
@@ -349,8 +284,7 @@ def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.nda
     lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
     flat = ~(upper > lower)
     lower[flat], upper[flat] = lo[flat], hi[flat]
-    spent_eps, spent_delta = view.accountant.guarantee(budget.delta)
-    return PrivateBox(lower, upper, spent_eps, spent_delta, view.accountant.spends, outer_box)
+    return lower, upper
 
 
 # ----------------------------------------------------------------------------------- the estimator's request
@@ -381,122 +315,7 @@ def parse_request(bounds) -> tuple[object, float]:
     return outer, float(positive_finite("share", share))
 
 
-class PrivateDomain(Domain):
-    """The box of a private-domain request, found on first use through the oracle of the rows it bounds.
-
-    ``queries.curator`` attaches the oracle it opens over the rows (:meth:`attach`).  The rows fix their
-    transform on their first read -- after the algorithm has checked its parameters and its plan against
-    the budget -- and the box is found (its releases made by that oracle) only then: a fit refused for its
-    parameters spends nothing on the box either.  Until then only the number of features is known.  Once
-    found it pickles as its plain :class:`BoxDomain` (how Spark's executors receive the map into the unit
-    box); before, it refuses to."""
-
-    def __init__(self, n_features: int, budget: Budget, outer_box: tuple[np.ndarray, np.ndarray] | None = None):
-        self._d = int(n_features)
-        self._budget, self._outer = budget, outer_box
-        self._oracle: Oracle | None = None
-        self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
-        self._domain: BoxDomain | None = None
-        self._failed: BaseException | None = None
-        self.box: PrivateBox | None = None
-
-    @property
-    def n_features(self) -> int:
-        return self._d
-
-    def attach(self, oracle: Oracle) -> None:
-        """The oracle whose releases find the box: the fit's own, over the rows this domain maps."""
-        self._oracle = oracle
-
-    def resolve(self) -> BoxDomain:
-        """The box (found now if it has not been yet), as a declared domain."""
-        with self._lock:
-            if self._failed is not None:  # found once, refused once: a later read (another chunk) releases nothing
-                raise self._failed
-            if self._domain is None:
-                oracle, self._oracle = self._oracle, None  # the oracle is not kept, whatever happens
-                if oracle is None:
-                    raise RuntimeError("a private domain is found through the oracle of its rows: none is attached")
-                try:
-                    box = find_box(oracle, self._budget, self._outer)
-                except BaseException as exc:
-                    self._failed = exc
-                    raise
-                self.box, self._domain = box, BoxDomain(box.lower, box.upper)
-            return self._domain
-
-    def __reduce__(self):
-        if self._domain is None:
-            raise TypeError("a private domain is sent elsewhere only once its box is found (then as a BoxDomain)")
-        return (BoxDomain, (self._domain.lower, self._domain.upper))
-
-    def to_unit(self, rows):
-        return self.resolve().to_unit(rows)
-
-    def from_unit(self, points):
-        return self.resolve().from_unit(points)
-
-    def outside(self, rows):
-        return self.resolve().outside(rows)
-
-    @property
-    def length_scale(self) -> float:
-        return self.resolve().length_scale
-
-    @property
-    def extent(self) -> float:
-        return self.resolve().extent
-
-    def describe(self) -> str:
-        return "a private box, found on the first read of the rows" if self._domain is None else self.box.describe()
-
-
 NO_BUDGET_FOR_A_BOX = (
     "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
     "declare bounds (or bounds='data')"
 )
-
-
-def box_spends(budget: Budget, d: int, unit: PrivacyUnit = ROW) -> list[Spend]:
-    """What finding a box in ``d`` features with ``budget`` spends (its three releases), from its plan as a value
-    (:func:`box_spec`) as the central oracle serves it, stated for ``unit``."""
-    planner = PlanningOracle(d, budget, CentralOracle.capabilities, "the central model", unit)
-    return planner.spends(box_spec(budget))[0]
-
-
-def find_fit_domain(
-    X,
-    bounds,
-    budget: Budget | None,
-    accountant: PrivacyAccountant,
-    model,
-    planned: Callable[[Budget, int], list[list[Spend]]],
-    users: UserBound | None = None,
-):
-    """For an estimator's ``fit``: ``(bounds, budget)`` to fit with.
-
-    Declared bounds pass unchanged.  A private-domain request (``bounds=None`` or
-    ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
-    the box's releases at ``share`` of (epsilon, delta) together with each plan the algorithm may make in
-    the rest (``planned(rest, d)``, its plans as values).  It returns a :class:`PrivateDomain` --
-    ``make_domain`` takes it as the bounds, and ``queries.curator`` attaches the fit's oracle to it -- that
-    spends the box's share through that oracle when the rows are first read (in memory, memory-mapped or
-    on Spark), and the rest of the budget for the algorithm."""
-    if not is_private_domain_request(bounds):
-        return bounds, budget
-    outer, share = parse_request(bounds)
-    if budget is None:  # refused with the parameters (KMeans._check_params), before any warning or setup
-        raise ValueError(NO_BUDGET_FOR_A_BOX)
-    if model != "central":
-        raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
-    if is_spark_frame(X):  # the frame's schema: its feature columns (a user-level fit's user column is not one)
-        d = spark_features(X, ignore=None if users is None else users.column)
-    else:
-        d = input_features(X)
-    outer_box = _outer_box(outer, d)  # a malformed outer limit is refused now
-    box_budget = Budget(budget.epsilon * share, budget.delta * share)
-    rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
-    unit = ROW if users is None else users.unit
-    for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
-        accountant.check(box_spends(box_budget, d, unit) + plan)
-    return PrivateDomain(d, box_budget, outer_box), rest

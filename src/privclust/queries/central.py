@@ -31,6 +31,11 @@ earlier release (post-processing), so each release keeps its guarantee under
 adaptive composition, and a fine level whose coarser one kept nothing draws
 no noise at all (with secure noise, that was most of a large fit's time).
 
+Histogram queries (``queries.histogram``: the private box's per-feature counts
+of the input's own coordinates) are counted where the rows live and noised as
+one array by the mechanism calibrated for their declared sensitivities (m
+times them at user level), through the same :func:`calibrated` as every block.
+
 Mechanisms that are not noisy sums (the exponential mechanism
 over exact counts, NoisyAVG, the sparse vector) run through ``run_exact``:
 their proven cost is checked before the rows are read and recorded after.

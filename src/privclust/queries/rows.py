@@ -2,15 +2,18 @@
 
 A :class:`Rows` holds private rows somewhere -- an in-memory array or a memory
 map (:class:`MemoryRows`), a Spark DataFrame (``queries.spark.SparkRows``), one
-federated party's rows -- and answers the three questions an oracle may ask of
-them, always in the unit box of the declared bounds:
+federated party's rows -- and answers the questions an oracle may ask of
+them, in the unit box of the declared bounds (the histograms excepted):
 
 * ``sums(queries)``: the exact clipped per-bucket sums of several queries in
   one pass over the rows (dense, or the non-empty buckets of a sparse query);
 * ``contributions(query)``: every row's own clipped (bucket, value), chunk by
   chunk -- what each device computes in the local model;
 * ``map_rows(fn)``: exact rows mapped by ``fn`` -- for the central model's
-  exact-access mechanisms only.
+  exact-access mechanisms only;
+* ``histograms(queries)``: exact per-feature counts of the rows in the input's
+  own coordinates (``queries.histogram``) -- what a private box is found from,
+  before there is a domain to map into.
 
 At user level (``privacy.unit``) the rows keep at most m per user where they
 live: :class:`MemoryRows` answers every question over the rows a
@@ -314,7 +317,7 @@ class MemoryRows(Rows):
         data = self._checked()
         if not self._settled:
             # The transform is fixed here, on the calling thread, before any row is mapped or counted: a domain
-            # found by releases of its own (a private box, ``geometry.private_box``) is found now -- first,
+            # found by releases of its own (a private box, ``algorithms.private_box``) is found now -- first,
             # whether the rows are in memory or memory-mapped -- and never from a worker thread.
             self._transform(np.zeros((0, self.n_features)))
             self._settled = True
