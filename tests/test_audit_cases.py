@@ -32,6 +32,7 @@ MECHANISMS = {
     "implicit exponential mechanism (Gumbel)": 400,
     "sparse vector (AboveThreshold)": 200,
     "NoisyAVG": 300,
+    "private box (magnitudes)": 300,
 }
 
 
