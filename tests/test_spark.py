@@ -290,3 +290,27 @@ def test_a_private_box_on_spark_is_the_in_memory_box_and_fit(spark):
         assert labels == [s.label for s in local.privacy_spent_.steps] and labels[:3] == list(DOMAIN_LABELS)
         order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
         assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+
+
+def test_the_cli_finds_the_private_box_on_spark_as_in_memory(spark, tmp_path):
+    """`privclust fit --engine spark` without --bounds (and with --outer-bounds) finds the box the in-memory
+    job finds and prints it; both were refused before the box's releases went through the oracle."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.normal(40, 4, 2000), rng.normal(-3, 0.5, 2000)])
+    np.savetxt(tmp_path / "rows.csv", X, delimiter=",", header="a,b", comments="")
+    for extra in ([], ["--bounds=-100,100", "--outer-bounds"]):
+        common = ["-k", "3", "--seed", "5", "--public-n", "2000", "--json", *extra]
+        local = CliRunner().invoke(app, ["fit", str(tmp_path / "rows.csv"), "-o", str(tmp_path / "l.csv"), *common])
+        on_spark = CliRunner().invoke(
+            app, ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "-o", str(tmp_path / "s.csv"), *common]
+        )
+        assert local.exit_code == 0 and on_spark.exit_code == 0, on_spark.output
+        box_local = json.loads(local.output)["release"]["private_box"]
+        box_spark = json.loads(on_spark.output)["release"]["private_box"]
+        assert (box_spark["lower"], box_spark["upper"]) == (box_local["lower"], box_local["upper"])
