@@ -87,14 +87,17 @@ def box_spec(budget: Budget) -> Spec:
 
 
 def magnitude_query(d: int, outer_hi: np.ndarray) -> HistogramQuery:
+    """The first release: |x| per group of octaves over the range of doubles (capped by an outer limit)."""
     return HistogramQuery(DOMAIN_LABELS[0], d, N_BUCKETS, partial(magnitude_buckets, outer_hi=outer_hi))
 
 
 def octave_query(d: int, outer_hi: np.ndarray, top: np.ndarray) -> HistogramQuery:
+    """The second release: |x| per octave below ``2^top``, the scale the first release found (public)."""
     return HistogramQuery(DOMAIN_LABELS[1], d, FINE + 1, partial(octave_buckets, outer_hi=outer_hi, top=top))
 
 
 def edge_query(d: int, lo: np.ndarray, hi: np.ndarray) -> HistogramQuery:
+    """The third release: x clipped to ``[lo, hi]`` (found from the first two) in equal bins."""
     return HistogramQuery(DOMAIN_LABELS[2], d, LINEAR_BINS, partial(linear_buckets, lo=lo, hi=hi))
 
 
