@@ -415,3 +415,26 @@ def test_the_box_is_released_first_whether_the_rows_are_in_memory_or_memory_mapp
     model = KMeans(3, epsilon=1.0, delta=1e-6, algorithm="fastlloyd", random_state=0).fit(X)
     labels = [s.label for s in model.privacy_spent_.steps]
     assert labels[:3] == list(DOMAIN_LABELS) and len(labels) > 3
+
+
+def test_only_an_oracle_that_counts_histograms_of_its_input_serves_the_box():
+    """The box's plan needs HISTOGRAMS: the central curator offers it; a model that does not is refused before
+    anything is read or spent."""
+    from privclust.queries.plan import HISTOGRAMS, CapabilityError, PlanningOracle
+
+    budget = Budget(1.0, 1e-6)
+    central = PlanningOracle(3, budget, stage.CentralOracle.capabilities, "the central model")
+    assert [s.label for s in central.spends(stage.box_spec(budget))[0]] == list(DOMAIN_LABELS)
+    devices = PlanningOracle(3, budget, stage.CentralOracle.capabilities - {HISTOGRAMS}, "the local model")
+    with pytest.raises(CapabilityError, match="histograms"):
+        devices.spends(stage.box_spec(budget))
+
+
+def test_a_bucket_function_out_of_range_is_refused_without_naming_a_value():
+    from privclust.queries.histogram import HistogramQuery
+
+    secret = 123.456
+    query = HistogramQuery("q", 1, 4, lambda rows: (rows * 10).astype(np.int64))
+    with pytest.raises(ValueError, match="out of range") as err:
+        histogram_counts(query, np.array([[secret]]))
+    assert "123" not in str(err.value)

@@ -314,3 +314,24 @@ def test_the_cli_finds_the_private_box_on_spark_as_in_memory(spark, tmp_path):
         box_local = json.loads(local.output)["release"]["private_box"]
         box_spark = json.loads(on_spark.output)["release"]["private_box"]
         assert (box_spark["lower"], box_spark["upper"]) == (box_local["lower"], box_local["upper"])
+
+
+def test_a_user_level_fit_on_spark_finds_its_box_from_the_rows_its_executors_keep(spark):
+    """The box's histograms count the rows the executors kept (at most m per user), noised for m rows, and the
+    fit reads those same cached rows: every spend, the box's first, is stated for user neighbours."""
+    from privclust.privacy.unit import user_relation
+
+    rng = np.random.default_rng(6)
+    n, m = 900, 2
+    X = np.column_stack([rng.normal(30, 2, n), rng.normal(-5, 1, n)])
+    frame = spark.createDataFrame(
+        [(float(a), float(b), int(u)) for (a, b), u in zip(X, rng.integers(0, 300, n))], ["x0", "x1", "user"]
+    ).repartition(3)
+    model = KMeans(2, epsilon=4.0, delta=1e-6, algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=m)
+    model.fit(frame, user_ids="user")
+    steps = model.privacy_spent_.steps
+    assert [s.label for s in steps[:3]] == list(DOMAIN_LABELS)
+    assert {s.relation for s in steps} == {user_relation(m)}
+    lower, upper = np.array(model.fit_info_["domain"]["lower"]), np.array(model.fit_info_["domain"]["upper"])
+    # a box about the kept rows (at this budget and ~600 kept rows its scale is found within a few octaves)
+    assert np.all(lower < X.min(0) + 5) and np.all(upper > X.max(0) - 5) and np.all(upper - lower < 2.0**12)
