@@ -2,8 +2,8 @@
 
 Every sum privclust releases is clipped to the domain and its noise scales with
 the domain's width, so a fit needs bounds -- and bounds much looser than the
-data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
-box privately, in three releases of noisy counts, each a histogram per feature
+data cost accuracy (docs/choosing.md, "A private domain").  A box is found
+privately, in three releases of noisy counts, each a histogram per feature
 (nothing else about the rows is read).  This module is its public geometry -- the
 bucketings of a row's coordinates -- and the post-processing of the noisy counts;
 ``algorithms.private_box`` is the stage that releases them: a plan like any
@@ -20,7 +20,7 @@ l1 sensitivity d when ``delta = 0`` (at user level, m times both:
    bucket, closed above (1.0 lies in (1/16, 1]); the exponent comes from
    ``frexp``, so nothing overflows.  The heaviest noisy bucket, or pair of
    adjacent buckets, must stand out of the noise (an empty one does with
-   probability ``FALSE_BUCKET`` over all of them; if none does the function
+   probability ``FALSE_BUCKET`` over all of them; if none does the stage
    refuses with :class:`NoScaleFound`, the spend recorded); the scale ``M`` is
    the top of the highest bucket above it that holds data (the next one at
    ``NEXT_Z`` noise deviations, up to ``WINDOW`` further at the
