@@ -79,6 +79,7 @@ CENTRAL = {
     "auto-counted": {"algorithm": "auto", "public_n": None},  # 5% of the budget buys the row count
     "greedy-mpc": {"algorithm": "greedy", "algorithm_params": {"mpc": True}},
     "fastlloyd-greedy-start": {"algorithm": "fastlloyd", "algorithm_params": {"init": "greedy"}},
+    "private-box": {"algorithm": "fastlloyd", "bounds": None},  # 10% of the budget finds the box first
 }
 
 

@@ -33,6 +33,7 @@ MECHANISMS = {
     "sparse vector (AboveThreshold)": 200,
     "NoisyAVG": 300,
     "private selection: the comparison": 2000,
+    "private box (magnitudes)": 300,
 }
 
 

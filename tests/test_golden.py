@@ -29,7 +29,7 @@ def test_central_in_memory(case):
     check(f"central-{case}", record(KMeans(3, **central_params(case)).fit(blobs(4000))))
 
 
-@pytest.mark.parametrize("case", ["fastlloyd", "greedy", "maxcover"])
+@pytest.mark.parametrize("case", ["fastlloyd", "greedy", "maxcover", "private-box"])
 def test_central_memory_mapped_is_the_in_memory_fit(case, tmp_path):
     np.save(tmp_path / "rows.npy", blobs(4000))
     X = np.load(tmp_path / "rows.npy", mmap_mode="r")

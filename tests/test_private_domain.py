@@ -1,4 +1,4 @@
-"""The private domain (geometry.private_box): a box holding nearly all rows, found from noisy histograms."""
+"""The private domain (geometry.private_box, algorithms.private_box): a box holding nearly all rows, found from noisy histograms."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ import pytest
 from typer.testing import CliRunner
 
 from privclust import KMeans
+from privclust.algorithms import private_box as stage
+from privclust.algorithms.private_box import private_bounds
 from privclust.cli import app
 from privclust.geometry import private_box as pb
-from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound, private_bounds
+from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import NoiseSource
+from privclust.queries.histogram import histogram_counts
+from privclust.queries.rows import MemoryRows
 
 pytestmark = pytest.mark.filterwarnings("ignore::privclust.privacy.leaks.PrivacyLeakWarning")  # seeded runs
 
@@ -138,18 +142,18 @@ def test_box_is_post_processing_of_the_counts(monkeypatch):
     b = private_bounds(Y, 1.0, 1e-6, noise=ZeroNoise())
     np.testing.assert_array_equal(lo, b.lower)
     np.testing.assert_array_equal(hi, b.upper)
-    # and the box is computed from the counts alone: the rows reach it only through the two histograms
+    # and the box is computed from the counts alone: the rows reach it only through the oracle's three histograms
     seen = []
-    real = pb._magnitude_counts
+    real = MemoryRows.histograms
 
-    def spy(data, d, outer_hi):
-        counts = real(data, d, outer_hi)
-        seen.append(counts)
+    def spy(rows, queries):
+        counts = real(rows, queries)
+        seen.extend(counts)
         return counts
 
-    monkeypatch.setattr(pb, "_magnitude_counts", spy)
+    monkeypatch.setattr(MemoryRows, "histograms", spy)
     private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
-    assert len(seen) == 1 and seen[0].shape == (3, pb.N_BUCKETS)
+    assert [c.shape for c in seen] == [(3, pb.N_BUCKETS), (3, pb.FINE + 1), (3, pb.LINEAR_BINS)]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -161,13 +165,14 @@ def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
     row = np.array([[1e308, -5e-324, 0.0, rng.normal()]])
     Y = np.vstack([X, row])
     lo, hi = np.full(4, -1e3), np.full(4, 1e3)
-    for count in (
-        lambda Z: pb._magnitude_counts(Z, 4, np.full(4, np.inf)),
-        lambda Z: pb._octave_counts(Z, 4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
-        lambda Z: pb._linear_counts(Z, 4, lo, hi),
+    for query in (
+        stage.magnitude_query(4, np.full(4, np.inf)),
+        stage.octave_query(4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
+        stage.edge_query(4, lo, hi),
     ):
-        diff = count(Y) - count(X)
+        diff = histogram_counts(query, Y) - histogram_counts(query, X)
         assert np.abs(diff).sum() == 4 and np.all(diff.sum(1) == 1) and np.all(diff >= 0)
+        assert (query.l2_bound, query.l1_bound) == (2.0, 4.0)  # what the oracle calibrates the noise for
 
 
 def test_no_scale_found_is_a_clear_refusal_with_the_spend_recorded():
@@ -229,12 +234,8 @@ def test_cli_fit_without_bounds_prints_the_private_box(tmp_path):
     assert out.exit_code == 0, out.output
     release = json.loads(out.output)["release"]
     labels = [s["label"] for s in release["privacy_spent"]["steps"]]
-    # the box's releases come on the first read of the rows: before the algorithm's (the noisy count of a
-    # file read into a memory map needs no mapped row, so it may come first)
-    assert [label for label in labels if label.startswith("domain:")] == list(DOMAIN_LABELS)
-    assert labels.index(DOMAIN_LABELS[-1]) < min(
-        i for i, label in enumerate(labels) if "greedy" in label or "iteration" in label
-    )
+    # the box's releases come first, on the first read of the rows (a file read into a memory map too)
+    assert labels[:3] == list(DOMAIN_LABELS) and not any(label.startswith("domain:") for label in labels[3:])
     assert len(release["private_box"]["lower"]) == 3
 
 
@@ -358,3 +359,82 @@ def test_each_release_is_noised_at_the_scale_of_its_share_and_its_sensitivity():
     laplace = RecordingNoise()
     private_bounds(X, 1.0, 0.0, noise=laplace)
     np.testing.assert_allclose(laplace.laplace, [d / (1.0 * s) for s in pb.STAGE_SHARES], rtol=1e-12)
+
+
+def test_a_user_level_box_reads_the_kept_rows_a_chunk_at_a_time_never_a_copy_of_them(tmp_path, monkeypatch):
+    """The box's histograms are counted by the rows' own oracle, which reads a memory map's kept rows a chunk at a
+    time: memory stays a few chunks' worth, far below one copy of the kept rows."""
+    import tracemalloc
+
+    from privclust.privacy.unit import PrivacyUnit, UserBound
+    from privclust.queries import rows as rows_module
+
+    n, d = 200_000, 16
+    np.save(tmp_path / "rows.npy", np.random.default_rng(0).normal(3, 1, (n, d)))
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    bound = UserBound(np.arange(n) // 4, PrivacyUnit(2, True), np.random.default_rng(1))
+    kept_bytes = bound.kept(n).size * d * 8  # chosen from ids and coins before measuring: half the rows
+    monkeypatch.setattr(rows_module, "chunk_rows_for", lambda features: 1024)
+    private_bounds(blobs(0, 2000), 1.0, 1e-6, random_state=0)  # whatever a first call imports, imported
+    tracemalloc.start()
+    try:
+        box = private_bounds(mapped, 1.0, 1e-6, random_state=0, users=bound)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.all(box.upper > 3) and np.all(box.lower < 3)
+    # (checking the map for non-finite values takes a byte per value: a quarter of the kept rows here)
+    assert peak < kept_bytes / 2, (peak, kept_bytes)
+
+
+def test_a_fit_without_bounds_checks_its_rows_once(monkeypatch):
+    """One path to the rows: the box's releases and the fit's read the same checked rows."""
+    from privclust import _validation
+    from privclust.queries import rows as rows_module
+
+    calls = []
+
+    def counting(X, what="X"):
+        calls.append(what)
+        return _validation.check_data(X, what)
+
+    monkeypatch.setattr(rows_module, "check_data", counting)
+    monkeypatch.setattr(pb, "check_data", counting, raising=False)
+    monkeypatch.setattr(stage, "check_data", counting, raising=False)
+    KMeans(3, epsilon=1.0, delta=1e-6, algorithm="fastlloyd", public_n=20_000, random_state=0).fit(blobs(1))
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_the_box_is_released_first_whether_the_rows_are_in_memory_or_memory_mapped(tmp_path, mapped):
+    """Without public_n the fit buys a noisy row count, which needs no mapped row: the box still comes first."""
+    X = blobs(10, 5000)
+    if mapped:
+        np.save(tmp_path / "rows.npy", X)
+        X = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    model = KMeans(3, epsilon=1.0, delta=1e-6, algorithm="fastlloyd", random_state=0).fit(X)
+    labels = [s.label for s in model.privacy_spent_.steps]
+    assert labels[:3] == list(DOMAIN_LABELS) and len(labels) > 3
+
+
+def test_only_an_oracle_that_counts_histograms_of_its_input_serves_the_box():
+    """The box's plan needs HISTOGRAMS: the central curator offers it; a model that does not is refused before
+    anything is read or spent."""
+    from privclust.queries.plan import HISTOGRAMS, CapabilityError, PlanningOracle
+
+    budget = Budget(1.0, 1e-6)
+    central = PlanningOracle(3, budget, stage.CentralOracle.capabilities, "the central model")
+    assert [s.label for s in central.spends(stage.box_spec(budget))[0]] == list(DOMAIN_LABELS)
+    devices = PlanningOracle(3, budget, stage.CentralOracle.capabilities - {HISTOGRAMS}, "the local model")
+    with pytest.raises(CapabilityError, match="histograms"):
+        devices.spends(stage.box_spec(budget))
+
+
+def test_a_bucket_function_out_of_range_is_refused_without_naming_a_value():
+    from privclust.queries.histogram import HistogramQuery
+
+    secret = 123.456
+    query = HistogramQuery("q", 1, 4, lambda rows: (rows * 10).astype(np.int64))
+    with pytest.raises(ValueError, match="out of range") as err:
+        histogram_counts(query, np.array([[secret]]))
+    assert "123" not in str(err.value)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from privclust import KMeans
+from privclust.geometry.private_box import DOMAIN_LABELS
 from privclust.privacy import PrivacyAccountant
 from privclust.privacy.budget import Budget
 from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
@@ -316,3 +317,69 @@ def test_a_missing_user_id_on_spark_is_refused_as_in_memory_before_anything_is_s
         KMeans(2, **fit).fit(X, user_ids=ids)
     assert str(on_spark.value) == str(in_memory.value)
     assert accountant.spends == []  # refused before any release
+
+
+def test_a_private_box_on_spark_is_the_in_memory_box_and_fit(spark):
+    """bounds=None on Spark: the box's three histograms are counted by the executors and noised by the driver's
+    oracle, so a seeded fit finds the in-memory box exactly (counts are integers) and then the same fit; an outer
+    limit works the same way, and every release is charged as in memory."""
+    rng = np.random.default_rng(2)
+    truth = np.array([[40.0, -3.0], [55.0, 2.0], [48.0, 9.0]])
+    X = truth[rng.integers(0, 3, 3000)] + rng.normal(0, 1.0, (3000, 2))
+    frame = _frame(spark, X)
+    for bounds in (None, {"outer": (-1000, 1000)}):
+        params = dict(epsilon=2.0, delta=1e-6, bounds=bounds, algorithm="fastlloyd", random_state=5, public_n=3000)
+        local = KMeans(3, **params).fit(X)
+        distributed = KMeans(3, **params).fit(frame)
+        assert distributed.fit_info_["domain"]["lower"] == local.fit_info_["domain"]["lower"]
+        assert distributed.fit_info_["domain"]["upper"] == local.fit_info_["domain"]["upper"]
+        assert np.all(np.array(local.fit_info_["domain"]["upper"]) < 100)  # a box found from the rows' histograms
+        labels = [s.label for s in distributed.privacy_spent_.steps]
+        assert labels == [s.label for s in local.privacy_spent_.steps] and labels[:3] == list(DOMAIN_LABELS)
+        order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+        assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+
+
+def test_the_cli_finds_the_private_box_on_spark_as_in_memory(spark, tmp_path):
+    """`privclust fit --engine spark` without --bounds (and with --outer-bounds) finds the box the in-memory
+    job finds and prints it; both were refused before the box's releases went through the oracle."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.normal(40, 4, 2000), rng.normal(-3, 0.5, 2000)])
+    np.savetxt(tmp_path / "rows.csv", X, delimiter=",", header="a,b", comments="")
+    for extra in ([], ["--bounds=-100,100", "--outer-bounds"]):
+        common = ["-k", "3", "--seed", "5", "--public-n", "2000", "--json", *extra]
+        local = CliRunner().invoke(app, ["fit", str(tmp_path / "rows.csv"), "-o", str(tmp_path / "l.csv"), *common])
+        on_spark = CliRunner().invoke(
+            app, ["fit", str(tmp_path / "rows.csv"), "--engine", "spark", "-o", str(tmp_path / "s.csv"), *common]
+        )
+        assert local.exit_code == 0 and on_spark.exit_code == 0, on_spark.output
+        box_local = json.loads(local.output)["release"]["private_box"]
+        box_spark = json.loads(on_spark.output)["release"]["private_box"]
+        assert (box_spark["lower"], box_spark["upper"]) == (box_local["lower"], box_local["upper"])
+
+
+def test_a_user_level_fit_on_spark_finds_its_box_from_the_rows_its_executors_keep(spark):
+    """The box's histograms count the rows the executors kept (at most m per user), noised for m rows, and the
+    fit reads those same cached rows: every spend, the box's first, is stated for user neighbours."""
+    from privclust.privacy.unit import user_relation
+
+    rng = np.random.default_rng(6)
+    n, m = 900, 2
+    X = np.column_stack([rng.normal(30, 2, n), rng.normal(-5, 1, n)])
+    frame = spark.createDataFrame(
+        [(float(a), float(b), int(u)) for (a, b), u in zip(X, rng.integers(0, 300, n))], ["x0", "x1", "user"]
+    ).repartition(3)
+    model = KMeans(2, epsilon=4.0, delta=1e-6, algorithm="fastlloyd", privacy_unit="user", max_rows_per_user=m)
+    model.fit(frame, user_ids="user")
+    steps = model.privacy_spent_.steps
+    assert [s.label for s in steps[:3]] == list(DOMAIN_LABELS)
+    assert {s.relation for s in steps} == {user_relation(m)}
+    lower, upper = np.array(model.fit_info_["domain"]["lower"]), np.array(model.fit_info_["domain"]["upper"])
+    # a box about the kept rows (at this budget and ~600 kept rows its scale is found within a few octaves)
+    assert np.all(lower < X.min(0) + 5) and np.all(upper > X.max(0) - 5) and np.all(upper - lower < 2.0**12)

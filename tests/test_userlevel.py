@@ -8,8 +8,8 @@ import pytest
 from scipy.stats import norm
 
 from privclust import KMeans
+from privclust.algorithms.private_box import private_bounds
 from privclust.geometry import private_box as pb
-from privclust.geometry.private_box import private_bounds
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.mechanisms import GaussianMechanism, LaplaceMechanism

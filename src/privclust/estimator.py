@@ -22,6 +22,7 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import NEARLY_EMPTY, NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_params
+from .algorithms.private_box import PrivateDomain, find_fit_domain
 from .compat import (
     Progress,
     auto_ignores_max_iter,
@@ -32,7 +33,7 @@ from .compat import (
     threads,
     warn_ignored,
 )
-from .geometry.private_box import NO_BUDGET_FOR_A_BOX, PrivateDomain, find_fit_domain, is_private_domain_request
+from .geometry.private_box import NO_BUDGET_FOR_A_BOX, is_private_domain_request
 from .metrics import labels_and_cost
 from .models import USER_LEVEL_CENTRAL_ONLY, check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
@@ -70,7 +71,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         no delta.
     bounds :
         ``None`` (default): a share (10%) of the budget finds a box holding
-        nearly all rows privately before the fit (``geometry.private_box``;
+        nearly all rows privately before the fit (``algorithms.private_box``;
         ``fit_info_["domain"]`` says which box and what it cost, and
         ``privacy_spent_`` lists its three ``domain:`` releases);
         ``{"outer": <bounds>}`` finds it inside declared bounds that are only an
@@ -340,14 +341,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         def oracle(accountant, randomness):
             # user level: each user's rows bounded to m by secret coins, on the first read (privacy.unit)
             users = None if not unit.user else UserBound(user_ids, unit, randomness.secret())
-            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (geometry.private_box);
+            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (algorithms.private_box);
             # the oracle plans within what is left (so does the algorithm: its context has the oracle's budget)
             bounds, algorithm_budget = find_fit_domain(
                 X,
                 self.bounds,
                 budget,
                 accountant,
-                randomness,
                 self.privacy_model,
                 partial(self._planned, options, unit=unit),
                 users,

@@ -735,13 +735,9 @@ def _checked_bounds(wanted: BoundsRequest, source: Source, private: bool = False
                 "--outer-bounds makes declared public bounds an outer limit for a private fit: declare them with "
                 "--bounds, --bounds-file or --radius (not 'data'), and use a private algorithm"
             )
-        if source.on_spark:
-            raise ValueError("--engine spark needs public bounds that are the domain itself: drop --outer-bounds")
         make_domain(chosen, len(source.positions))
         return {"outer": chosen}
     if chosen is None and private:  # no bounds: a share of the budget finds a box privately (private_box)
-        if source.on_spark:
-            raise ValueError("--engine spark needs public bounds: --bounds, --bounds-file or --radius")
         return None
     if chosen is None:
         raise ValueError(

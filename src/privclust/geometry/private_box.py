@@ -2,19 +2,25 @@
 
 Every sum privclust releases is clipped to the domain and its noise scales with
 the domain's width, so a fit needs bounds -- and bounds much looser than the
-data cost accuracy (docs/choosing.md, "A private domain").  This module finds a
-box privately, in three releases of noisy counts, each a histogram per feature
-(nothing else about the rows is read).  A row falls in one bucket per feature,
-so the d histograms of a release together have l2 sensitivity sqrt(d)
-(add/remove one row): Gaussian noise in GDP, or Laplace with l1 sensitivity d
-when ``delta = 0`` (at user level, m times both: ``privacy.unit``); ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
+data cost accuracy (docs/choosing.md, "A private domain").  A box is found
+privately, in three releases of noisy counts, each a histogram per feature
+(nothing else about the rows is read).  This module is its public geometry -- the
+bucketings of a row's coordinates -- and the post-processing of the noisy counts;
+``algorithms.private_box`` is the stage that releases them: a plan like any
+other, whose three histogram queries the fit's own central oracle answers
+(counting where the rows live -- memory, memory map, Spark; at user level the
+kept rows -- and drawing the noise).  A row falls in one
+bucket per feature, so the d histograms of a release together have l2
+sensitivity sqrt(d) (add/remove one row): Gaussian noise in GDP, or Laplace with
+l1 sensitivity d when ``delta = 0`` (at user level, m times both:
+``privacy.unit``); ``STAGE_SHARES`` splits the budget (in mu^2, or epsilon).
 
 1. **Magnitudes** -- buckets of ``OCTAVES`` octaves of |x| from 2^MIN_EXPONENT
    to 2^MAX_EXPONENT (the whole range of doubles; 1e300 and beyond) plus a zero
    bucket, closed above (1.0 lies in (1/16, 1]); the exponent comes from
    ``frexp``, so nothing overflows.  The heaviest noisy bucket, or pair of
    adjacent buckets, must stand out of the noise (an empty one does with
-   probability ``FALSE_BUCKET`` over all of them; if none does the function
+   probability ``FALSE_BUCKET`` over all of them; if none does the stage
    refuses with :class:`NoScaleFound`, the spend recorded); the scale ``M`` is
    the top of the highest bucket above it that holds data (the next one at
    ``NEXT_Z`` noise deviations, up to ``WINDOW`` further at the
@@ -28,41 +34,44 @@ when ``delta = 0`` (at user level, m times both: ``privacy.unit``); ``STAGE_SHAR
    past bins that are confidently nearly empty (within ``CLIP_SHARE``).  This
    tightens boxes of data far from the origin when there are enough rows.
 
-Every choice is post-processing of the noisy counts; each release is recorded in
-the accountant (labels ``DOMAIN_LABELS``) as it is made.  A feature whose rows
+Every choice is post-processing of the noisy counts and of public values; each
+release is recorded by the oracle (labels ``DOMAIN_LABELS``) as it is made, in the
+box's own ledger under the fit's.  A feature whose rows
 are all equal still gets a box of positive width (at least ``MIN_WIDTH``
 relative to its scale, and 2^(MIN_EXPONENT + 1)); the box stays inside
-``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any row is read
-(``privclust._validation.check_data``), as everywhere.
+``[-2^1020, 2^1020]``, so its width is a finite double.  Non-finite input is refused before any release,
+by the rows that check every input (``privclust._validation.check_data``).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy.special import ndtri
 
-from .._validation import check_data, positive_finite
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
-from ..privacy.noise import NoiseSource, Randomness
-from ..privacy.unit import ROW, PrivacyUnit, UserBound
-from .domain import BoxDomain, Domain
+from .._validation import positive_finite
+from ..privacy.budget import Spend
 
 __all__ = [
     "PrivateBox",
-    "private_bounds",
     "DOMAIN_SHARE",
     "DOMAIN_LABELS",
+    "STAGE_SHARES",
     "is_private_domain_request",
     "parse_request",
-    "find_fit_domain",
     "NoScaleFound",
-    "PrivateDomain",
+    "NO_BUDGET_FOR_A_BOX",
+    "magnitude_buckets",
+    "octave_buckets",
+    "linear_buckets",
+    "exponents",
+    "outer_limit",
+    "found_scales",
+    "lowered_scales",
+    "scale_box",
+    "edge_box",
 ]
 
 OCTAVES = 4  # octaves per magnitude bucket g >= 1: (2^(MIN_EXPONENT + 4(g-1)), 2^(MIN_EXPONENT + 4g)]
@@ -123,80 +132,46 @@ class PrivateBox:
         return f"private box {box}{within}, found for (epsilon={self.epsilon:.3g}, delta={self.delta:.3g})"
 
 
-def _mechanisms(budget: Budget, d: int, shares=None, group: int = 1):
-    """The releases' mechanisms: Gaussian in GDP when delta > 0, Laplace otherwise; calibrated for ``group``
-    rows changed at once (a user's m rows: m times a row's l2 and l1 sensitivity)."""
-    shares = STAGE_SHARES if shares is None else shares
-    if budget.delta > 0:
-        mu = GaussianMechanism.calibrated(budget.epsilon, budget.delta, 1.0).mu
-        return [GaussianMechanism.for_mu(mu * math.sqrt(share), group * math.sqrt(d)) for share in shares]
-    return [LaplaceMechanism.calibrated(budget.epsilon * share, float(group * d)) for share in shares]
-
-
-def _tail(mechanism, candidates: int) -> float:
-    """A count that one noise draw exceeds with probability at most FALSE_BUCKET / candidates."""
+def _tail(family: str, std: float, candidates: int) -> float:
+    """A count that one noise draw (of standard deviation ``std``) exceeds with probability at most
+    FALSE_BUCKET / candidates."""
     p = FALSE_BUCKET / max(candidates, 1)
-    if isinstance(mechanism, GaussianMechanism):
-        return float(mechanism.std * ndtri(1.0 - p))
-    return float(mechanism.scale * math.log(1.0 / (2.0 * p)))  # Laplace: P(X > t) = exp(-t / b) / 2
+    if family == "gaussian":
+        return float(std * ndtri(1.0 - p))
+    return float(std / math.sqrt(2.0) * math.log(1.0 / (2.0 * p)))  # Laplace(b), std b sqrt(2): P(X > t) = e^(-t/b) / 2
 
 
-def _std(mechanism) -> float:
-    """The standard deviation of one noisy count."""
-    return mechanism.std if isinstance(mechanism, GaussianMechanism) else math.sqrt(2.0) * mechanism.scale
-
-
-def _chunks(data, d: int):
-    step = max(1, (4 << 20) // (8 * d))  # about 4 MiB of rows (queries.rows' chunks; geometry sits below queries)
-    for s in range(0, data.shape[0], step):
-        yield np.asarray(data[s : s + step], dtype=np.float64)
-
-
-def _per_feature_counts(index: np.ndarray, buckets: int) -> np.ndarray:
-    """(d, buckets) counts of a chunk's bucket indices, one bincount for every feature at once."""
-    d = index.shape[1]
-    return np.bincount((index + buckets * np.arange(d)).ravel(), minlength=d * buckets).reshape(d, buckets)
-
-
-def _magnitude_counts(data, d: int, outer_hi: np.ndarray) -> np.ndarray:
-    """Exact (d, N_BUCKETS) counts of |x| per octave (bucket 0: |x| < 2^MIN_EXPONENT)."""
-    counts = np.zeros((d, N_BUCKETS), dtype=np.float64)
-    for rows in _chunks(data, d):
-        mag = np.minimum(np.abs(rows), outer_hi)  # an outer limit caps the magnitude
-        k = _exponents(mag)
-        group = -((MIN_EXPONENT - k) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
-        index = np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
-        counts += _per_feature_counts(index, N_BUCKETS)
-    return counts
-
-
-def _exponents(mag: np.ndarray) -> np.ndarray:
+def exponents(mag: np.ndarray) -> np.ndarray:
     """The least integer k with mag <= 2^k, from frexp (no 2^k is formed: 1e300 does not overflow)."""
     frac, exp = np.frexp(mag)  # mag = frac 2^exp, frac in [0.5, 1)
     return exp.astype(np.int64) - (frac == 0.5)
 
 
-def _octave_counts(data, d: int, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """Exact (d, FINE + 1) counts of |x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond
-    it in the last), and at or below 2^(top - FINE) in bucket 0."""
-    counts = np.zeros((d, FINE + 1), dtype=np.float64)
-    for rows in _chunks(data, d):
-        mag = np.minimum(np.abs(rows), outer_hi)
-        index = np.clip(_exponents(mag) - (top - FINE), 0, FINE)
-        index[mag == 0] = 0
-        counts += _per_feature_counts(index, FINE + 1)
-    return counts
+# The three bucketings: public functions of a row and of public values (an outer limit, earlier releases),
+# that the box's histogram queries count (``algorithms.private_box``); module functions, so Spark can ship them.
 
 
-def _linear_counts(data, d: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Exact (d, LINEAR_BINS) counts of the rows clipped to [lo, hi], in equal bins."""
-    counts = np.zeros((d, LINEAR_BINS), dtype=np.float64)
+def magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:
+    """|x| per octave group (bucket 0: |x| <= 2^MIN_EXPONENT); an outer limit caps the magnitude."""
+    mag = np.minimum(np.abs(rows), outer_hi)
+    group = -((MIN_EXPONENT - exponents(mag)) // OCTAVES)  # ceil((k - MIN_EXPONENT) / OCTAVES)
+    return np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
+
+
+def octave_buckets(rows: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """|x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond it in the last), and at or
+    below 2^(top - FINE) in bucket 0."""
+    mag = np.minimum(np.abs(rows), outer_hi)
+    index = np.clip(exponents(mag) - (top - FINE), 0, FINE)
+    index[mag == 0] = 0
+    return index
+
+
+def linear_buckets(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The rows clipped to [lo, hi], in LINEAR_BINS equal bins."""
     half = (hi - lo) / 2.0  # halve first: hi - lo may not be representable
-    for rows in _chunks(data, d):
-        unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
-        index = np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
-        counts += _per_feature_counts(index, LINEAR_BINS)
-    return counts
+    unit = (np.clip(rows, lo, hi) - lo) / 2.0 / half  # in [0, 1]
+    return np.minimum((unit * LINEAR_BINS).astype(np.int64), LINEAR_BINS - 1)
 
 
 class NoScaleFound(ValueError):
@@ -249,7 +224,7 @@ def _edges(noisy: np.ndarray, std: float, lo: float, hi: float) -> tuple[float, 
     return lo + 2.0 * step * first, lo + 2.0 * step * (last + 1)
 
 
-def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
+def outer_limit(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
     if outer is None:
         return None
     from .domain import BallDomain, make_domain
@@ -260,86 +235,48 @@ def _outer_box(outer, d: int) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(domain.lower, dtype=np.float64), np.asarray(domain.upper, dtype=np.float64)
 
 
-def private_bounds(
-    X,
-    epsilon: float,
-    delta: float = 0.0,
-    *,
-    outer=None,
-    random_state=None,
-    accountant: PrivacyAccountant | None = None,
-    noise: NoiseSource | None = None,
-    users: UserBound | None = None,
-) -> PrivateBox:
-    """A box holding nearly all rows of ``X``, found with (epsilon, delta)-DP (see the module docstring).
+def found_scales(noisy: np.ndarray, std: float, family: str) -> list[float | None]:
+    """Each feature's scale M from its noisy magnitude histogram (``noisy``: (d, N_BUCKETS), noise of
+    standard deviation ``std`` from ``family``), or None where no bucket stands out of the noise."""
+    d = noisy.shape[0]
+    z_found = _tail(family, std, 2 * d * N_BUCKETS) / std
+    z_top = _tail(family, std, d * (WINDOW + 1)) / std
+    return [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
 
-    ``outer``: declared bounds (any form :func:`~privclust.geometry.domain.make_domain` takes) used as an
-    outer limit: the box is found inside it.  ``accountant``: the spends are checked against it before any
-    row is read, and recorded in it.  ``noise`` (for callers that own a :class:`Randomness`) overrides
-    ``random_state``.  ``users``: a user-level fit's bound (``privacy.unit``): the histograms count each
-    user's kept rows only, with every sensitivity m times a row's.  Returns a :class:`PrivateBox` (``lower, upper = private_bounds(...)``)."""
-    budget = Budget(epsilon, delta)
-    d = _features(X)
-    outer_box = _outer_box(outer, d)
-    unit = ROW if users is None else users.unit
-    mechanisms = _mechanisms(budget, d, group=unit.max_rows)
-    mag_mech, octave_mech, edge_mech = mechanisms
-    spends = _spends(mechanisms, unit)
-    ledger = PrivacyAccountant(budget, parent=accountant)
-    ledger.check(spends)  # refused before any row is read
-    if noise is None:
-        noise = Randomness(random_state).noise
-    data = check_data(X)
-    if users is not None:  # each user's kept rows (chosen from ids and secret coins, not values)
-        data = data[users.kept(data.shape[0])]
-    if outer_box is None:
-        outer_hi = np.full(d, np.inf)
-    else:
-        outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
 
-    noisy = mag_mech.apply(_magnitude_counts(data, d, outer_hi), noise)
-    ledger.spend(spends[0])
-    std = _std(mag_mech)
-    z_found, z_top = _tail(mag_mech, 2 * d * N_BUCKETS) / std, _tail(mag_mech, d * (WINDOW + 1)) / std
-    scales = [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
-    missing = [j for j, m in enumerate(scales) if m is None]
-    if missing and outer_box is None:
-        raise NoScaleFound(
-            f"the private box found no scale for feature {missing[0]} ({len(missing)} of {d} features): its "
-            f"noisy histogram did not rise above the noise at (epsilon={budget.epsilon:.3g}, "
-            f"delta={budget.delta:.3g}) -- the spend is recorded. Declare bounds, give an outer limit "
-            "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
-        )
-    scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
-    scale = np.minimum(scale, outer_hi)
-
-    # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
-    top = _exponents(scale)
-    noisy = octave_mech.apply(_octave_counts(data, d, outer_hi, top), noise)
-    ledger.spend(spends[1])
-    std = _std(octave_mech)
-    for j in range(d):
-        # from the top octave down, while the octaves passed are confidently nearly empty: their noisy count
-        # plus DROP_Z deviations of that sum's noise within DROP_SHARE of the feature's noisy total
+def lowered_scales(noisy: np.ndarray, std: float, scale: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The scales brought down past the top octaves that the noisy octave histogram (``noisy``: (d, FINE + 1),
+    below ``2^top``) says are confidently nearly empty: their noisy count plus DROP_Z deviations of that sum's
+    noise within DROP_SHARE of the feature's noisy total."""
+    scale = scale.copy()
+    for j in range(noisy.shape[0]):
         beyond = np.cumsum(noisy[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
         allowed = DROP_SHARE * max(float(noisy[j].sum()), 0.0)
         empty = beyond + DROP_Z * std * np.sqrt(np.arange(1, FINE + 1)) <= allowed
         dropped = FINE - 1 if np.all(empty[: FINE - 1]) else int(np.argmin(empty))
         scale[j] = min(scale[j], max(math.ldexp(1.0, int(top[j]) - dropped), 2.0**MIN_EXPONENT))
+    return scale
+
+
+def scale_box(scale: np.ndarray, outer_box) -> tuple[np.ndarray, np.ndarray]:
+    """``[-scale, scale]`` per feature, within the outer limit if one is given (where the scale lies all below
+    the outer box's far side, the outer box)."""
     lo, hi = -scale, scale
     if outer_box is not None:
         lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
-        empty = hi <= lo  # the scale is all below the outer box's far side: keep the outer box there
+        empty = hi <= lo
         lo[empty], hi[empty] = outer_box[0][empty], outer_box[1][empty]
+    return lo, hi
 
-    noisy = edge_mech.apply(_linear_counts(data, d, lo, hi), noise)
-    ledger.spend(spends[2])
-    std = _std(edge_mech)
+
+def edge_box(noisy: np.ndarray, std: float, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box within ``[lo, hi]`` from the noisy edge histogram (``noisy``: (d, LINEAR_BINS)), at least a public
+    minimum width relative to the feature's scale (a constant feature keeps a positive width) and at least
+    2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite."""
+    d = noisy.shape[0]
     lower, upper = np.empty(d), np.empty(d)
     for j in range(d):
         lower[j], upper[j] = _edges(noisy[j], std, lo[j], hi[j])
-    # a public minimum width relative to the feature's scale (a constant feature keeps a positive width)
-    # (and at least 2^(MIN_EXPONENT + 1), so that the map onto [-1, 1] stays finite)
     least = np.maximum(MIN_WIDTH * np.maximum(np.abs(lower), np.abs(upper)), 2.0 ** (MIN_EXPONENT + 1))
     narrow = (upper - lower) < least
     mid = lower / 2.0 + upper / 2.0
@@ -347,18 +284,7 @@ def private_bounds(
     lower[narrow], upper[narrow] = mid[narrow] - half[narrow], mid[narrow] + half[narrow]
     flat = ~(upper > lower)
     lower[flat], upper[flat] = lo[flat], hi[flat]
-    spent_eps, spent_delta = ledger.guarantee(budget.delta)
-    return PrivateBox(lower, upper, spent_eps, spent_delta, ledger.spends, outer_box)
-
-
-def _features(X) -> int:
-    # queries.curator.input_features, which geometry -- a layer below queries -- cannot import
-    shape = getattr(X, "shape", None)
-    if shape is None or len(shape) != 2:
-        shape = check_data(X).shape
-    if shape[1] == 0:
-        raise ValueError("X has no features (columns)")
-    return int(shape[1])
+    return lower, upper
 
 
 # ----------------------------------------------------------------------------------- the estimator's request
@@ -389,113 +315,7 @@ def parse_request(bounds) -> tuple[object, float]:
     return outer, float(positive_finite("share", share))
 
 
-class PrivateDomain(Domain):
-    """The box of a private-domain request, found on first use.
-
-    An estimator's oracle maps the rows into the unit box on its first read of them -- after the
-    algorithm has checked its parameters and its plan against the budget -- so the box is found (and
-    its releases spent) only then: a fit refused for its parameters spends nothing on the box either.
-    Until then only the number of features is known."""
-
-    def __init__(self, X, n_features: int, budget: Budget, outer, accountant: PrivacyAccountant, noise, users=None):
-        self._d = int(n_features)
-        self._pending = (X, budget, outer, accountant, noise, users)
-        self._lock = threading.RLock()  # rows may be mapped chunk by chunk on several threads
-        self._domain: BoxDomain | None = None
-        self._failed: BaseException | None = None
-        self.box: PrivateBox | None = None
-
-    @property
-    def n_features(self) -> int:
-        return self._d
-
-    def resolve(self) -> BoxDomain:
-        """The box (found now if it has not been yet), as a declared domain."""
-        with self._lock:
-            if self._failed is not None:  # found once, refused once: a later read (another chunk) releases nothing
-                raise self._failed
-            if self._domain is None:
-                X, budget, outer, accountant, noise, users = self._pending
-                self._pending = None  # neither the rows nor the ledger are kept, whatever happens
-                try:
-                    box = private_bounds(
-                        X, budget.epsilon, budget.delta, outer=outer, accountant=accountant, noise=noise, users=users
-                    )
-                except BaseException as exc:
-                    self._failed = exc
-                    raise
-                self.box, self._domain = box, BoxDomain(box.lower, box.upper)
-            return self._domain
-
-    def to_unit(self, rows):
-        return self.resolve().to_unit(rows)
-
-    def from_unit(self, points):
-        return self.resolve().from_unit(points)
-
-    def outside(self, rows):
-        return self.resolve().outside(rows)
-
-    @property
-    def length_scale(self) -> float:
-        return self.resolve().length_scale
-
-    @property
-    def extent(self) -> float:
-        return self.resolve().extent
-
-    def describe(self) -> str:
-        return "a private box, found on the first read of the rows" if self._domain is None else self.box.describe()
-
-
 NO_BUDGET_FOR_A_BOX = (
     "bounds=None finds the domain privately, which the non-private baseline has no budget for: "
     "declare bounds (or bounds='data')"
 )
-
-
-def box_spends(budget: Budget, d: int, unit: PrivacyUnit = ROW) -> list[Spend]:
-    """What finding a box in ``d`` features with ``budget`` spends (its three releases), from public values."""
-    return _spends(_mechanisms(budget, d, group=unit.max_rows), unit)
-
-
-def _spends(mechanisms, unit: PrivacyUnit = ROW) -> list[Spend]:
-    return [unit.stated(m.spend(label)) for m, label in zip(mechanisms, DOMAIN_LABELS)]
-
-
-def find_fit_domain(
-    X,
-    bounds,
-    budget: Budget | None,
-    accountant: PrivacyAccountant,
-    randomness: Randomness,
-    model,
-    planned: Callable[[Budget, int], list[list[Spend]]],
-    users: UserBound | None = None,
-):
-    """For an estimator's ``fit``: ``(bounds, budget)`` to fit with.
-
-    Declared bounds pass unchanged.  A private-domain request (``bounds=None`` or
-    ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
-    the box's releases at ``share`` of (epsilon, delta) together with each plan the algorithm may make in
-    the rest (``planned(rest, d)``, its plans as values).  It returns a :class:`PrivateDomain` --
-    ``make_domain`` takes it as the bounds -- that spends the box's share when the rows are first read,
-    and the rest of the budget for the algorithm."""
-    if not is_private_domain_request(bounds):
-        return bounds, budget
-    outer, share = parse_request(bounds)
-    if budget is None:  # refused with the parameters (KMeans._check_params), before any warning or setup
-        raise ValueError(NO_BUDGET_FOR_A_BOX)
-    if model != "central":
-        raise ValueError(f"the {model} model needs public bounds that every device knows: declare bounds")
-    if any(cls.__module__.startswith("pyspark.") for cls in type(X).__mro__):
-        raise ValueError("a private domain is found for rows in memory: declare bounds for Spark input")
-    d = _features(X)
-    _outer_box(outer, d)  # a malformed outer limit is refused now
-    box_budget = Budget(budget.epsilon * share, budget.delta * share)
-    rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
-    unit = ROW if users is None else users.unit
-    for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
-        accountant.check(box_spends(box_budget, d, unit) + plan)
-    found = PrivateDomain(X, d, box_budget, outer, accountant, randomness.noise, users)
-    return found, rest

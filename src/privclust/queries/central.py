@@ -36,6 +36,11 @@ at no candidate is empty whatever the rows.  Which passes run is thus a
 function of released values, as the candidates are (memory-mapped and Spark
 rows answer the whole batch in one pass instead, where a pass is a read).
 
+Histogram queries (``queries.histogram``: the private box's per-feature counts
+of the input's own coordinates) are counted where the rows live and noised as
+one array by the mechanism calibrated for their declared sensitivities (m
+times them at user level), through the same :func:`calibrated` as every block.
+
 Mechanisms that are not noisy sums (the exponential mechanism
 over exact counts, NoisyAVG, the sparse vector) run through ``run_exact``:
 their proven cost is checked before the rows are read and recorded after.
@@ -56,11 +61,13 @@ from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate
 from ..privacy.noise import NoiseSource, PartitionedNoise
 from ..privacy.unit import ROW, PrivacyUnit
 from .base import Released, SumQuery, significant_buckets
+from .histogram import COUNTS, HistogramQuery
 from .plan import (
     ADAPTIVE,
     DENSE,
     DISTRIBUTED,
     EXACT,
+    HISTOGRAMS,
     LAPLACE,
     SAMPLED,
     SPARSE,
@@ -77,6 +84,7 @@ __all__ = [
     "ExactAccess",
     "PartitionNoiser",
     "block_mechanisms",
+    "calibrated",
     "noised",
     "release_spends",
     "sparse_threshold",
@@ -88,17 +96,20 @@ def block_mechanisms(query: SumQuery, allotment: Allotment, group: int = 1) -> l
     """Each block's mechanism for a release with ``allotment`` (see the module docstring), calibrated for
     ``group`` rows changed at once (a user-level unit's m: by the triangle inequality, m rows clipped to a
     block's bound move its sums by at most m times the bound, in l2 and in l1)."""
-    out = []
-    for block, share in zip(query.blocks, query.shares()):
-        if allotment.exact:
-            out.append(NonPrivate())
-        elif allotment.mu is not None:
-            l2 = group * block.l2_bound
-            out.append(GaussianMechanism(l2, l2 / (allotment.mu * math.sqrt(share))))
-        else:
-            l1 = group * block.l1_bound
-            out.append(LaplaceMechanism(l1, l1 / (allotment.epsilon * share)))
-    return out
+    return [
+        calibrated(group * block.l2_bound, group * block.l1_bound, allotment, share)
+        for block, share in zip(query.blocks, query.shares())
+    ]
+
+
+def calibrated(l2: float, l1: float, allotment: Allotment, share: float = 1.0):
+    """The mechanism for ``share`` of ``allotment`` on values of l2 sensitivity ``l2`` and l1 sensitivity ``l1``:
+    Gaussian at mu sqrt(share) for a GDP allotment, Laplace at epsilon share for a pure one, none when exact."""
+    if allotment.exact:
+        return NonPrivate()
+    if allotment.mu is not None:
+        return GaussianMechanism(l2, l2 / (allotment.mu * math.sqrt(share)))
+    return LaplaceMechanism(l1, l1 / (allotment.epsilon * share))
 
 
 def noise_std(mechanism) -> float:
@@ -203,7 +214,7 @@ class ExactAccess:
 class CentralOracle(Oracle):
     """The trusted curator over ``rows``: Gaussian or Laplace noise on exact sums, and exact access."""
 
-    capabilities = frozenset({DENSE, SPARSE, ADAPTIVE, EXACT, LAPLACE})
+    capabilities = frozenset({DENSE, SPARSE, ADAPTIVE, EXACT, LAPLACE, HISTOGRAMS})
     model = "the central model"
 
     def __init__(
@@ -235,6 +246,8 @@ class CentralOracle(Oracle):
         return pooled_allotments(self.budget, parts, family)
 
     def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
+        if any(isinstance(query, HistogramQuery) for query, _ in requests):
+            return self._histograms(requests)
         for query, _ in requests:
             if query.sparse and SPARSE not in self.capabilities:
                 raise CapabilityError(f"{self.model} has no sparse release")
@@ -261,6 +274,22 @@ class CentralOracle(Oracle):
         for spend in spends:
             self.accountant.spend(spend)
         return released
+
+    def _histograms(self, requests: list[tuple[HistogramQuery, Allotment]]) -> list[Released]:
+        """Noisy per-feature histograms (``queries.histogram``), counted in one pass where the rows live -- in
+        the input's own coordinates, at user level over the kept rows -- each noised as one array by a mechanism
+        calibrated for its sensitivities (m times them at user level), and charged as it is released."""
+        if not all(isinstance(query, HistogramQuery) for query, _ in requests):
+            raise ValueError("histograms of the input's own coordinates are released apart from unit-box sums")
+        exact = self.rows.histograms([query for query, _ in requests])
+        out = []
+        for (query, allotment), counts in zip(requests, exact):
+            group = self.unit.max_rows
+            mechanism = calibrated(group * query.l2_bound, group * query.l1_bound, allotment)
+            spend = self.unit.stated(mechanism.spend(query.label))
+            out.append(Released({COUNTS: mechanism.apply(counts, self.noise)}, {COUNTS: noise_std(mechanism)}))
+            self.accountant.spend(spend)
+        return out
 
     def answer_reduced(self, requests):
         """Dense releases as usual, reduced on the driver; sparse ones noised and reduced where their buckets

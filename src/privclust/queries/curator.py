@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -90,9 +91,11 @@ def central_oracle(
         if isinstance(bounds, str):
             raise ValueError("bounds='data' is not supported for Spark input: declare public bounds")
         domain = make_domain(bounds, spark_features(X, ignore=_user_column(users)))
-        rows = SparkRows(X, transform=domain.to_unit, users=users)
+        rows = SparkRows(X, transform=partial(_to_unit, domain), users=users)
         try:
-            yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, None)
+            yield Curated(
+                _attached(domain, CentralOracle(rows, budget, accountant, noise, unit)), domain, rows.n_features, None
+            )
         finally:
             rows.close()
         return
@@ -107,7 +110,22 @@ def central_oracle(
     else:
         domain = make_domain(bounds, input_features(X))
     rows = MemoryRows(X, domain.n_features, transform=domain.to_unit, users=users)
-    yield Curated(CentralOracle(rows, budget, accountant, noise, unit), domain, rows.n_features, rows)
+    yield Curated(
+        _attached(domain, CentralOracle(rows, budget, accountant, noise, unit)), domain, rows.n_features, rows
+    )
+
+
+def _to_unit(domain: Domain, rows: np.ndarray) -> np.ndarray:
+    """``domain.to_unit``, shipped to Spark's executors with its domain pickled as a value: a private box
+    (found on the driver before anything is shipped) travels as the plain box it found."""
+    return domain.to_unit(rows)
+
+
+def _attached(domain: Domain, oracle: CentralOracle) -> CentralOracle:
+    """``oracle``, attached to ``domain``: a private box (``algorithms.private_box``) is found through the fit's
+    own oracle -- the rows it owns, its noise, its ledger -- when the rows fix their transform on first read."""
+    domain.attach(oracle)
+    return oracle
 
 
 def _user_column(users: UserBound | None) -> str | None:

@@ -40,6 +40,10 @@ Capabilities an oracle may offer:
 ``SAMPLED``
     a plan can be answered on a Poisson sample of the rows (``Plan.on_sample``):
     the trusted curator over rows in memory or kept by Spark's executors.
+``HISTOGRAMS``
+    noisy per-feature histograms of the rows in the input's own coordinates
+    (``queries.histogram``): what finds a private domain before the fit, so
+    the trusted curator only (wherever its rows live: memory, memory map, Spark).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ __all__ = [
     "LAPLACE",
     "DISTRIBUTED",
     "SAMPLED",
+    "HISTOGRAMS",
     "CapabilityError",
     "Part",
     "Spec",
@@ -88,6 +93,7 @@ EXACT = "exact access to the rows"
 LAPLACE = "pure epsilon-DP (Laplace) sums"
 DISTRIBUTED = "sparse releases reduced where the rows live (MPC)"
 SAMPLED = "parts of a plan answered on a Poisson sample of the rows"
+HISTOGRAMS = "per-feature histograms of the input's own coordinates (a private domain)"
 FAMILIES = ("gaussian", "laplace")
 _SLACK = 1e-9  # relative rounding slack when fractions of a part are added up
 
@@ -392,6 +398,14 @@ class Oracle(ABC):
         in the ledger's GDP accounting)."""
         view = copy.copy(self)
         view.budget = budget
+        return view
+
+    def within(self, budget: Budget) -> "Oracle":
+        """This oracle -- the same rows and noise -- planning within ``budget``, its spends recorded in a ledger
+        of their own (``budget``, under this oracle's, which records and checks them too): for a stage that
+        reports its own cost, as the private box reports its share of a fit."""
+        view = self.with_pool(budget)
+        view.accountant = PrivacyAccountant(budget, parent=self.accountant)
         return view
 
     def require(self, needs: Iterable[str], what: str = "it") -> None:

@@ -2,15 +2,18 @@
 
 A :class:`Rows` holds private rows somewhere -- an in-memory array or a memory
 map (:class:`MemoryRows`), a Spark DataFrame (``queries.spark.SparkRows``), one
-federated party's rows -- and answers the three questions an oracle may ask of
-them, always in the unit box of the declared bounds:
+federated party's rows -- and answers the questions an oracle may ask of
+them, in the unit box of the declared bounds (the histograms excepted):
 
 * ``sums(queries)``: the exact clipped per-bucket sums of several queries in
   one pass over the rows (dense, or the non-empty buckets of a sparse query);
 * ``contributions(query)``: every row's own clipped (bucket, value), chunk by
   chunk -- what each device computes in the local model;
 * ``map_rows(fn)``: exact rows mapped by ``fn`` -- for the central model's
-  exact-access mechanisms only.
+  exact-access mechanisms only;
+* ``histograms(queries)``: exact per-feature counts of the rows in the input's
+  own coordinates (``queries.histogram``) -- what a private box is found from,
+  before there is a domain to map into.
 
 At user level (``privacy.unit``) the rows keep at most m per user where they
 live: :class:`MemoryRows` answers every question over the rows a
@@ -44,6 +47,7 @@ from .._parallel import imap_chunks, map_chunks
 from .._validation import check_data, check_int
 from ..privacy.unit import UserBound
 from .base import ROW_COUNT, SumQuery, clip_blocks
+from .histogram import HistogramQuery, histogram_counts
 from .reduce import leaf_selections, merge_and_reduce, split, tree_height
 from .voronoi import VoronoiCells
 
@@ -91,6 +95,12 @@ class Rows(ABC):
     def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``fn`` of every chunk of unit-box rows, concatenated in row order (exact access)."""
         raise NotImplementedError(f"{type(self).__name__} gives no exact access to its rows")
+
+    def histograms(self, queries: list[HistogramQuery]) -> list[np.ndarray]:
+        """Exact ``(d, n_buckets)`` counts of every histogram query (``queries.histogram``) in one pass over the
+        rows in the input's own coordinates -- checked, at user level the kept ones, not mapped into the unit
+        box: these queries find the domain that map needs.  Exact: only an oracle may see them."""
+        raise NotImplementedError(f"{type(self).__name__} counts no histograms of its input")
 
     samplable = False  # whether poisson_sample works where the rows live (the oracle then has ``SAMPLED``)
 
@@ -314,8 +324,11 @@ class MemoryRows(Rows):
         self._chunk_rows = int(chunk_rows or chunk_rows_for(self.n_features))
         self._data = None  # the checked array, on first use
         self._prepared: list[RowChunk] | None = None
+        self._settled = False  # the transform fixed (a private domain found): see _ready
 
-    def _ready(self) -> np.ndarray:
+    def _checked(self) -> np.ndarray:
+        """The checked input (numeric, finite, of the declared width) and, at user level, the kept rows chosen:
+        all the histograms of the input's own coordinates need (no transform)."""
         if self._data is None:
             data = check_data(self._input, self._what)  # numeric and finite; refused before any release
             if data.shape[1] != self.n_features:
@@ -325,9 +338,19 @@ class MemoryRows(Rows):
             starts = range(0, self._released_rows(data), self._chunk_rows)
             self._slices = [slice(s, s + self._chunk_rows) for s in starts]
             self._data = data
+        return self._data
+
+    def _ready(self) -> np.ndarray:
+        data = self._checked()
+        if not self._settled:
+            # The transform is fixed here, on the calling thread, before any row is mapped or counted: a domain
+            # found by releases of its own (a private box, ``algorithms.private_box``) is found now -- first,
+            # whether the rows are in memory or memory-mapped -- and never from a worker thread.
+            self._transform(np.zeros((0, self.n_features)))
+            self._settled = True
             if not isinstance(data, np.memmap):
                 self._prepared = map_chunks(self._prepare, self._slices)
-        return self._data
+        return data
 
     def _released_rows(self, data) -> int:
         return data.shape[0] if self._keep is None else self._keep.size
@@ -388,6 +411,21 @@ class MemoryRows(Rows):
         for parts in imap_chunks(one, chunks):
             answers.add(parts)
         return answers.result()
+
+    def histograms(self, queries):
+        """In one pass, chunk by chunk on every core: a chunk of kept rows is read at a time (never a copy of
+        them all), and at most a few chunks' counts are in flight."""
+        self._checked()
+        totals = [np.zeros((q.n_features, q.n_buckets)) for q in queries]
+
+        def count(rows: slice) -> list[np.ndarray]:
+            chunk = np.asarray(self._at(rows), dtype=np.float64)
+            return [histogram_counts(q, chunk) for q in queries]
+
+        for parts in imap_chunks(count, self._slices):
+            for total, part in zip(totals, parts):
+                total += part
+        return totals
 
     def contributions(self, query, select=None):
         data = self._ready()

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..privacy.unit import missing_ids_refusal
 from .base import ROW_COUNT
+from .histogram import histogram_counts
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, merge_sparse
@@ -117,8 +118,21 @@ def _packed_batches(batches):
 
 
 def _unpack(packed, n_features: int, transform) -> _SparkChunk:
-    raw = np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
-    return _SparkChunk(raw, transform)
+    return _SparkChunk(_unpack_raw(packed, n_features), transform)
+
+
+def _unpack_raw(packed, n_features: int) -> np.ndarray:
+    return np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
+
+
+def _histograms_of(totals, rows: np.ndarray, queries):
+    """One more chunk (input coordinates) counted into a task's running histograms (None: none yet)."""
+    parts = [histogram_counts(q, rows) for q in queries]
+    return parts if totals is None else [t + p for t, p in zip(totals, parts)]
+
+
+def _merge_histograms(a, b):
+    return b if a is None else a if b is None else [x + y for x, y in zip(a, b)]
 
 
 def _kept_by_coins(partition: int, chunks, rate: float, seed: int):
@@ -150,35 +164,26 @@ class SparkRows(Rows):
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
+        self._raw = None  # the rows in the input's coordinates, cached while histograms of them are asked for
         self._samples: list[SparkRows] = []  # cached samples of these rows, dropped with them
         self._share = 1.0  # of the frame's rows these rows are expected to hold (a sample's rate: public)
 
-    def _ready(self):
-        if self._rdd is not None:
-            return self._rdd
+    def _check_ids(self) -> None:
+        """Refuse missing user ids once, before the first read of the rows (and so before any release)."""
         if self._ids is not None:
             refuse_missing_ids(*self._ids)
+            self._ids = None
 
+    def _packed(self):
         try:
             with warnings.catch_warnings():
                 # The rows travel as Arrow batches into numpy, never through pandas: PySpark's notice
                 # about its support of pandas >= 3 does not concern this path.
                 warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
                 packed = self._frame.mapInArrow(_packed_batches, "rows long, block binary")
-            rdd = packed.rdd
+            return packed.rdd
         except Exception as exc:  # Spark Connect sessions have no RDD API
             raise ValueError(f"privclust needs a classic Spark session (DataFrame.rdd): {exc}") from None
-        rdd = self._persist(rdd.map(partial(_unpack, n_features=self.n_features, transform=self._transform)))
-        # One pass that also fills the cache.  Refusing missing values is what the in-memory
-        # rows do too (check_data); the refusal comes before any release and names no row.
-        if not rdd.map(lambda chunk: chunk.finite).fold(True, lambda a, b: a and b):
-            rdd.unpersist()
-            raise ValueError(
-                "the Spark DataFrame has missing or non-finite values: drop or impute them first "
-                "(e.g. df.na.drop()); privclust does not guess values for private rows"
-            )
-        self._rdd = rdd
-        return rdd
 
     def _persist(self, rdd):
         from pyspark import StorageLevel
@@ -190,12 +195,53 @@ class SparkRows(Rows):
         local = master == "local" or master.startswith("local[")  # not local-cluster: its executors are JVMs
         return rdd.persist(StorageLevel.DISK_ONLY if local else StorageLevel.MEMORY_AND_DISK)
 
+    def _cached(self, rdd, finite: Callable):
+        """``rdd`` persisted, in one pass that also fills the cache and refuses missing values -- as the in-memory
+        rows do (check_data): before any release, naming no row."""
+        rdd = self._persist(rdd)
+        if not rdd.map(finite).fold(True, lambda a, b: a and b):
+            rdd.unpersist()
+            raise ValueError(
+                "the Spark DataFrame has missing or non-finite values: drop or impute them first "
+                "(e.g. df.na.drop()); privclust does not guess values for private rows"
+            )
+        return rdd
+
+    def _ready(self):
+        if self._rdd is not None:
+            return self._rdd
+        self._check_ids()
+        # The transform is fixed here, on the driver, before it is shipped: a domain found by releases of its own
+        # (a private box) is found now, first, and travels to the executors as the plain box it found.
+        self._transform(np.zeros((0, self.n_features)))
+        if self._raw is not None:  # the rows the histograms counted (at user level the same kept rows), mapped
+            rdd = self._raw.map(partial(_SparkChunk, transform=self._transform))
+        else:
+            rdd = self._packed().map(partial(_unpack, n_features=self.n_features, transform=self._transform))
+        self._rdd = self._cached(rdd, lambda chunk: chunk.finite)
+        if self._raw is not None:
+            self._raw.unpersist()
+            self._raw = None
+        return self._rdd
+
+    def histograms(self, queries):
+        """One Spark job per call over the rows in the input's coordinates, cached by the executors on the first
+        call (the private box asks three times, each query depending on the last release) and mapped into the
+        unit box from that cache afterwards; every task folds its chunks into running counts."""
+        if self._raw is None:
+            self._check_ids()
+            raw = self._packed().map(partial(_unpack_raw, n_features=self.n_features))
+            self._raw = self._cached(raw, lambda rows: bool(np.all(np.isfinite(rows))))
+        totals = self._raw.treeAggregate(None, partial(_histograms_of, queries=queries), _merge_histograms)
+        return totals if totals is not None else [np.zeros((q.n_features, q.n_buckets)) for q in queries]
+
     def close(self) -> None:
         """Drop the cached chunks (and those of the samples taken of them) from the executors."""
         for sample in self._samples:
             sample.close()
-        if self._rdd is not None:
-            self._rdd.unpersist()
+        for rdd in (self._rdd, self._raw):
+            if rdd is not None:
+                rdd.unpersist()
 
     samplable = True
 
@@ -205,9 +251,10 @@ class SparkRows(Rows):
         in the cache, never from the rows' values.  The sample is cached in turn, so each of the passes made
         on it (the greedy start's levels) reads the kept rows only, and is dropped with these rows."""
         seed = int(rng.integers(2**63))
+        chunks = self._ready()
         sample = copy.copy(self)  # the same frame (its session's settings) and transform
-        sample._samples, sample._share = [], self._share * rate
-        sample._rdd = self._persist(self._ready().mapPartitionsWithIndex(partial(_kept_by_coins, rate=rate, seed=seed)))
+        sample._samples, sample._share, sample._raw = [], self._share * rate, None
+        sample._rdd = self._persist(chunks.mapPartitionsWithIndex(partial(_kept_by_coins, rate=rate, seed=seed)))
         self._samples.append(sample)
         return sample
 
