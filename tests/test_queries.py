@@ -241,14 +241,16 @@ def test_exponential_mechanism_accounts_and_validates():
         exponential_mechanism([np.nan], 0.1, 1.0, noise(), acc, "bad")
 
 
-def _lone_and_heavy(chunk):
-    return (chunk[:, 0] > 0.5).astype(np.intp), np.ones((len(chunk), 1))
+def _lone_and_heavy(chunk):  # bucket by the first column, valued by the second
+    return (chunk[:, 0] > 0.5).astype(np.intp), chunk[:, 1:2]
 
 
 def test_sparse_release_threshold_is_calibrated_and_keeps_a_lone_row_with_probability_delta():
     from privclust.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
-    rows = np.vstack([np.zeros((1, 1)), np.ones((200, 1))])  # bucket 0: one row; bucket 1: 200 rows
+    # Bucket 0: the worst case for partition selection -- without its row of value 1 (a neighbour), it holds
+    # 0.999, under the listing floor, so that neighbour never lists it; bucket 1: 200 rows.
+    rows = np.vstack([[[0.0, 0.999], [0.0, 1.0]], np.ones((200, 2))])
     query = SumQuery("lone", 2, (Block("value", 1, 1.0),), _lone_and_heavy, sparse=True)
     delta = 0.2
     kept_lone = 0
@@ -262,10 +264,41 @@ def test_sparse_release_threshold_is_calibrated_and_keeps_a_lone_row_with_probab
     mu = plan.allotment("sel").mu
     assert mu == pytest.approx(gdp_mu(1.0, 0.2))  # the pool gets the delta the selection does not take
     tau = sparse_threshold(GaussianMechanism(1.0, 1.0 / mu), delta)
-    assert norm.sf((tau - 1.0) * mu) == pytest.approx(delta)  # a one-row bucket clears it w.p. delta
+    # a bucket only one neighbour lists holds under floor (1) + one row (1): it clears tau w.p. delta
+    assert norm.sf((tau - 2.0) * mu) == pytest.approx(delta)
     assert o.accountant.spends[-1].delta == delta and o.accountant.spends[-1].label == "lone/threshold"
     laplace_tau = sparse_threshold(LaplaceMechanism(1.0, 2.0), delta)
-    assert 0.5 * math.exp(-(laplace_tau - 1.0) / 2.0) == pytest.approx(delta)
+    assert 0.5 * math.exp(-(laplace_tau - 2.0) / 2.0) == pytest.approx(delta)
+
+
+def test_a_sparse_release_never_noises_a_bucket_under_one_rows_value():
+    """The listing floor: a bucket whose exact first value is under one row's most is not noised, so never
+    kept -- however small the noise, and at no cost in secure draws."""
+    rows = np.vstack([[[0.0, 0.999]], np.ones((50, 2))])  # bucket 0 holds 0.999, bucket 1 holds 50
+    query = SumQuery("lone", 2, (Block("value", 1, 1.0),), _lone_and_heavy, sparse=True)
+    o = oracle(rows, Budget(50.0, 0.5), seed=0)  # tiny noise: 0.999 would clear the old threshold half the time
+    draws = []
+    o.noise = _Counting(o.noise, draws)
+    plan = o.plan([Part("sel", share=1.0, delta=0.4)], needs={SPARSE})
+    out = plan.release(query, "sel")
+    assert list(out.ids) == [1] and draws == [1]  # one bucket noised: the heavy one
+
+
+class _Counting:
+    """A noise source that records how many values each draw noises."""
+
+    def __init__(self, inner, sizes):
+        self.inner, self.sizes = inner, sizes
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+
+        def counted(*args, **kwargs):
+            out = method(*args, **kwargs)
+            self.sizes.append(int(np.size(out)))
+            return out
+
+        return counted if callable(method) else method
 
 
 def test_stable_argmax_suppresses_a_single_count_at_the_promised_rate():

@@ -135,14 +135,15 @@ def test_laplace_sums_are_noised_for_m_rows_in_l1():
 
 
 def test_a_sparse_release_keeps_a_bucket_only_above_the_threshold_for_m_new_buckets():
-    """A user may add m buckets, each holding at most m rows: each clears the threshold with probability
-    delta / m, checked against scipy's normal and the Laplace tail."""
+    """A user may add m buckets, each holding at most m rows: each, listed by one neighbour only (under the
+    listing floor m plus m), clears the threshold with probability delta / m, checked against scipy's
+    normal and the Laplace tail."""
     m, delta = 5, 1e-6
     gauss = GaussianMechanism(m * 1.0, 3.0)
-    assert sparse_threshold(gauss, delta, m) == pytest.approx(m + 3.0 * norm.isf(delta / m))
-    assert 1 - norm.cdf((sparse_threshold(gauss, delta, m) - m) / 3.0) == pytest.approx(delta / m, rel=1e-6)
+    assert sparse_threshold(gauss, delta, m) == pytest.approx(2 * m + 3.0 * norm.isf(delta / m))
+    assert 1 - norm.cdf((sparse_threshold(gauss, delta, m) - 2 * m) / 3.0) == pytest.approx(delta / m, rel=1e-6)
     lap = LaplaceMechanism(m * 1.0, 2.0)
-    assert 0.5 * math.exp(-(sparse_threshold(lap, delta, m) - m) / 2.0) == pytest.approx(delta / m, rel=1e-9)
+    assert 0.5 * math.exp(-(sparse_threshold(lap, delta, m) - 2 * m) / 2.0) == pytest.approx(delta / m, rel=1e-9)
     query = SumQuery("cells", 10**6, (Block("v", 1, 1.0),), lambda c: (np.zeros(len(c), np.intp), c), sparse=True)
     from privclust.queries.plan import Allotment
 
@@ -151,7 +152,7 @@ def test_a_sparse_release_keeps_a_bucket_only_above_the_threshold_for_m_new_buck
 
     unit = PrivacyUnit(m, True)
     spends, threshold = release_spends(query, block_mechanisms(query, allotment, m), allotment, unit)
-    assert threshold == pytest.approx(m + m * norm.isf(delta / m))  # std = m / mu
+    assert threshold == pytest.approx(2 * m + m * norm.isf(delta / m))  # floor m, plus m, plus std z; std = m / mu
     assert {s.relation for s in spends} == {user_relation(m)}
 
 

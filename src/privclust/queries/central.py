@@ -17,10 +17,10 @@ adds the noise once, and records every block's spend.  At user level
 sensitivity is m times a row's and a sparse release's threshold covers m new
 buckets.  A sparse query
 (a huge universe of buckets) is answered by Gaussian (or Laplace) partition
-selection: the non-empty buckets get the block noise, and a bucket is kept
-when its noisy first value reaches the threshold that a bucket holding one
-row clears with probability at most the release's delta; that delta is
-charged too.
+selection: the buckets whose exact first value reaches one row's most (the
+listing floor) get the block noise, and a bucket is kept when its noisy first
+value reaches the threshold that a bucket only one neighbour lists clears
+with probability at most the release's delta; that delta is charged too.
 
 A sparse query that ``narrows`` (the greedy's finer levels) is answered only
 at the candidates it names from the significant buckets of the release
@@ -88,6 +88,7 @@ __all__ = [
     "noised",
     "release_spends",
     "sparse_threshold",
+    "listing_floor",
     "in_memory",
 ]
 
@@ -120,9 +121,22 @@ def noise_std(mechanism) -> float:
     return 0.0
 
 
+def listing_floor(mechanism) -> float:
+    """The exact first value a bucket of a sparse release must reach to be noised at all: one row's most.
+
+    Buckets below it are never noised (most of a fine level's non-empty buckets hold a row or two, and
+    every secure draw costs ~10 us), and the keep-threshold is raised by as much (:func:`sparse_threshold`),
+    so the release stays Gaussian partition selection with the same delta: a bucket that only one of two
+    neighbours lists has exact first value below floor + sensitivity there (its value in the other
+    neighbour is below the floor, or it is absent there and holds only the changed row), and clears
+    floor + sensitivity + std z(delta) with probability at most delta.  A bucket both list is the
+    Gaussian release it always was."""
+    return float(mechanism.sensitivity)
+
+
 def sparse_threshold(mechanism, delta: float, group: int = 1) -> float:
-    """The keep-threshold of a sparse release: a bucket holding one row (first value at most the
-    sensitivity) clears it with probability ``delta``.
+    """The keep-threshold of a sparse release: a bucket that only one of two neighbours lists (exact first
+    value below ``listing_floor`` + the sensitivity) clears it with probability ``delta``.
 
     With ``group`` rows changed at once (a user's m rows; the mechanism's sensitivity is then m times a
     row's), the change may add up to ``group`` buckets, each with first value at most the sensitivity: each
@@ -133,9 +147,10 @@ def sparse_threshold(mechanism, delta: float, group: int = 1) -> float:
     if not 0 < delta < 1:
         raise ValueError(f"the sparse release's delta must lie in (0, 1), got {delta!r}")
     per_bucket = delta / group
+    reach = listing_floor(mechanism) + mechanism.sensitivity  # what such a bucket's exact first value stays under
     if isinstance(mechanism, LaplaceMechanism):  # P[Lap(b) >= t] = exp(-t / b) / 2
-        return float(mechanism.sensitivity + mechanism.scale * math.log(1.0 / (2.0 * per_bucket)))
-    return float(mechanism.sensitivity + mechanism.std * norm.isf(per_bucket))
+        return float(reach + mechanism.scale * math.log(1.0 / (2.0 * per_bucket)))
+    return float(reach + mechanism.std * norm.isf(per_bucket))
 
 
 def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,10 +181,15 @@ def release_spends(
 
 def noised(query: SumQuery, mechanisms, total, noise: NoiseSource, threshold: float | None) -> Released:
     """Exact sums (a dense array, or a sparse answer's (ids, sums)) noised block by block; a sparse
-    release keeps the buckets whose noisy first value clears ``threshold``."""
+    release noises the buckets whose exact first value reaches the listing floor and keeps those whose
+    noisy first value clears ``threshold``."""
     ids = None
     if query.sparse:
         ids, total = total
+    if threshold is not None:
+        first = query.block_slices()[0][1].start
+        listed = total[:, first] >= listing_floor(mechanisms[0])
+        ids, total = ids[listed], total[listed]
     values, std = {}, {}
     for (block, cols), mechanism in zip(query.block_slices(), mechanisms):
         values[block.name] = mechanism.apply(total[:, cols], noise)
