@@ -132,6 +132,7 @@ def test_the_default_start_is_sphere_packing_and_says_so(blobs):
     [
         ("fastlloyd", {"init": "kmeans++"}, "init must be one of"),
         ("fastlloyd", {"init_share": 0.3}, "needs init='greedy' or 'mean'"),
+        ("fastlloyd", {"init": "center", "init_share": 0.3}, "needs init='greedy' or 'mean'"),
         ("fastlloyd", {"init": "mean", "init_share": 0.01}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": 0.99}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": True}, "init_share must be a number"),
@@ -251,3 +252,53 @@ def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
     start = seen[0]
     distances = np.linalg.norm(start - X.mean(axis=0), axis=1)
     np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+
+
+def test_the_center_start_puts_the_centers_around_the_box_center(blobs, monkeypatch):
+    """init='center': k centers at MEAN_START_RADIUS from the unit box's center, wherever the rows are."""
+    X = blobs[0] * 0.3 + 0.6  # the rows far from the box's center (0) in the unit box of bounds (-1, 1)
+    seen = []
+    monkeypatch.setattr(
+        lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
+    )
+    KMeans(
+        3, bounds=(-1, 1), epsilon=1e6, algorithm="fastlloyd", algorithm_params={"init": "center"}, random_state=0
+    ).fit(X)
+    np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), lloyd_module.MEAN_START_RADIUS, rtol=1e-9)
+
+
+@pytest.mark.parametrize("public_n", [None, 3000])
+def test_the_center_start_is_free_and_the_steps_noise_is_sphere_packings(blobs, spy, public_n):  # noqa: F811
+    """The center start reads nothing: the fit spends exactly (epsilon, delta), all on the count and the steps,
+    and every release is calibrated as from sphere packing (same parts, same noise stds)."""
+    eps, delta = 0.7, 1e-6
+
+    def fit(init):
+        spy.clear()
+        m = KMeans(
+            3,
+            bounds=(-1, 1),
+            epsilon=eps,
+            delta=delta,
+            algorithm="fastlloyd",
+            algorithm_params={"init": init},
+            public_n=public_n,
+            random_state=0,
+        ).fit(blobs[0])
+        return m, [mech.std for r in spy for mech in r.mechanisms]
+
+    center, center_noise = fit("center")
+    sphere, sphere_noise = fit("sphere")
+    assert center.fit_info_["init"] == {"start": "box center"}
+    assert center.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert center.privacy_spent_.delta == pytest.approx(delta, rel=1e-9)
+    assert compose_mu(*[st.mu for st in center.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    assert [st.label for st in center.privacy_spent_.steps] == [st.label for st in sphere.privacy_spent_.steps]
+    assert center_noise == pytest.approx(sphere_noise, rel=1e-12)
+
+
+def test_the_center_start_and_a_public_start_are_not_both_taken(blobs):
+    with pytest.raises(ValueError, match="init=<array> is a start of its own"):
+        KMeans(3, bounds=(-1, 1), init=blobs[1], algorithm="fastlloyd", algorithm_params={"init": "center"}).fit(
+            blobs[0]
+        )

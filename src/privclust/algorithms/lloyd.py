@@ -49,7 +49,9 @@ centers (``geometry.init``): data-independent, free.  Every member also takes th
 user's own public centers (the estimator's ``init=<array>``, option ``start``):
 declared, not read off the rows, so mapping them into the unit box through the
 domain (clipped to it) and starting there costs nothing -- the map reads only the
-domain, which is public or a released box.  FastLloyd also takes a
+domain, which is public or a released box.  FastLloyd's ``algorithm_params={"init":
+"center"}`` is public too: k centers close to the unit box's center in public random
+directions (:func:`center_start`), free for the same reason.  FastLloyd also takes a
 private, data-dependent start, ``algorithm_params={"init": "greedy"}`` (issue
 17): the private greedy (``algorithms.greedy``, its default options) in a public
 share s = ``init_share`` of the budget, then FastLloyd from the greedy's k
@@ -140,6 +142,7 @@ __all__ = [
     "INITS",
     "DEFAULT_INIT_SHARE",
     "AUTO_FASTLLOYD",
+    "center_start",
     "reseed_dead",
     "shrink_moves",
 ]
@@ -341,8 +344,10 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
     return ctx.oracle.open(lloyd_spec(ctx, family, what))
 
 
-INITS = ("sphere", "greedy", "mean", "auto")  # sphere packing (public); the private greedy or the noisy mean in
-# init_share; "auto": the mean start from MEAN_START_MIN_D dimensions, sphere packing below (a public rule)
+INITS = ("sphere", "greedy", "mean", "auto", "center")  # sphere packing (public); the private greedy or the noisy mean
+# in init_share; "auto": the mean start from MEAN_START_MIN_D dimensions, sphere packing below (a public rule);
+# "center": k centers around the box's center (public, free)
+PUBLIC_INITS = ("sphere", "center")  # starts that read nothing: no share of the budget
 MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
@@ -400,9 +405,9 @@ def _init_option(params: dict, d: int) -> tuple[str, float | None]:
             )
     if params[START] is not None and init != "sphere":
         raise ValueError(
-            f"init=<array> is a public start and algorithm_params init={init!r} a private one: give one of them"
+            f"init=<array> is a start of its own and algorithm_params init={init!r} another one: give one of them"
         )
-    if init == "sphere":
+    if init in PUBLIC_INITS:
         if share is not None:
             raise ValueError("init_share is a private start's share of the budget: it needs init='greedy' or 'mean'")
         return init, None
@@ -487,9 +492,24 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
         MEAN_START_PART,
     )
     mean = np.clip(released["sum"][0] / max(float(released["count"][0, 0]), 1.0), -1.0, 1.0)  # post-processing
-    directions = ctx.randomness.geometry().normal(size=(ctx.n_clusters, d))
+    return _around(ctx, mean)
+
+
+def center_start(ctx: FitContext) -> np.ndarray:
+    """k centers at ``MEAN_START_RADIUS`` from the unit box's center in public random directions: the mean
+    start's shape around a public point instead of a released one, so it costs nothing (it reads only k, d and
+    public randomness).  Where the budget is too small for FastLloyd's steps to move its centers far (the
+    shrinkage keeps a move that is mostly noise near zero), the centers stay about where they start, and the
+    box's center is nearer most data than sphere packing's far-apart points; the first step still splits the
+    rows by direction.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3"); not auto's start."""
+    return _around(ctx, np.zeros(ctx.n_features))
+
+
+def _around(ctx: FitContext, point: np.ndarray) -> np.ndarray:
+    """k centers at ``MEAN_START_RADIUS`` from ``point`` in public random directions (unit box)."""
+    directions = ctx.randomness.geometry().normal(size=(ctx.n_clusters, ctx.n_features))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
+    return np.clip(point + MEAN_START_RADIUS * directions, -1.0, 1.0)
 
 
 def _fastlloyd_start(ctx: FitContext, params: dict) -> tuple[str, float | None, GreedyStart | None, Spec]:
@@ -519,6 +539,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     plan = ctx.oracle.open(spec)
     if init == "sphere":
         centers = _initial_centers(ctx, public_start)
+    elif init == "center":
+        centers = center_start(ctx)
     n = estimate_rows(ctx, plan)
     if start is not None:
         sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
@@ -544,6 +566,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         info["init"] = start.info(plan, sample_rate)
     elif init == "mean":
         info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
+    elif init == "center":
+        info["init"] = {"start": "box center"}
     else:
         info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}
     return FitResult(centers, done, n, info)
