@@ -132,7 +132,7 @@ def test_the_default_start_is_sphere_packing_and_says_so(blobs):
     [
         ("fastlloyd", {"init": "kmeans++"}, "init must be one of"),
         ("fastlloyd", {"init_share": 0.3}, "needs init='greedy' or 'mean'"),
-        ("fastlloyd", {"init": "center", "init_share": 0.3}, "needs init='greedy' or 'mean'"),
+        ("fastlloyd", {"init": "compact", "init_share": 0.3}, "needs init='greedy' or 'mean'"),
         ("fastlloyd", {"init": "mean", "init_share": 0.01}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": 0.99}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": True}, "init_share must be a number"),
@@ -254,23 +254,52 @@ def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
     np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
 
 
-def test_the_center_start_puts_the_centers_around_the_box_center(blobs, monkeypatch):
-    """init='center': k centers at MEAN_START_RADIUS from the unit box's center, wherever the rows are."""
-    X = blobs[0] * 0.3 + 0.6  # the rows far from the box's center (0) in the unit box of bounds (-1, 1)
+def _start_of(monkeypatch, X, **kwargs) -> np.ndarray:
+    """The centers FastLloyd's steps start from (its run_lloyd replaced by a recorder)."""
     seen = []
     monkeypatch.setattr(
         lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
     )
-    KMeans(
-        3, bounds=(-1, 1), epsilon=1e6, algorithm="fastlloyd", algorithm_params={"init": "center"}, random_state=0
-    ).fit(X)
-    np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), lloyd_module.MEAN_START_RADIUS, rtol=1e-9)
+    KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=0, **kwargs).fit(X)
+    return seen[0]
+
+
+def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, monkeypatch):
+    X = blobs[0]
+    sphere = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "sphere"})
+    pulled = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "compact"})
+    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
+
+
+def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
+    """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
+    per cluster for the budget), sphere packing where it affords more, and never in the plane."""
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, COMPACT_MIN_D, MIN_ITERATIONS
+
+    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
+
+    def info(n, epsilon, d=6):
+        model = KMeans(
+            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=n
+        )
+        return model.fit(X[:n, :d])
+
+    low, high = info(300, 0.1), info(40_000, 1.0)
+    assert low.n_iter_ == MIN_ITERATIONS and low.fit_info_["init"] == {
+        "start": "compact sphere packing",
+        "scale": lloyd_module.COMPACT_SCALE,
+    }
+    assert high.n_iter_ > MIN_ITERATIONS and high.fit_info_["init"] == {"start": "sphere packing"}
+    assert info(300, 0.1, d=COMPACT_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
+    pulled = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params=AUTO_FASTLLOYD)
+    sphere = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params={"init": "sphere"})
+    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
 
 
 @pytest.mark.parametrize("public_n", [None, 3000])
-def test_the_center_start_is_free_and_the_steps_noise_is_sphere_packings(blobs, spy, public_n):  # noqa: F811
-    """The center start reads nothing: the fit spends exactly (epsilon, delta), all on the count and the steps,
-    and every release is calibrated as from sphere packing (same parts, same noise stds)."""
+def test_the_compact_start_is_free_and_the_steps_noise_is_sphere_packings(blobs, spy, public_n):  # noqa: F811
+    """The compact start reads nothing: the fit spends exactly (epsilon, delta), all on the count and the
+    steps, and every release is calibrated as from sphere packing (same parts, same noise stds)."""
     eps, delta = 0.7, 1e-6
 
     def fit(init):
@@ -287,18 +316,18 @@ def test_the_center_start_is_free_and_the_steps_noise_is_sphere_packings(blobs, 
         ).fit(blobs[0])
         return m, [mech.std for r in spy for mech in r.mechanisms]
 
-    center, center_noise = fit("center")
+    pulled, pulled_noise = fit("compact")
     sphere, sphere_noise = fit("sphere")
-    assert center.fit_info_["init"] == {"start": "box center"}
-    assert center.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
-    assert center.privacy_spent_.delta == pytest.approx(delta, rel=1e-9)
-    assert compose_mu(*[st.mu for st in center.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
-    assert [st.label for st in center.privacy_spent_.steps] == [st.label for st in sphere.privacy_spent_.steps]
-    assert center_noise == pytest.approx(sphere_noise, rel=1e-12)
+    assert pulled.fit_info_["init"]["start"] == "compact sphere packing"
+    assert pulled.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert pulled.privacy_spent_.delta == pytest.approx(delta, rel=1e-9)
+    assert compose_mu(*[st.mu for st in pulled.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    assert [st.label for st in pulled.privacy_spent_.steps] == [st.label for st in sphere.privacy_spent_.steps]
+    assert pulled_noise == pytest.approx(sphere_noise, rel=1e-12)
 
 
-def test_the_center_start_and_a_public_start_are_not_both_taken(blobs):
+def test_the_compact_start_and_a_public_start_are_not_both_taken(blobs):
     with pytest.raises(ValueError, match="init=<array> is a start of its own"):
-        KMeans(3, bounds=(-1, 1), init=blobs[1], algorithm="fastlloyd", algorithm_params={"init": "center"}).fit(
+        KMeans(3, bounds=(-1, 1), init=blobs[1], algorithm="fastlloyd", algorithm_params={"init": "compact"}).fit(
             blobs[0]
         )

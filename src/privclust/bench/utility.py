@@ -55,10 +55,6 @@ DEFAULT_EPSILONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
-    "fastlloyd-center-start": (
-        "fastlloyd",
-        {**AUTO_FASTLLOYD, "init": "center"},
-    ),  # auto's FastLloyd from the box center
     "fastlloyd-auto": ("fastlloyd", AUTO_FASTLLOYD),  # FastLloyd as auto runs it (dead centers, shrinkage)
     # auto's choice (its algorithm_params["choice"]): the public rule; a private selection where the rule cannot
     # tell and the comparison is precise; or wherever the rule cannot tell
