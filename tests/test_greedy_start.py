@@ -274,7 +274,7 @@ def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, mon
 def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
     """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
     per cluster for the budget), sphere packing where it affords more, and never in the plane."""
-    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, COMPACT_MIN_D, MIN_ITERATIONS
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D, MIN_ITERATIONS
 
     X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
 
@@ -290,7 +290,7 @@ def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_few
         "scale": lloyd_module.COMPACT_SCALE,
     }
     assert high.n_iter_ > MIN_ITERATIONS and high.fit_info_["init"] == {"start": "sphere packing"}
-    assert info(300, 0.1, d=COMPACT_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
+    assert info(300, 0.1, d=AUTO_RULES_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
     pulled = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params=AUTO_FASTLLOYD)
     sphere = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params={"init": "sphere"})
     np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
@@ -331,3 +331,43 @@ def test_the_compact_start_and_a_public_start_are_not_both_taken(blobs):
         KMeans(3, bounds=(-1, 1), init=blobs[1], algorithm="fastlloyd", algorithm_params={"init": "compact"}).fit(
             blobs[0]
         )
+
+
+def test_auto_fastlloyd_runs_a_third_round_from_the_signal_with_the_same_total_noise(spy):  # noqa: F811
+    """rounds='signal' (auto's FastLloyd): where Su et al.'s estimate is at its floor of 2 but n eps / k >=
+    ROUNDS_SIGNAL, three rounds, each release drawing a third of the same part (its noise std sqrt(3/2) times
+    a half's), the fit still spending exactly (epsilon, delta); below the signal or in the plane, two."""
+    from privclust.algorithms.lloyd import AUTO_RULES_MIN_D, MIN_ITERATIONS, ROUNDS_SIGNAL
+
+    X = np.random.default_rng(5).uniform(-1.0, 1.0, size=(1_000, 6))
+    eps, delta = 1.0, 1e-6
+
+    def fit(rule, epsilon=eps, d=6):
+        spy.clear()
+        params = {"init": "auto", "reseed": True, "shrink": True, "rounds": rule}
+        m = KMeans(
+            3,
+            bounds=(-1, 1),
+            epsilon=epsilon,
+            delta=delta,
+            algorithm="fastlloyd",
+            algorithm_params=params,
+            public_n=1_000,
+            random_state=0,
+        ).fit(X[:, :d])
+        return m, [[mech.std for mech in r.mechanisms] for r in spy]
+
+    assert 1_000 * eps / 3 >= ROUNDS_SIGNAL
+    su, su_noise = fit("su")
+    signal, signal_noise = fit("signal")
+    assert su.n_iter_ == MIN_ITERATIONS and signal.n_iter_ == MIN_ITERATIONS + 1
+    for t in range(MIN_ITERATIONS):  # each round's noise: a third of the part instead of a half
+        np.testing.assert_allclose(signal_noise[t], np.array(su_noise[t]) * math.sqrt(3 / 2), rtol=1e-9)
+    assert signal.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert compose_mu(*[st.mu for st in signal.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    low_epsilon = 0.9 * ROUNDS_SIGNAL * 3 / 1_000
+    assert fit("signal", epsilon=low_epsilon)[0].n_iter_ == MIN_ITERATIONS
+    signal_of = ROUNDS_SIGNAL * 10
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D) == MIN_ITERATIONS + 1
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D - 1) == MIN_ITERATIONS
+    assert lloyd_module.rounds("signal", 5, signal_of, AUTO_RULES_MIN_D) == 5  # never fewer than Su et al.'s

@@ -144,6 +144,9 @@ __all__ = [
     "INITS",
     "DEFAULT_INIT_SHARE",
     "AUTO_FASTLLOYD",
+    "rounds",
+    "ROUNDS",
+    "ROUNDS_SIGNAL",
     "compact",
     "COMPACT_SCALE",
     "reseed_dead",
@@ -302,6 +305,22 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
     return out
 
 
+def rounds(rule: str, estimate: int, signal: float, d: int) -> int:
+    """FastLloyd's number of rounds by ``rule`` (``ROUNDS``) from Su et al.'s clamped ``estimate`` and the
+    public signal n eps / k (n public or the noisy count) and d.
+
+    Su et al.'s estimate asks n^2 / k^3 to be large before it affords a third round, so on a few thousand
+    rows it stays at its floor of 2 however large epsilon is.  With ``"signal"`` a third round is run from
+    n eps / k >= ``ROUNDS_SIGNAL``: a cell of that many rows per unit of epsilon still moves its center
+    past the noise in a third step (held-out mixtures in docs/benchmarks.md); below it a third round
+    only splits the budget thinner.  Every round draws 1 / T of the same part, so T changes the noise of
+    each release, never the total (the plan's shares do not depend on it).  From ``AUTO_RULES_MIN_D``
+    dimensions, as the compact start."""
+    if rule == "signal" and d >= AUTO_RULES_MIN_D and signal >= ROUNDS_SIGNAL:
+        return max(estimate, MIN_ITERATIONS + 1)
+    return estimate
+
+
 def _clamp_iterations(estimate: float) -> int:
     if not math.isfinite(estimate):
         return MAX_ITERATIONS
@@ -349,11 +368,12 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
 
 INITS = ("sphere", "greedy", "mean", "auto", "compact")  # sphere packing (public); the private greedy or the noisy
 # mean in init_share; "compact": sphere packing pulled towards the box's center (public); "auto": the mean start
-# from MEAN_START_MIN_D dimensions; below it, from COMPACT_MIN_D, the compact start where the signal affords only
+# from MEAN_START_MIN_D dimensions; below it, from AUTO_RULES_MIN_D, the compact start where the signal affords only
 # MIN_ITERATIONS iterations; sphere packing elsewhere (a public rule)
 PUBLIC_INITS = ("sphere", "compact")  # starts that read nothing: no share of the budget
 COMPACT_SCALE = 0.3  # the compact start's pull: measured on held-out mixtures, docs/benchmarks.md
-COMPACT_MIN_D = 3  # init="auto" pulls sphere packing in from d = 3 (measured there; the plane is not auto's FastLloyd)
+AUTO_RULES_MIN_D = 3  # init="auto"'s compact start and rounds="signal" act from d = 3 (measured there; in the plane
+# auto runs the greedy or evolve wherever these would act)
 MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
@@ -370,7 +390,11 @@ _RESEED = {
 }
 # FastLloyd as ``auto`` runs it: the paper's algorithm (the defaults, which stand in for its code in the
 # benchmarks) with the mean start in many dimensions, dead centers reseeded and moves shrunk (docs/algorithms.md)
-AUTO_FASTLLOYD = {"init": "auto", "reseed": True, "shrink": True}
+AUTO_FASTLLOYD = {"init": "auto", "reseed": True, "shrink": True, "rounds": "signal"}
+# FastLloyd's number of rounds: Su et al.'s estimate ("su", the paper's), or that estimate with a third round where
+# the public signal n eps / k is at least ROUNDS_SIGNAL ("signal"; measured: docs/benchmarks.md)
+ROUNDS = ("su", "signal")
+ROUNDS_SIGNAL = 100.0
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
@@ -384,7 +408,12 @@ declare(
             "postprocess": Param(_POSTPROCESS, "fold"),
             START: _START,
         },
-        params={**_RESEED, "init": Param(OneOf(INITS), "sphere"), "init_share": Param(Interval(*INIT_SHARE_RANGE))},
+        params={
+            **_RESEED,
+            "init": Param(OneOf(INITS), "sphere"),
+            "init_share": Param(Interval(*INIT_SHARE_RANGE)),
+            "rounds": Param(OneOf(ROUNDS), "su"),
+        },
     )
 )
 for _name, _label in (("glloyd", "GLloyd"), ("sulloyd", "SuLloyd")):
@@ -514,7 +543,7 @@ def compact(centers: np.ndarray) -> np.ndarray:
     move the centers to the data and sphere packing's spread finds better optima (on a 30,000-row mixture
     the compact start ended 1.5x worse), so ``init="auto"`` pulls them in only where the iteration estimate
     (a public function of n, k, d and the budget) is at its floor, ``MIN_ITERATIONS``, and d is at least
-    ``COMPACT_MIN_D``.  It reads only the
+    ``AUTO_RULES_MIN_D``.  It reads only the
     public start, so it costs nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
     return COMPACT_SCALE * centers
 
@@ -558,9 +587,9 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     eta = fastlloyd_eta(d, k, alpha)
     spread = 1.0 + math.sqrt(4.0 * d)
     estimate = _clamp_iterations(4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2))
-    T = params["max_iter"] or estimate
+    T = params["max_iter"] or rounds(params["rounds"], estimate, n * ctx.budget.epsilon / k, d)
     pulled = init == "compact" or (
-        params["init"] == "auto" and init == "sphere" and d >= COMPACT_MIN_D and estimate <= MIN_ITERATIONS
+        params["init"] == "auto" and init == "sphere" and d >= AUTO_RULES_MIN_D and estimate <= MIN_ITERATIONS
     )
     if pulled and public_start is None:  # a public start (init=<array>) is the user's: never moved
         centers = compact(centers)
