@@ -370,4 +370,5 @@ def test_auto_fastlloyd_runs_a_third_round_from_the_signal_with_the_same_total_n
     signal_of = ROUNDS_SIGNAL * 10
     assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D) == MIN_ITERATIONS + 1
     assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D - 1) == MIN_ITERATIONS
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, lloyd_module.MEAN_START_MIN_D) == MIN_ITERATIONS
     assert lloyd_module.rounds("signal", 5, signal_of, AUTO_RULES_MIN_D) == 5  # never fewer than Su et al.'s
