@@ -542,10 +542,10 @@ def compact(centers: np.ndarray) -> np.ndarray:
     2.15).  Pulled in, they keep sphere packing's spread of directions -- the first step still cuts the rows
     into k cells -- at a fraction of the distance.  Where the signal affords more iterations, Lloyd's steps
     move the centers to the data and sphere packing's spread finds better optima (on a 30,000-row mixture
-    the compact start ended 1.5x worse), so ``init="auto"`` pulls them in only where the iteration estimate
-    (a public function of n, k, d and the budget) is at its floor, ``MIN_ITERATIONS``, and d is at least
-    ``AUTO_RULES_MIN_D``.  It reads only the
-    public start, so it costs nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
+    the compact start at every epsilon ended with 1.5x the excess over k-means++), so ``init="auto"`` pulls
+    them in only where the iteration estimate (a public function of n, k, d and the budget) is at its floor,
+    ``MIN_ITERATIONS``, and d is at least ``AUTO_RULES_MIN_D``.  It reads only the public start, so it costs
+    nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
     return COMPACT_SCALE * centers
 
 
