@@ -132,6 +132,7 @@ def test_the_default_start_is_sphere_packing_and_says_so(blobs):
     [
         ("fastlloyd", {"init": "kmeans++"}, "init must be one of"),
         ("fastlloyd", {"init_share": 0.3}, "needs init='greedy' or 'mean'"),
+        ("fastlloyd", {"init": "compact", "init_share": 0.3}, "needs init='greedy' or 'mean'"),
         ("fastlloyd", {"init": "mean", "init_share": 0.01}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": 0.99}, "init_share must be a number"),
         ("fastlloyd", {"init": "greedy", "init_share": True}, "init_share must be a number"),
@@ -251,3 +252,123 @@ def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
     start = seen[0]
     distances = np.linalg.norm(start - X.mean(axis=0), axis=1)
     np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+
+
+def _start_of(monkeypatch, X, **kwargs) -> np.ndarray:
+    """The centers FastLloyd's steps start from (its run_lloyd replaced by a recorder)."""
+    seen = []
+    monkeypatch.setattr(
+        lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
+    )
+    KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", random_state=0, **kwargs).fit(X)
+    return seen[0]
+
+
+def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, monkeypatch):
+    X = blobs[0]
+    sphere = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "sphere"})
+    pulled = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "compact"})
+    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
+
+
+def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
+    """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
+    per cluster for the budget), sphere packing where it affords more, and never in the plane."""
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D, MIN_ITERATIONS
+
+    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
+
+    def info(n, epsilon, d=6):
+        model = KMeans(
+            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=n
+        )
+        return model.fit(X[:n, :d])
+
+    low, high = info(300, 0.1), info(40_000, 1.0)
+    assert low.n_iter_ == MIN_ITERATIONS and low.fit_info_["init"] == {
+        "start": "compact sphere packing",
+        "scale": lloyd_module.COMPACT_SCALE,
+    }
+    assert high.n_iter_ > MIN_ITERATIONS and high.fit_info_["init"] == {"start": "sphere packing"}
+    assert info(300, 0.1, d=AUTO_RULES_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
+    pulled = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params=AUTO_FASTLLOYD)
+    sphere = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params={"init": "sphere"})
+    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
+
+
+@pytest.mark.parametrize("public_n", [None, 3000])
+def test_the_compact_start_is_free_and_the_steps_noise_is_sphere_packings(blobs, spy, public_n):  # noqa: F811
+    """The compact start reads nothing: the fit spends exactly (epsilon, delta), all on the count and the
+    steps, and every release is calibrated as from sphere packing (same parts, same noise stds)."""
+    eps, delta = 0.7, 1e-6
+
+    def fit(init):
+        spy.clear()
+        m = KMeans(
+            3,
+            bounds=(-1, 1),
+            epsilon=eps,
+            delta=delta,
+            algorithm="fastlloyd",
+            algorithm_params={"init": init},
+            public_n=public_n,
+            random_state=0,
+        ).fit(blobs[0])
+        return m, [mech.std for r in spy for mech in r.mechanisms]
+
+    pulled, pulled_noise = fit("compact")
+    sphere, sphere_noise = fit("sphere")
+    assert pulled.fit_info_["init"]["start"] == "compact sphere packing"
+    assert pulled.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert pulled.privacy_spent_.delta == pytest.approx(delta, rel=1e-9)
+    assert compose_mu(*[st.mu for st in pulled.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    assert [st.label for st in pulled.privacy_spent_.steps] == [st.label for st in sphere.privacy_spent_.steps]
+    assert pulled_noise == pytest.approx(sphere_noise, rel=1e-12)
+
+
+def test_the_compact_start_and_a_public_start_are_not_both_taken(blobs):
+    with pytest.raises(ValueError, match="init=<array> is a start of its own"):
+        KMeans(3, bounds=(-1, 1), init=blobs[1], algorithm="fastlloyd", algorithm_params={"init": "compact"}).fit(
+            blobs[0]
+        )
+
+
+def test_auto_fastlloyd_runs_a_third_round_from_the_signal_with_the_same_total_noise(spy):  # noqa: F811
+    """rounds='signal' (auto's FastLloyd): where Su et al.'s estimate is at its floor of 2 but n eps / k >=
+    ROUNDS_SIGNAL, three rounds, each release drawing a third of the same part (its noise std sqrt(3/2) times
+    a half's), the fit still spending exactly (epsilon, delta); below the signal or in the plane, two."""
+    from privclust.algorithms.lloyd import AUTO_RULES_MIN_D, MIN_ITERATIONS, ROUNDS_SIGNAL
+
+    X = np.random.default_rng(5).uniform(-1.0, 1.0, size=(1_000, 6))
+    eps, delta = 1.0, 1e-6
+
+    def fit(rule, epsilon=eps, d=6):
+        spy.clear()
+        params = {"init": "auto", "reseed": True, "shrink": True, "rounds": rule}
+        m = KMeans(
+            3,
+            bounds=(-1, 1),
+            epsilon=epsilon,
+            delta=delta,
+            algorithm="fastlloyd",
+            algorithm_params=params,
+            public_n=1_000,
+            random_state=0,
+        ).fit(X[:, :d])
+        return m, [[mech.std for mech in r.mechanisms] for r in spy]
+
+    assert 1_000 * eps / 3 >= ROUNDS_SIGNAL
+    su, su_noise = fit("su")
+    signal, signal_noise = fit("signal")
+    assert su.n_iter_ == MIN_ITERATIONS and signal.n_iter_ == MIN_ITERATIONS + 1
+    for t in range(MIN_ITERATIONS):  # each round's noise: a third of the part instead of a half
+        np.testing.assert_allclose(signal_noise[t], np.array(su_noise[t]) * math.sqrt(3 / 2), rtol=1e-9)
+    assert signal.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
+    assert compose_mu(*[st.mu for st in signal.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
+    low_epsilon = 0.9 * ROUNDS_SIGNAL * 3 / 1_000
+    assert fit("signal", epsilon=low_epsilon)[0].n_iter_ == MIN_ITERATIONS
+    signal_of = ROUNDS_SIGNAL * 10
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D) == MIN_ITERATIONS + 1
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D - 1) == MIN_ITERATIONS
+    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, lloyd_module.MEAN_START_MIN_D) == MIN_ITERATIONS
+    assert lloyd_module.rounds("signal", 5, signal_of, AUTO_RULES_MIN_D) == 5  # never fewer than Su et al.'s

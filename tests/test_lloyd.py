@@ -270,7 +270,8 @@ def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
     from privclust.algorithms.lloyd import AUTO_FASTLLOYD, MEAN_START_MIN_D
 
     rng = np.random.default_rng(2)
-    for d, start in ((MEAN_START_MIN_D - 1, "sphere packing"), (MEAN_START_MIN_D, "noisy mean")):
+    # below MEAN_START_MIN_D: sphere packing (on these 500 rows pulled in: the compact start, test_greedy_start)
+    for d, start in ((MEAN_START_MIN_D - 1, "compact sphere packing"), (MEAN_START_MIN_D, "noisy mean")):
         X = rng.uniform(-1.0, 1.0, size=(500, d))
         model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=500)
         assert model.fit(X).fit_info_["init"]["start"] == start
