@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from ..queries.base import Block, SumQuery
+from ..queries.base import Block, SumQuery, significant_buckets
 from ..queries.plan import ADAPTIVE, Part, Spec
 from ..queries.voronoi import VoronoiCells, count_values
 from .base import FitContext, FitResult, algorithm_params, count_part, estimate_rows, register, weighted_kmeans
@@ -47,6 +47,8 @@ __all__ = ["evolve", "evolve_spec", "vote_query", "VOTES_PART", "MIN_MUTANTS"]
 VOTES_PART = "votes"
 MIN_MUTANTS = 4  # mutants per survivor, at least
 MIN_STEP = 1.0 / 32.0  # the mutation scale stops halving here (a fraction of the first)
+ZOOM_SHRINK = 0.5  # a uniform population's votes narrow the search box when its widths shrink at least this much
+ZOOM_MASS = 0.25  # ... and the candidates they name hold at least this share of all the votes
 INITS = ("uniform", "latin")
 
 declare(
@@ -91,9 +93,32 @@ def _first_population(size: int, d: int, init: str, rng: np.random.Generator) ->
     return np.stack([rng.permutation(strata) for _ in range(d)], axis=1)
 
 
-def _mutants(survivors: np.ndarray, per: int, scale: float, df: float, rng: np.random.Generator) -> np.ndarray:
+def _mutants(
+    survivors: np.ndarray, per: int, scale: float | np.ndarray, df: float, rng: np.random.Generator
+) -> np.ndarray:
     steps = rng.standard_t(df, size=(survivors.shape[0] * per, survivors.shape[1])) * scale
     return np.clip(np.repeat(survivors, per, axis=0) + steps, -1.0, 1.0)
+
+
+def _zoomed(population: np.ndarray, released, box: np.ndarray) -> np.ndarray | None:
+    """The smaller search box a uniform population's votes point to, or None to keep ``box``.
+
+    The candidates whose votes clear what noise reaches over the whole population (``significant_buckets``:
+    a Bonferroni floor, so an empty cell passes with probability at most 5% in all) hold the rows near
+    them; their bounding box, widened on each side by the population's spacing in ``box`` (the reach of a
+    candidate's cell), is the new box -- when its widths' geometric mean is at most ``ZOOM_SHRINK`` of
+    ``box``'s.  Post-processing of the release and of the public population."""
+    votes = released.values["count"][:, 0]
+    significant = significant_buckets(released)
+    if significant.size == 0 or votes[significant].sum() < ZOOM_MASS * votes.sum():
+        return None
+    held = population[significant]
+    width = box[1] - box[0]
+    spacing = width * population.shape[0] ** (-1.0 / population.shape[1])
+    zoom = np.clip(np.stack([held.min(axis=0) - spacing, held.max(axis=0) + spacing]), -1.0, 1.0)
+    if np.exp(np.mean(np.log((zoom[1] - zoom[0]) / width))) > ZOOM_SHRINK:
+        return None
+    return zoom
 
 
 @register("evolve", spec=evolve_spec)
@@ -108,20 +133,35 @@ def evolve(ctx: FitContext) -> FitResult:
     rng = ctx.randomness.geometry()
     population = _first_population(k * (per + 1), d, params["init"], rng)
     survivors = population[:k]
-    kept_sizes, vote_std = [], 0.0
+    kept_sizes, vote_std, zooms = [], 0.0, 0
+    box, uniform, since = np.array([[-1.0] * d, [1.0] * d]), True, 0  # the search box; the population fills it
     for g in range(generations):
         released = plan.release(vote_query(population, f"generation {g + 1}"), VOTES_PART, 1.0 / generations)
         votes = released["count"][:, 0]
         vote_std = float(np.max(released.std["count"]))  # the release's public error model
         floor = params["floor_z"] * vote_std
-        weights = np.where(votes > floor, votes, 0.0)
+        weights = np.maximum(votes - floor, 0.0)  # soft-thresholded: a vote just above the floor weighs little
         kept_sizes.append(int(np.count_nonzero(weights)))
         if np.any(weights > 0):
             survivors = weighted_kmeans(population, weights, k, rng)  # k rows: the population holds >= 5 k
         if ctx.callback is not None:
             ctx.callback(g + 1, generations)
         if g + 1 < generations:
-            scale = params["step"] * max(0.5**g, MIN_STEP)
+            zoom = _zoomed(population, released, box) if uniform else None
+            if zoom is not None:  # start again, uniform in the box the votes point to
+                box, since, zooms = zoom, 0, zooms + 1
+                fresh = rng.uniform(box[0], box[1], size=(k * per, d))
+                population = np.vstack([survivors, fresh])
+                continue
+            uniform, half = False, (box[1] - box[0]) / 2.0
+            scale = params["step"] * half * max(0.5**since, MIN_STEP)
+            since += 1
             population = np.vstack([survivors, _mutants(survivors, per, scale, params["tail_df"], rng)])
-    info = {"generations": generations, "population": k * (per + 1), "kept": kept_sizes, "vote_std": vote_std}
+    info = {
+        "generations": generations,
+        "population": k * (per + 1),
+        "kept": kept_sizes,
+        "vote_std": vote_std,
+        "zooms": zooms,
+    }
     return FitResult(np.asarray(survivors, dtype=float), generations, n, info)
