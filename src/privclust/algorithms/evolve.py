@@ -9,10 +9,18 @@ the votes' noise depends on the budget and the number of generations only.  Ever
 release is post-processing of it and of public randomness:
 
 * the candidates whose noisy vote is not above the noise floor (``floor_z`` noise standard deviations)
-  are dropped, and a weighted k-means of the others (weights: their noisy votes) names k survivors;
-* each survivor is kept and spawns mutants at a public scale that shrinks from generation to
-  generation (``step`` times the box's half-width, halved every generation down to 1/32 of it,
-  heavy-tailed: a Student t with ``tail_df`` degrees of freedom), clipped to the unit box; the
+  are dropped, and a weighted k-means of the others (weights: their noisy votes less the floor, so a
+  vote just above it weighs little) names k survivors;
+* after a generation whose population was uniform in the search box (the first, at the start the
+  unit box), the candidates whose votes clear a Bonferroni floor over the whole population
+  (``queries.base.significant_buckets``) may point to a smaller box: their hull widened by the
+  population's spacing, taken when they hold at least ``ZOOM_MASS`` of the votes and the widths'
+  geometric mean shrinks to ``ZOOM_SHRINK`` or less.  Then the next population is the survivors and
+  a fresh uniform draw in that box, and the mutation scale starts again from it -- declared bounds
+  much looser than the data cost a generation, not the search (``fit_info_["zooms"]`` counts them);
+* otherwise each survivor is kept and spawns mutants at a public scale that shrinks from generation
+  to generation (``step`` times the search box's half-widths, halved every generation down to 1/32 of
+  it, heavy-tailed: a Student t with ``tail_df`` degrees of freedom), clipped to the unit box; the
   survivors and their mutants are the next population.
 
 The answer is the last generation's k survivors.  The population holds about ``n /
@@ -25,7 +33,7 @@ the axes paired by random permutations -- in one dimension a fixed set of points
 Privacy: the plan is a noisy count (unless ``public_n``) and ``generations`` Gaussian releases of
 the votes, each 1/``generations`` of the same pooled part, so they compose exactly in GDP to the
 part's mu; the count and the votes share the pool as the Lloyd family's plans do.  The population
-of every generation is a function of public randomness and of earlier releases only, so each release
+of every generation (and the search box) is a function of public randomness and of earlier releases only, so each release
 is a histogram over public cells: adding or removing a row changes one count by 1 (an l2 and l1
 sensitivity of 1).  Nothing else reads the rows.
 """
