@@ -36,8 +36,8 @@ def test_the_rule():
     # too few clusters or rows for evolve: FastLloyd below the greedy's signal, the greedy above it
     assert choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[0] == "fastlloyd"
     assert choose(1_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "greedy"
-    assert choose(EVOLVE_MIN_N - 1, 2, 3, 0.5, adaptive=True)[0] == "fastlloyd"
-    assert choose(EVOLVE_MIN_N, 2, 3, 0.5, adaptive=True)[0] == "evolve"
+    assert choose(EVOLVE_MIN_N - 1, 2, 4, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(EVOLVE_MIN_N, 2, 4, 0.5, adaptive=True)[0] == "evolve"
     why = choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[1]
     assert f"k = {EVOLVE_MIN_K - 1} < {EVOLVE_MIN_K}" in why
     assert choose(10_000, 3, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # evolve only in the plane
