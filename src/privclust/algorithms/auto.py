@@ -10,8 +10,9 @@ rows themselves -- so it is post-processing of public values and releases:
   ``evolve`` (private evolution by votes whose sensitivity does not grow with the domain, after
   PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat the greedy
   on 13 of 14 held-out 2-d mixtures' cells with n epsilon / k from 100 to 300 (k = 4 to 50; level
-  above 300), and FastLloyd on 14 of 15 cells below 100 with k = 3 to 8 (docs/choosing.md).  At
-  k = 2, and with 150 rows or fewer, FastLloyd was ahead, so it stays there;
+  above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
+  plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
+  stays there;
 * d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL`` otherwise: the private greedy, which puts a center on
   every cluster it can see and is within a few percent of k-means++ once each cluster holds enough
   rows for its budget;
