@@ -9,7 +9,7 @@ rows themselves -- so it is post-processing of public values and releases:
 * d <= 2, k >= ``EVOLVE_MIN_K``, n >= ``EVOLVE_MIN_N`` and n epsilon / k < ``EVOLVE_SIGNAL``:
   ``evolve`` (private evolution by votes whose sensitivity does not grow with the domain, after
   PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat the greedy
-  on 13 of 14 held-out 2-d mixtures' cells with n epsilon / k from 100 to 300 (k = 4 to 50; level
+  on 12 of 13 held-out 2-d mixtures' cells with n epsilon / k from 100 to 300 (k = 4 to 50; level
   above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
   plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
   stays there;
