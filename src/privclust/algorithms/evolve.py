@@ -65,7 +65,7 @@ declare(
         "evolve",
         params={
             "generations": Param(Integer(1, 1000)),  # None: int(4 sqrt(d)), PE-means' rule
-            "rows_per_candidate": Param(Interval(0.0, math.inf, closed="neither"), 5.0),
+            "rows_per_candidate": Param(Interval(0.0, math.inf, closed="neither"), 10.0),
             "floor_z": Param(Interval(0.0, math.inf), 1.0),
             "step": Param(Interval(0.0, 2.0, closed="right"), 0.05),
             "tail_df": Param(Interval(0.0, math.inf, closed="neither"), 1.5),
