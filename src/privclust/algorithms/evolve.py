@@ -114,8 +114,9 @@ def _zoomed(population: np.ndarray, released, box: np.ndarray) -> np.ndarray | N
     The candidates whose votes clear what noise reaches over the whole population (``significant_buckets``:
     a Bonferroni floor, so an empty cell passes with probability at most 5% in all) hold the rows near
     them; their bounding box, widened on each side by the population's spacing in ``box`` (the reach of a
-    candidate's cell), is the new box -- when they hold at least ``ZOOM_MASS`` of all the (noisy) votes, so
-    that little is left outside, and its widths' geometric mean is at most ``ZOOM_SHRINK`` of ``box``'s.
+    candidate's cell), is the new box -- when they hold at least ``ZOOM_MASS`` of all the (noisy) votes (a
+    real share of the rows behind the zoom, not a few lucky cells) and its widths' geometric mean is at most
+    ``ZOOM_SHRINK`` of ``box``'s.
     Post-processing of the release and of the public population."""
     votes = released.values["count"][:, 0]
     significant = significant_buckets(released)
