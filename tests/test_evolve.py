@@ -120,8 +120,10 @@ def test_the_population_grows_with_n_up_to_its_cap(blobs4):
         )
         return model.fit(blobs4).fit_info_["population"]
 
-    assert population(400) == 4 * (10 + 1)  # n / (10 k) mutants per survivor
-    assert population(4000) == 4 * (100 + 1)
+    assert population(400) == 4 * (20 + 1)  # n / (5 k) mutants per survivor below MANY_ROWS rows
+    assert population(4000) == 4 * (200 + 1)
+    assert population(20_000) == 4 * (500 + 1)  # n / (10 k) from MANY_ROWS rows on
+    assert population(20_000, rows_per_candidate=5.0) == 4 * (1000 + 1)  # as the user asks
     assert population(4000, max_population=400) == 400  # 4 x (99 + 1)
     assert population(4000, max_population=8) == 4 * (4 + 1)  # never below MIN_MUTANTS per survivor
 
