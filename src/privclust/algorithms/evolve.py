@@ -65,7 +65,7 @@ MANY_ROWS = 10_000  # from this many rows (public or noisy) a candidate stands f
 def rows_per_candidate(n: float) -> float:
     """The default rows per candidate: 10 from ``MANY_ROWS`` rows on, 5 below (a function of the public or
     released n).  Measured on held-out 2-d mixtures (docs/algorithms.md, evolve): with 8,000 rows or more
-    10 was lower on 19 of 20 (set, epsilon) cells, with fewer it lost up to 1.4x."""
+    10 was lower on 19 of 22 (set, epsilon) cells, with fewer it lost up to 1.4x."""
     return 10.0 if n >= MANY_ROWS else 5.0
 
 
