@@ -1,5 +1,6 @@
-"""auto picks evolve in the plane with few rows per cluster (k >= 10): its cost against FastLloyd's on six 2-d
-Gaussian mixtures nobody tuned on (docs/choosing.md).  Seeded noise, for the comparison only."""
+"""auto picks evolve in the plane with few rows per cluster (this checked the first such rule: from k = 10 below
+n eps / k = 100): its cost against FastLloyd's on six 2-d Gaussian mixtures nobody tuned on (docs/choosing.md).
+Seeded noise, for the comparison only."""
 
 import warnings
 

@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
-from privclust.algorithms.auto import GREEDY_SIGNAL, GREEDY_START, GREEDY_START_SIGNAL, choose
+from privclust.algorithms.auto import (
+    EVOLVE_MIN_K,
+    EVOLVE_MIN_N,
+    EVOLVE_SIGNAL,
+    GREEDY_SIGNAL,
+    GREEDY_START,
+    GREEDY_START_SIGNAL,
+    choose,
+)
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
@@ -17,13 +25,24 @@ def blobs(n, d, k, seed=0):
 
 def test_the_rule():
     assert choose(None, 6, 3, 1.0, adaptive=False)[0] == "greedy"  # one-round models
-    assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= 100
-    assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "evolve"  # 50 < 100, and k >= EVOLVE_MIN_K
-    assert choose(4_000, 2, 4, 0.05, adaptive=True)[0] == "fastlloyd"  # 50 < 100, but k < EVOLVE_MIN_K
+    assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= EVOLVE_SIGNAL
+    assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "evolve"  # 50 < EVOLVE_SIGNAL, k >= EVOLVE_MIN_K
+    assert choose(4_000, 2, 4, 0.05, adaptive=True)[0] == "evolve"  # k = 4 >= EVOLVE_MIN_K
+    # evolve below its signal, the greedy from it on, whatever k (from EVOLVE_MIN_K)
+    n = EVOLVE_SIGNAL * 20 / 0.5
+    assert choose(n * 0.99, 2, 20, 0.5, adaptive=True)[0] == "evolve"
+    assert choose(n, 2, 20, 0.5, adaptive=True)[0] == "greedy"
+    assert choose(n * 0.99, 1, 20, 0.5, adaptive=True)[0] == "evolve"
+    # too few clusters or rows for evolve: FastLloyd below the greedy's signal, the greedy above it
+    assert choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[0] == "fastlloyd"
+    assert choose(1_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "greedy"
+    assert choose(EVOLVE_MIN_N - 1, 2, 4, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(EVOLVE_MIN_N, 2, 4, 0.5, adaptive=True)[0] == "evolve"
+    why = choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[1]
+    assert f"k = {EVOLVE_MIN_K - 1} < {EVOLVE_MIN_K}" in why
     assert choose(10_000, 3, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # evolve only in the plane
     assert choose(99_000, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3: 9,900 is not yet enough
     n = GREEDY_SIGNAL * 4 / 0.5
-    assert choose(n, 2, 4, 0.5, adaptive=True)[0] == "greedy"
     # d = 3: FastLloyd from the greedy's centers once n epsilon / k reaches the same signal, else plain FastLloyd
     assert choose(n, 3, 4, 0.5, adaptive=True)[0] == GREEDY_START
     assert choose(n * 0.99, 3, 4, 0.5, adaptive=True)[0] == "fastlloyd"

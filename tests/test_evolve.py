@@ -120,7 +120,40 @@ def test_the_population_grows_with_n_up_to_its_cap(blobs4):
         )
         return model.fit(blobs4).fit_info_["population"]
 
-    assert population(400) == 4 * (20 + 1)  # n / (5k) mutants per survivor
+    assert population(400) == 4 * (20 + 1)  # n / (5 k) mutants per survivor below MANY_ROWS rows
     assert population(4000) == 4 * (200 + 1)
+    assert population(20_000) == 4 * (500 + 1)  # n / (10 k) from MANY_ROWS rows on
+    assert population(20_000, rows_per_candidate=5.0) == 4 * (1000 + 1)  # as the user asks
     assert population(4000, max_population=400) == 400  # 4 x (99 + 1)
     assert population(4000, max_population=8) == 4 * (4 + 1)  # never below MIN_MUTANTS per survivor
+
+
+def test_a_box_ten_times_wider_than_the_data_is_narrowed_by_the_votes(blobs4):
+    errors, zooms = [], []
+    for seed in range(3):
+        model = KMeans(4, epsilon=1.0, delta=1e-6, bounds=(-10, 10), algorithm="evolve", random_state=seed)
+        model.fit(blobs4)
+        errors.append(np.linalg.norm(model.cluster_centers_[:, None] - CENTERS[None], axis=2).min(axis=0).max())
+        zooms.append(model.fit_info_.get("zooms"))
+    assert sorted(errors)[1] < 0.1  # as in the tight box: a center on every cluster
+    assert min(zooms) >= 1
+
+
+def test_the_zoom_reads_only_votes_that_clear_the_noise_over_the_whole_population():
+    from privclust.algorithms.evolve import ZOOM_SHRINK, _zoomed
+    from privclust.queries.base import Released
+
+    rng = np.random.default_rng(0)
+    population = rng.uniform(-1, 1, size=(400, 2))
+    box = np.array([[-1.0, -1.0], [1.0, 1.0]])
+    near = np.flatnonzero(np.abs(population).max(axis=1) < 0.2)
+    votes = np.zeros((400, 1))
+    votes[near] = 100.0
+    zoom = _zoomed(population, Released({"count": votes}, {"count": 1.0}), box)
+    assert zoom is not None
+    assert np.all(zoom[0] <= population[near].min(axis=0)) and np.all(zoom[1] >= population[near].max(axis=0))
+    assert np.all(zoom[1] - zoom[0] <= ZOOM_SHRINK * 2.0)
+    # the same votes under noise 30 times larger clear no floor: the box stays
+    assert _zoomed(population, Released({"count": votes}, {"count": 30.0}), box) is None
+    # a box the votes fill is not narrowed
+    assert _zoomed(population, Released({"count": np.full((400, 1), 100.0)}, {"count": 1.0}), box) is None

@@ -311,3 +311,21 @@ def test_reseeding_is_an_option_of_the_private_lloyd_family(blobs):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"reseed": "yes"}).fit(X)
     with pytest.raises(ValueError, match="shrink must be True or False"):
         KMeans(3, bounds=(-1, 1), algorithm="glloyd", algorithm_params={"shrink": 1}).fit(X)
+
+
+def test_the_mean_start_with_shrinkage_takes_at_least_its_minimum_of_steps():
+    from privclust.algorithms.lloyd import MEAN_START_MIN_ITERATIONS, MIN_ITERATIONS
+
+    rng = np.random.default_rng(4)
+    X = np.clip(rng.normal(0, 0.3, (600, 40)), -1, 1)  # few rows in many dimensions: eq. 21 asks for its minimum
+
+    def steps(max_iter=None, **params):
+        model = KMeans(
+            4, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, max_iter=max_iter, random_state=0
+        )
+        return model.fit(X).n_iter_
+
+    assert steps(init="mean") == MIN_ITERATIONS  # without shrinkage: eq. 21's count
+    assert steps(init="mean", shrink=True) == MEAN_START_MIN_ITERATIONS
+    assert steps(init="sphere", shrink=True) == MIN_ITERATIONS
+    assert steps(3, init="mean", shrink=True) == 3  # the user's max_iter wins

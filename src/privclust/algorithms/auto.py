@@ -6,8 +6,15 @@ rows themselves -- so it is post-processing of public values and releases:
 
 * a model that answers one round only (local, shuffle): the greedy, the only algorithm that
   asks all its questions at once;
-* d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL``: the private greedy, which puts a center on every
-  cluster it can see and is within a few percent of k-means++ once each cluster holds enough
+* d <= 2, k >= ``EVOLVE_MIN_K``, n >= ``EVOLVE_MIN_N`` and n epsilon / k < ``EVOLVE_SIGNAL``:
+  ``evolve`` (private evolution by votes whose sensitivity does not grow with the domain, after
+  PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat the greedy
+  on 12 of 13 held-out 2-d mixtures' cells with n epsilon / k from 100 to 300 (k = 4 to 50; level
+  above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
+  plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
+  stays there;
+* d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL`` otherwise: the private greedy, which puts a center on
+  every cluster it can see and is within a few percent of k-means++ once each cluster holds enough
   rows for its budget;
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
   (``algorithm_params={"init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the budget):
@@ -15,13 +22,6 @@ rows themselves -- so it is post-processing of public values and releases:
 * d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
   dimensions the greedy needs far more rows per cluster before its centers are a better start
   than the sphere packing;
-* d <= 2, k >= ``EVOLVE_MIN_K`` and n epsilon / k < ``GREEDY_SIGNAL``: ``evolve`` (private evolution
-  by votes whose sensitivity does not grow with the domain, after PE-means).  With few rows per
-  cluster in the plane its AUC excess is 0.43-0.84x FastLloyd's on S1, Birch2 and held-out 2-d
-  mixtures with k = 32 and 64 (docs/benchmarks.md, "PE-means and evolve"); on six fresh mixtures
-  with k = 10 to 40 (n epsilon / k 38-62, six seeds) its cost is 0.28-0.65x FastLloyd's on five and
-  1.11x on one (k = 16 at epsilon 0.1).  Below k = 10 it was mixed (LSun, k = 3: better; a
-  held-out k = 8: 1.08x; 50 standardized rows, k = 3: 1.33x), so FastLloyd stays there;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
 
 The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
@@ -76,7 +76,9 @@ __all__ = [
     "selects",
     "GREEDY_SIGNAL",
     "GREEDY_START_SIGNAL",
+    "EVOLVE_SIGNAL",
     "EVOLVE_MIN_K",
+    "EVOLVE_MIN_N",
     "GREEDY_START",
     "CHOICES",
     "MEAN_START",
@@ -87,7 +89,9 @@ __all__ = [
 ]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
-EVOLVE_MIN_K = 10  # the fewest clusters for which evolve replaces FastLloyd in the plane (below the greedy's signal)
+EVOLVE_SIGNAL = 300.0  # n epsilon / k below which evolve beats the greedy and FastLloyd in the plane
+EVOLVE_MIN_K = 4  # ... with at least this many clusters (at k <= 3 it lost by up to 1.7x on held-out mixtures)
+EVOLVE_MIN_N = 300  # ... and this many rows (n: public or the noisy count): fewer leave its population too coarse
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
 GREEDY_START = "fastlloyd-greedy-start"
 # What ``choose`` may name -> (the algorithm, its algorithm_params)
@@ -138,6 +142,12 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     if not adaptive:
         return "greedy", "this privacy model answers one round of queries: the greedy asks all of its at once"
     signal = n * epsilon / k
+    if d <= 2 and signal < EVOLVE_SIGNAL and k >= EVOLVE_MIN_K and n >= EVOLVE_MIN_N:
+        return "evolve", (
+            f"d = {d} <= 2, k = {k} >= {EVOLVE_MIN_K}, n = {n:.0f} >= {EVOLVE_MIN_N} and n epsilon / k = {signal:.3g} "
+            f"< {EVOLVE_SIGNAL:g}: evolve's votes, whose noise does not grow with the domain, beat the greedy's "
+            "and FastLloyd's releases with this few rows per cluster"
+        )
     if d <= 2 and signal >= GREEDY_SIGNAL:
         return "greedy", f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}"
     if d == 3 and signal >= GREEDY_SIGNAL:
@@ -151,11 +161,10 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
         )
     if d > 2:
         return "fastlloyd", f"d = {d} > 2 and n epsilon / k = {signal:.3g}: FastLloyd is the more accurate there"
-    if k < EVOLVE_MIN_K:
-        return "fastlloyd", f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy"
-    return "evolve", (
-        f"d = {d} <= 2 and n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the "
-        "greedy; the votes' noise does not grow with the domain"
+    too_few = f"k = {k} < {EVOLVE_MIN_K}" if k < EVOLVE_MIN_K else f"n = {n:.0f} < {EVOLVE_MIN_N}"
+    return "fastlloyd", (
+        f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy, and {too_few} "
+        "for evolve"
     )
 
 

@@ -379,6 +379,10 @@ MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
 MEAN_START_RADIUS = 0.1  # the k centers' distance from the noisy mean (unit box): only their directions matter
+# With the mean start and shrinkage at least this many steps (Su et al.'s count is 2 on MNIST): the centers start
+# together at the mean and need steps to reach their clusters, and a move that is mostly noise is shrunk to nearly
+# none, so a step costs little where the noise wins.  Measured: docs/algorithms.md, "dead centers"
+MEAN_START_MIN_ITERATIONS = 6
 START_SAMPLE_SIGNAL = 20_000.0  # n eps / k of the rows the greedy start reads: more is sampled down to it
 DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measured, docs/choosing.md
 INIT_SHARE_RANGE = (0.05, 0.95)
@@ -594,6 +598,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     )
     if pulled and public_start is None:  # a public start (init=<array>) is the user's: never moved
         centers = compact(centers)
+    if not params["max_iter"] and init == "mean" and params["shrink"]:
+        T = max(T, MEAN_START_MIN_ITERATIONS)
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
     centers, done, sizes = run_lloyd(
         ctx, plan, centers, steps, postprocess, reseed=params["reseed"], shrink=params["shrink"]

@@ -327,7 +327,7 @@ def _greedy(selection: str = "histogram"):
 def _evolve():
     # One generation, one center, five public candidates at fixed places (a one-dimensional Latin
     # hypercube: -0.8, -0.4, 0, 0.4, 0.8): the center is the mean of the candidates whose noisy vote clears
-    # the floor, weighted by it.  D's rows vote for -0.4; the extra row at the far edge votes for 0.8.
+    # the floor, weighted by how far it clears it.  D's rows vote for -0.4; the extra row at the far edge votes for 0.8.
     D = _rows((-0.5, 200))
     params = {"generations": 1, "rows_per_candidate": 50.0, "init": "latin"}
     return _fits(_kmeans("evolve", len(D), seeded=True, algorithm_params=params), D, np.vstack([D, [[1.0]]]))
