@@ -1,4 +1,4 @@
-"""The private domain (geometry.private_box, algorithms.private_box): a box holding nearly all rows, found from noisy histograms."""
+"""The private domain (geometry.private_box, privclust.private_domain): a box holding nearly all rows, found from noisy histograms."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from privclust import KMeans
-from privclust.algorithms import private_box as stage
-from privclust.algorithms.private_box import private_bounds
+from privclust import private_domain as stage
 from privclust.cli import app
 from privclust.geometry import private_box as pb
 from privclust.geometry.private_box import DOMAIN_LABELS, NoScaleFound
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import NoiseSource
+from privclust.private_domain import private_bounds
 from privclust.queries.histogram import histogram_counts
 from privclust.queries.rows import MemoryRows
 

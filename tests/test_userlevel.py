@@ -8,13 +8,13 @@ import pytest
 from scipy.stats import norm
 
 from privclust import KMeans
-from privclust.algorithms.private_box import private_bounds
 from privclust.geometry import private_box as pb
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from privclust.privacy.noise import NoiseSource
 from privclust.privacy.unit import PrivacyUnit, UserBound, bounded_rows, user_relation
+from privclust.private_domain import private_bounds
 from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
 from privclust.queries.central import CentralOracle, release_spends, sparse_threshold
 from privclust.queries.plan import CapabilityError, Part

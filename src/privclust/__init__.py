@@ -11,7 +11,7 @@ import importlib
 # and the ``privclust`` command's start -- does not load scikit-learn, SciPy and pandas until needed.
 _HOMES = {
     "KMeans": "estimator",
-    "private_bounds": "algorithms.private_box",
+    "private_bounds": "private_domain",
     "PrivateBox": "geometry.private_box",
     "ContinualKMeans": "stream",
     "Subsampled": "subsample",

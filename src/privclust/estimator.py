@@ -22,7 +22,6 @@ from ._validation import (
 from .algorithms import ALGORITHMS, FitContext
 from .algorithms.base import NEARLY_EMPTY, NON_PRIVATE, algorithm_spec
 from .algorithms.params import DEFAULT_ALPHA, ESTIMATOR_DEFAULTS, START, check_params
-from .algorithms.private_box import PrivateDomain, find_fit_domain
 from .compat import (
     Progress,
     auto_ignores_max_iter,
@@ -39,6 +38,7 @@ from .models import USER_LEVEL_CENTRAL_ONLY, check_privacy_model, open_oracle
 from .privacy.budget import Budget, PrivacyAccountant, Spend
 from .privacy.noise import Randomness
 from .privacy.unit import ROW, PrivacyUnit, UserBound, check_privacy_unit
+from .private_domain import PrivateDomain, find_fit_domain
 from .queries.central import CentralOracle
 from .queries.plan import SAMPLED, PlanningOracle
 from .queries.spark import is_spark_frame
@@ -71,7 +71,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         no delta.
     bounds :
         ``None`` (default): a share (10%) of the budget finds a box holding
-        nearly all rows privately before the fit (``algorithms.private_box``;
+        nearly all rows privately before the fit (``private_domain``;
         ``fit_info_["domain"]`` says which box and what it cost, and
         ``privacy_spent_`` lists its three ``domain:`` releases);
         ``{"outer": <bounds>}`` finds it inside declared bounds that are only an
@@ -341,7 +341,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         def oracle(accountant, randomness):
             # user level: each user's rows bounded to m by secret coins, on the first read (privacy.unit)
             users = None if not unit.user else UserBound(user_ids, unit, randomness.secret())
-            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (algorithms.private_box);
+            # bounds=None or {"outer": ...}: a share of the budget finds the box privately (private_domain);
             # the oracle plans within what is left (so does the algorithm: its context has the oracle's budget)
             bounds, algorithm_budget = find_fit_domain(
                 X,

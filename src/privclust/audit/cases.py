@@ -199,9 +199,9 @@ def _private_box():
     # the magnitude histogram released through it (counted where the rows live, noised by the oracle).  One
     # feature: D's rows at 0.5 fill the bucket (2^-4, 1]; D' adds one at 1000, alone in (2^8, 2^12], whose noisy
     # count is the output -- the one count the extra row moves (the box is post-processing of these counts).
-    from ..algorithms.private_box import box_spec, magnitude_query
     from ..geometry.private_box import DOMAIN_LABELS, magnitude_buckets
     from ..privacy.budget import Budget
+    from ..private_domain import box_spec, magnitude_query
     from ..queries.central import in_memory
     from ..queries.histogram import COUNTS
 

@@ -39,7 +39,7 @@ class Domain:
 
     def attach(self, oracle) -> None:
         """The oracle opened over the rows this domain maps.  A declared domain needs none; a domain found
-        by releases of its own (``algorithms.private_box.PrivateDomain``) makes them through it."""
+        by releases of its own (``private_domain.PrivateDomain``) makes them through it."""
 
     def count_outside(self, rows, chunk_bytes: int = 4 << 20) -> int:
         """How many rows lie outside the domain, ~4 MiB at a time (a memory map is never loaded whole, and its
@@ -221,7 +221,7 @@ def make_domain(bounds, n_features: int, data: np.ndarray | None = None) -> Doma
     string ``"data"`` derives a box from ``data`` itself, which breaks the
     privacy guarantee and warns with :class:`PrivacyLeakWarning`.
     """
-    if isinstance(bounds, Domain):  # a domain already made (algorithms.private_box's, found on first use)
+    if isinstance(bounds, Domain):  # a domain already made (private_domain's, found on first use)
         if bounds.n_features != n_features:
             raise ValueError(f"the domain has {bounds.n_features} features, the data {n_features}")
         return bounds

@@ -6,7 +6,7 @@ data cost accuracy (docs/choosing.md, "A private domain").  A box is found
 privately, in three releases of noisy counts, each a histogram per feature
 (nothing else about the rows is read).  This module is its public geometry -- the
 bucketings of a row's coordinates -- and the post-processing of the noisy counts;
-``algorithms.private_box`` is the stage that releases them: a plan like any
+``private_domain`` is the stage that releases them: a plan like any
 other, whose three histogram queries the fit's own central oracle answers
 (counting where the rows live -- memory, memory map, Spark; at user level the
 kept rows -- and drawing the noise).  A row falls in one
@@ -148,7 +148,7 @@ def exponents(mag: np.ndarray) -> np.ndarray:
 
 
 # The three bucketings: public functions of a row and of public values (an outer limit, earlier releases),
-# that the box's histogram queries count (``algorithms.private_box``); module functions, so Spark can ship them.
+# that the box's histogram queries count (``private_domain``); module functions, so Spark can ship them.
 
 
 def magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:

@@ -122,7 +122,7 @@ def _to_unit(domain: Domain, rows: np.ndarray) -> np.ndarray:
 
 
 def _attached(domain: Domain, oracle: CentralOracle) -> CentralOracle:
-    """``oracle``, attached to ``domain``: a private box (``algorithms.private_box``) is found through the fit's
+    """``oracle``, attached to ``domain``: a private box (``private_domain``) is found through the fit's
     own oracle -- the rows it owns, its noise, its ledger -- when the rows fix their transform on first read."""
     domain.attach(oracle)
     return oracle

@@ -344,7 +344,7 @@ class MemoryRows(Rows):
         data = self._checked()
         if not self._settled:
             # The transform is fixed here, on the calling thread, before any row is mapped or counted: a domain
-            # found by releases of its own (a private box, ``algorithms.private_box``) is found now -- first,
+            # found by releases of its own (a private box, ``private_domain``) is found now -- first,
             # whether the rows are in memory or memory-mapped -- and never from a worker thread.
             self._transform(np.zeros((0, self.n_features)))
             self._settled = True

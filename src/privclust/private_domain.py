@@ -1,4 +1,4 @@
-"""The private box as a stage of a fit: its plan, its three histogram releases through the oracle, its domain.
+"""The private domain: the private box as a stage before a fit -- its plan, its three histogram releases through the oracle, its domain.
 
 ``geometry.private_box`` describes the box -- its buckets and the
 post-processing that turns noisy counts into a box -- and this module runs it:
@@ -33,8 +33,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..geometry.domain import BoxDomain, Domain
-from ..geometry.private_box import (
+from .geometry.domain import BoxDomain, Domain
+from .geometry.private_box import (
     DOMAIN_LABELS,
     FINE,
     LINEAR_BINS,
@@ -55,15 +55,15 @@ from ..geometry.private_box import (
     parse_request,
     scale_box,
 )
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
-from ..privacy.noise import NoiseSource, Randomness
-from ..privacy.unit import ROW, PrivacyUnit, UserBound
-from ..queries.central import CentralOracle
-from ..queries.curator import input_features
-from ..queries.histogram import COUNTS, HistogramQuery
-from ..queries.plan import ADAPTIVE, HISTOGRAMS, Oracle, Part, PlanningOracle, Spec
-from ..queries.rows import MemoryRows
-from ..queries.spark import is_spark_frame, spark_features
+from .privacy.budget import Budget, PrivacyAccountant, Spend
+from .privacy.noise import NoiseSource, Randomness
+from .privacy.unit import ROW, PrivacyUnit, UserBound
+from .queries.central import CentralOracle
+from .queries.curator import input_features
+from .queries.histogram import COUNTS, HistogramQuery
+from .queries.plan import ADAPTIVE, HISTOGRAMS, Oracle, Part, PlanningOracle, Spec
+from .queries.rows import MemoryRows
+from .queries.spark import is_spark_frame, spark_features
 
 __all__ = [
     "private_bounds",
