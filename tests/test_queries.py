@@ -523,3 +523,7 @@ def test_nearest_center_takes_the_first_of_tied_centers_for_few_and_many(k, monk
     dist = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(2)
     np.testing.assert_array_equal(nearest, np.argmin(dist, axis=1))
     np.testing.assert_allclose(sq, dist.min(axis=1), atol=1e-12)
+    if k > 1:  # center 0 twice too: its rows stay with center 0
+        centers[1] = centers[0]
+        dist = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(2)
+        np.testing.assert_array_equal(voronoi.nearest_center(X, centers)[0], np.argmin(dist, axis=1))

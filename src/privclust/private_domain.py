@@ -282,6 +282,7 @@ def find_fit_domain(
     box_budget = Budget(budget.epsilon * share, budget.delta * share)
     rest = Budget(budget.epsilon * (1.0 - share), budget.delta * (1.0 - share))
     unit = ROW if users is None else users.unit
+    box = box_spends(box_budget, d, unit)
     for plan in planned(rest, d):  # the box, then any plan the algorithm may make: both fit, or nothing runs
-        accountant.check(box_spends(box_budget, d, unit) + plan)
+        accountant.check(box + plan)
     return PrivateDomain(d, box_budget, outer_box), rest

@@ -66,7 +66,7 @@ from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
 from .base import ALGORITHMS, MAX_ROW_ESTIMATE, ROW_COUNT_PART, FitContext, FitResult, algorithm_params, register
 from .evolve import evolve_spec
 from .greedy import greedy_spec
-from .lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, fastlloyd_spec, greedy_start
+from .lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, MEAN_START_MIN_D, fastlloyd_spec, greedy_start
 from .params import START, OneOf, Param, Params, declare, table
 from .select import SELECTION_NOISE, Selection, comparison_noise
 
@@ -83,6 +83,7 @@ __all__ = [
     "CHOICES",
     "MEAN_START",
     "SELECTION_CANDIDATES",
+    "selection_candidates",
     "CHOICE_MODES",
     "DEFAULT_CHOICE",
     "precise",
@@ -106,6 +107,8 @@ MEAN_START = "fastlloyd-mean-start"
 # Not the greedy start: below its signal it is rarely the best (1.11x FastLloyd's NICV on the bundled d >= 4 sets,
 # 1.28x on held-out mixtures, at the full budget), and a third share cost the two others more than it brought
 # (bench utility, noise seeds 700-707: 1.17x the rule on the bundled sets with it, 1.10x without; docs/choosing.md).
+# From d = 32, where the rule's start is the mean start, FastLloyd's candidate starts from sphere packing; below it,
+# it is the rule's FastLloyd (``selection_candidates``).
 SELECTION_CANDIDATES = {
     "fastlloyd": ("fastlloyd", {**AUTO_FASTLLOYD, "init": "sphere"}),
     MEAN_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "mean"}),
@@ -210,9 +213,17 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     return specs
 
 
+def selection_candidates(d: int) -> dict:
+    """What the private selection compares in ``d`` features: ``SELECTION_CANDIDATES``, whose FastLloyd below
+    d = 32 is the one the rule runs there (``init="auto"``: sphere packing, compact where the signal is low)."""
+    if d < MEAN_START_MIN_D:
+        return {**SELECTION_CANDIDATES, "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD)}
+    return SELECTION_CANDIDATES
+
+
 def _selection(ctx: FitContext) -> Selection:
-    """The private selection among ``SELECTION_CANDIDATES``, each with its defaults (``auto``'s options only)."""
-    return Selection.of(_without_params(ctx), SELECTION_CANDIDATES)
+    """The private selection among ``selection_candidates``, each with its defaults (``auto``'s options only)."""
+    return Selection.of(_without_params(ctx), selection_candidates(ctx.n_features))
 
 
 def _without_params(ctx: FitContext) -> FitContext:
@@ -306,7 +317,7 @@ def _select_privately(ctx: FitContext, n: float) -> FitResult:
     """Run every selection candidate in its share of the pool and keep the one with the lowest noisy cost
     (``algorithms.select``); ``fit_info_["auto"]`` says which, what the others cost (noisy) and the split."""
     chosen, result, info = _selection(ctx).run(ctx)
-    algorithm, params = SELECTION_CANDIDATES[chosen]
+    algorithm, params = selection_candidates(ctx.n_features)[chosen]
     signal = n * ctx.budget.epsilon / ctx.n_clusters
     why = (
         f"d = {ctx.n_features} >= 4 and n epsilon / k = {signal:.3g} < {GREEDY_START_SIGNAL:g}: the public rule cannot "

@@ -129,7 +129,7 @@ def _zoomed(population: np.ndarray, released, box: np.ndarray) -> np.ndarray | N
     ``ZOOM_SHRINK`` of ``box``'s.
     Post-processing of the release and of the public population."""
     votes = released.values["count"][:, 0]
-    significant = significant_buckets(released)
+    significant = significant_buckets(released, limit=None)  # every one: the population may hold 10,000
     if significant.size == 0 or votes[significant].sum() < ZOOM_MASS * votes.sum():
         return None
     held = population[significant]

@@ -598,7 +598,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     )
     if pulled and public_start is None:  # a public start (init=<array>) is the user's: never moved
         centers = compact(centers)
-    if not params["max_iter"] and init == "mean" and params["shrink"]:
+    if not params["max_iter"] and init == "mean" and params["shrink"] and d >= MEAN_START_MIN_D:  # measured there
         T = max(T, MEAN_START_MIN_ITERATIONS)
     steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
     centers, done, sizes = run_lloyd(

@@ -158,9 +158,9 @@ SIGNIFICANCE = 0.05  # a coarser bucket narrows the next query's candidates when
 MAX_NARROWING = 4096  # at most this many coarser buckets name the next query's candidates
 
 
-def significant_buckets(released: Released) -> np.ndarray:
+def significant_buckets(released: Released, limit: int | None = MAX_NARROWING) -> np.ndarray:
     """The buckets whose first value clears what noise reaches over all the buckets released (Bonferroni),
-    the ``MAX_NARROWING`` largest of them at most: what names a sparse query's candidates through its
+    the ``limit`` largest of them at most (None: all): what names a sparse query's candidates through its
     ``narrows`` (post-processing of the release)."""
     from scipy.stats import norm
 
@@ -171,7 +171,7 @@ def significant_buckets(released: Released) -> np.ndarray:
         return ids
     floor = float(np.max(released.std[first])) * float(norm.isf(SIGNIFICANCE / values.size))
     above = np.flatnonzero(values > floor)
-    strongest = above[np.argsort(-values[above], kind="stable")[:MAX_NARROWING]]
+    strongest = above if limit is None else above[np.argsort(-values[above], kind="stable")[:limit]]
     return ids[np.sort(strongest)]
 
 

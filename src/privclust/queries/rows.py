@@ -419,8 +419,11 @@ class MemoryRows(Rows):
         totals = [np.zeros((q.n_features, q.n_buckets)) for q in queries]
 
         def count(rows: slice) -> list[np.ndarray]:
-            chunk = np.asarray(self._at(rows), dtype=np.float64)
-            return [histogram_counts(q, chunk) for q in queries]
+            try:
+                chunk = np.asarray(self._at(rows), dtype=np.float64)
+                return [histogram_counts(q, chunk) for q in queries]
+            finally:  # a memory map's pages of these rows given back, as every pass does (``_read``)
+                drop_pages(self._data, rows if self._keep is None else self._keep[rows])
 
         for parts in imap_chunks(count, self._slices):
             for total, part in zip(totals, parts):
@@ -445,8 +448,8 @@ class MemoryRows(Rows):
     samplable = True
 
     def poisson_sample(self, rate, rng):
-        """Independent coins, drawn without a pass over the rows: m ~ Binomial(n, rate), then m distinct rows
-        uniformly -- the same distribution (as ``Subsampled`` draws it).  Only the m rows are copied."""
+        """Independent coins, drawn without a pass over the rows (``poisson_indices``: one coin per row, a block
+        of coins at a time).  Only the kept rows are copied."""
         data = self._ready()
         sample = poisson_indices(self._released_rows(data), rate, rng)
         return MemoryRows(

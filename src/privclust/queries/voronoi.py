@@ -64,7 +64,7 @@ def nearest_center(
 def _first_minimum(scores: np.ndarray, best: np.ndarray) -> np.ndarray:
     """``np.argmin(scores, axis=0)`` given each column's minimum ``best``: the first row that reaches it."""
     first = np.zeros(scores.shape[1], dtype=np.intp)
-    for j in range(scores.shape[0] - 1, 0, -1):
+    for j in range(scores.shape[0] - 1, -1, -1):  # down to 0: a row tied between center 0 and another is 0's
         np.putmask(first, scores[j] == best, j)
     return first
 
