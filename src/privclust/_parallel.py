@@ -9,15 +9,6 @@ The pool's threads are started once per process and reused by every pass
 small pass itself on a busy machine).  A chunk function that itself maps
 chunks runs its inner map on its own thread, so the pool never waits on
 itself.
-
-BLAS threads are one setting per process, not per thread (threadpoolctl
-sets the library's own count; OpenMP's applies to the thread that sets it).
-Every limit here goes through :func:`blas_threads`, which keeps the blocks
-inside it, in any thread, under one lock: while several are inside, BLAS runs
-at the smallest number any of them asked for, and the process's own setting
-comes back only when the last one leaves -- so fits in two threads with
-different ``n_jobs`` cannot leave BLAS at either one's count, whatever order
-they end in.
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ from threadpoolctl import ThreadpoolController
 
 T = TypeVar("T")
 
-__all__ = ["map_chunks", "imap_chunks", "n_workers", "one_thread", "use_single_thread", "fit_threads", "blas_threads"]
+__all__ = ["map_chunks", "imap_chunks", "n_workers", "one_thread", "use_single_thread", "fit_threads"]
 
 _max_workers: int | None = None
 _fit_workers: ContextVar[int | None] = ContextVar("privclust_fit_workers", default=None)  # KMeans(n_jobs=...)
@@ -50,44 +41,6 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-_blas_lock = threading.Lock()
-_blas_inside: list[int] = []  # the limits of the blocks inside blas_threads now, in every thread
-_blas_applied: int | None = None  # the limit set on the libraries while any block is inside
-_blas_saved = None  # the limiter that saved the process's own setting when the first block entered
-
-
-@contextmanager
-def blas_threads(limit: int) -> Iterator[None]:
-    """Within the block, BLAS and OpenMP run at most ``limit`` threads -- in this process, which is where
-    they are counted: while blocks of several threads are inside, the smallest of their limits holds, and the
-    setting the process had before the first of them entered is restored when the last one leaves."""
-    global _blas_saved, _blas_applied
-    limit = int(limit)
-    with _blas_lock:
-        if not _blas_inside:  # the first block in: save the process's own setting
-            _blas_saved, _blas_applied = _controller().limit(limits=limit), limit
-        _blas_inside.append(limit)
-        _set_blas(min(_blas_inside))
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_inside.remove(limit)
-            if _blas_inside:
-                _set_blas(min(_blas_inside))
-            else:  # the last block out: the process's own setting back
-                _blas_saved.restore_original_limits()
-                _blas_saved, _blas_applied = None, None
-
-
-def _set_blas(limit: int) -> None:
-    """Set the libraries' threads to ``limit`` unless they are there already; called under ``_blas_lock``."""
-    global _blas_applied
-    if limit != _blas_applied:
-        _controller().limit(limits=limit)  # its record of the setting before is not used: _blas_saved's is
-        _blas_applied = limit
-
-
 def n_workers() -> int:
     return _fit_workers.get() or _max_workers or max(1, os.cpu_count() or 1)
 
@@ -96,13 +49,13 @@ def n_workers() -> int:
 def fit_threads(workers: int | None) -> Iterator[None]:
     """Within the block, at most ``workers`` threads: for chunks of rows (``map_chunks``) and for BLAS and
     OpenMP; ``None`` changes nothing.  The chunk count is this thread's (a context variable), the BLAS limit
-    the process's (:func:`blas_threads`: the smallest of the fits inside, restored when the last one ends)."""
+    the process's (threadpoolctl), restored when the block ends."""
     if workers is None:
         yield
         return
     token = _fit_workers.set(int(workers))
     try:
-        with blas_threads(int(workers)):
+        with _controller().limit(limits=int(workers)):
             yield
     finally:
         _fit_workers.reset(token)
@@ -118,7 +71,7 @@ def use_single_thread() -> None:
 def one_thread():
     """A context in which BLAS and OpenMP run one thread: for small problems (tens of points), where waking
     a team of threads costs more than the work (scikit-learn's k-means on 30 points: 12 ms a run, 2 ms alone)."""
-    return blas_threads(1)
+    return _controller().limit(limits=1)
 
 
 def _mark_pool_thread() -> None:
@@ -135,10 +88,9 @@ def _shared_pool() -> ThreadPoolExecutor:
         return _pools[workers]
 
 
-def _forget_pool() -> None:  # a forked child has none of its parent's threads, nor their blocks
-    global _pools, _pool_lock, _blas_lock, _blas_inside, _blas_applied, _blas_saved
+def _forget_pool() -> None:  # a forked child has none of its parent's threads
+    global _pools, _pool_lock
     _pools, _pool_lock = {}, threading.Lock()
-    _blas_lock, _blas_inside, _blas_applied, _blas_saved = threading.Lock(), [], None, None
 
 
 if hasattr(os, "register_at_fork"):
@@ -164,7 +116,7 @@ def imap_chunks(fn: Callable[..., T], chunks: Iterable, workers: int | None = No
         yield from (fn(c) for c in chunks)
         return
     pool = _shared_pool()
-    with blas_threads(1):
+    with _controller().limit(limits=1):
         pending: deque = deque()
         try:
             for chunk in chunks:
