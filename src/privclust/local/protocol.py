@@ -389,7 +389,7 @@ class Randomizer:
         memory map's pages of the chunk given back), so memory is the batch and one chunk: each device's report depends on its own point and coins only, so
         the batch is the same (in law) as one made at once, and Ctrl-C acts between chunks."""
         points = np.atleast_2d(points)
-        if not points.shape[0]:
+        if not points.shape[0] or points.shape[1] != self.protocol.n_features:  # refused before the batch exists
             return bytearray(encode_reports(self.protocol, self._records(points)))  # the points' shape checked
         batch = bytearray(HEADER_BYTES + points.shape[0] * REPORT.itemsize)
         batch[:HEADER_BYTES] = report_header(self.protocol)
