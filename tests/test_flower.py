@@ -175,9 +175,14 @@ def test_a_flower_federation_of_three_supernodes_on_loopback(parts, tmp_path):
     assert all(r["centers"] == results[0]["centers"] for r in results)
     seed = crypto.geometry_seed((tmp_path / "group.key").read_bytes(), results[0]["session"])
     ctx = FitContext(RingReplay(parts), 3, Budget(1.0, 1e-6), Randomness(seed), public_n=3000, options={"max_iter": 1})
-    expected = make_domain((-1, 1), 2).from_unit(ALGORITHMS["fastlloyd"](ctx).centers)
-    # about 1,000 rows per cluster and sums noised at std ~5 at epsilon 1: a center moves by ~0.005
-    np.testing.assert_allclose(results[0]["centers"], expected, atol=0.05)
+    replay = ALGORITHMS["fastlloyd"](ctx)
+    expected = make_domain((-1, 1), 2).from_unit(replay.centers)
+    # The replay is exact; the federation's step divides noisy sums (std sigma_R) by a noisy count (std sigma_C),
+    # so a center moves by about (sigma_R + sigma_C) / n_j: ~0.01 for a cell of 1,000 rows, but ~0.1 for one of
+    # 100, which a random start (a fresh session each run) sometimes leaves a center with.  Six such deviations.
+    sizes, info = np.maximum(np.asarray(replay.info["sizes"]), 1.0), replay.info
+    tolerance = 0.01 + 6.0 * (info["sigma_R"] + info["sigma_C"]) / sizes
+    assert np.all(np.abs(np.asarray(results[0]["centers"]) - expected) <= tolerance[:, None]), (tolerance, expected)
     assert server["bytes_sent"] and all(v > 0 for v in server["bytes_received"].values())
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".privclust-")]  # results written whole
 
