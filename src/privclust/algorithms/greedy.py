@@ -520,8 +520,7 @@ class _Greedy:
         are tested, not every ball of the net within reach: a fine level's net holds thousands there)."""
         self.chosen.append(center)
         for table, alive, centers in zip(self.tables, self._alive, self._centers):
-            if centers.shape[0]:
-                alive[np.linalg.norm(centers - center, axis=1) <= self.forbid * table.level.radius] = False
+            alive[np.linalg.norm(centers - center, axis=1) <= self.forbid * table.level.radius] = False
 
     def listed_available(self, i: int):
         keep = self._alive[i] & (self.tables[i].values > 0)

@@ -8,7 +8,9 @@ Everything is driven through the public API: ``privclust.KMeans``,
 :mod:`privclust.audit.federated`) the federated server -- but for auto's
 private selection, whose comparison is released through the central oracle
 as ``Selection.run`` releases it, for two fixed candidates (see
-``_private_selection``).
+``_private_selection``), and the private box, whose magnitude histogram is
+released through the central oracle as ``private_domain.find_box`` releases
+it (see ``_private_box``).
 
 How the pairs are chosen.  One row's effect must stand out of the noise, so
 each pair puts the extra row where a release is most sensitive to it:
@@ -23,7 +25,8 @@ each pair puts the extra row where a release is most sensitive to it:
   ratio (the rows' mean sits off the center by sigma_sum^2 / (sigma_count^2
   sensitivity)), so the center carries nearly all of the step's mu;
 * the private selection's comparison: the extra row on one candidate's center
-  and at the clip's distance from the other's.
+  and at the clip's distance from the other's;
+* the private box: the extra row alone in a magnitude bucket that D leaves empty.
 
 The algorithms are audited at epsilon = 8, delta = 1e-5 (Subsampled at a base
 epsilon of 2, where amplification matters; the clipping case at 1): a claim must

@@ -214,11 +214,13 @@ class SparkRows(Rows):
         # The transform is fixed here, on the driver, before it is shipped: a domain found by releases of its own
         # (a private box) is found now, first, and travels to the executors as the plain box it found.
         self._transform(np.zeros((0, self.n_features)))
-        if self._raw is not None:  # the rows the histograms counted (at user level the same kept rows), mapped
+        if self._raw is not None:  # the rows the histograms counted (at user level the same kept rows), mapped;
+            # checked when they were cached: this pass only fills the new cache
             rdd = self._raw.map(partial(_SparkChunk, transform=self._transform))
+            self._rdd = self._cached(rdd, lambda chunk: True)
         else:
             rdd = self._packed().map(partial(_unpack, n_features=self.n_features, transform=self._transform))
-        self._rdd = self._cached(rdd, lambda chunk: chunk.finite)
+            self._rdd = self._cached(rdd, lambda chunk: chunk.finite)
         if self._raw is not None:
             self._raw.unpersist()
             self._raw = None
