@@ -57,10 +57,11 @@ levels' *released* histograms, so each query is fixed by earlier releases
 (adaptive composition; a row's contribution still touches at most one cell).
 The histogram is sparse (the grid has up to 2^62 cells; finer levels, which
 could not be indexed, are skipped -- a public choice from n and d'): the
-oracle adds Gaussian noise to the non-empty cells and keeps a cell only when
-its noisy count clears the partition-selection threshold that a cell holding
-one row clears with probability delta_i (``queries.central.sparse_threshold``,
-as the greedy's histogram levels); the threshold costs delta_i.  The L levels
+oracle adds Gaussian noise to the cells holding at least one row's count (the
+listing floor) and keeps a cell only when its noisy count clears the
+partition-selection threshold that a cell only one neighbour lists clears with
+probability delta_i (``queries.central.sparse_threshold``, as the greedy's
+histogram levels); the threshold costs delta_i.  The L levels
 each draw 1/L of the plan's pooled part COVER: mu_i = mu_cover / sqrt(L),
 delta_i = delta_cover / L, so together they are mu_cover-GDP plus delta_cover,
 exactly (GDP composition).  Everything after is post-processing: a grid point's
