@@ -54,6 +54,33 @@ def test_mechanism_controls_are_caught_at_their_default_draws(name, numpy_sample
     assert result.empirical_epsilon > result.claimed_epsilon
 
 
+def test_the_box_case_audits_the_release_a_fit_makes_first(monkeypatch, numpy_samplers):
+    """The case opens the box as find_box does (one shared opening): the first release of a fit's box and the
+    audit's release are the same query -- its label, part and buckets -- drawing the same share of the plan."""
+    from privclust.private_domain import private_bounds
+    from privclust.queries.plan import Plan
+
+    made = []
+    release = Plan.release
+
+    def recorded(plan, query, part, fraction=1.0):
+        made.append((query, part, plan.allotment(part)))
+        return release(plan, query, part, fraction)
+
+    monkeypatch.setattr(Plan, "release", recorded)
+    sample, _ = CASES["private box (magnitudes)"].build()
+    sample(1, 1)
+    audited = made[-1]
+    made.clear()
+    X = np.full((cases.BOX_ROWS, 1), 0.5)
+    private_bounds(X, cases.ALG_EPSILON, cases.ALG_DELTA, random_state=0)
+    fit_first = made[0]
+    assert (audited[0].label, audited[1], audited[2]) == (fit_first[0].label, fit_first[1], fit_first[2])
+    probe = np.array([[0.0], [0.5], [-3.0], [cases.BOX_FAR], [1e300]])
+    np.testing.assert_array_equal(audited[0].bucket(probe), fit_first[0].bucket(probe))
+    assert audited[0].n_buckets == fit_first[0].n_buckets
+
+
 def _no_noise(self, values, scale):
     return np.asarray(values, dtype=np.float64).copy()
 

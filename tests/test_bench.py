@@ -350,10 +350,15 @@ STUB_PE_MEANS = """
 import json, os
 import numpy as np
 
+def pack_in_sphere(num_points, dims, container_radius, max_retries=100, seed=None):
+    return {"seed": seed}  # the peer draws its start from np.random.RandomState(seed): None is OS entropy
+
 def _record(entry, k, data, config, privacy):
+    start = pack_in_sphere(num_points=k, dims=data.datapoints.shape[1], container_radius=data.radius)
     with open(os.environ["PE_STUB_LOG"], "a") as fh:
         fh.write(json.dumps({"entry": entry, "k": k, "radius": data.radius, "mean": data.datapoints.mean(0).tolist(),
-                             "config": config, "epsilon": privacy.epsilon, "delta": privacy.delta}) + "\\n")
+                             "config": config, "epsilon": privacy.epsilon, "delta": privacy.delta,
+                             "start_seed": start["seed"]}) + "\\n")
     print("noise the runner must keep off its stdout")
     return 0.0, np.zeros((k - 1, data.datapoints.shape[1])), None
 
@@ -396,8 +401,11 @@ def test_pe_means_runner_passes_the_job_privacy_and_domain(tmp_path, monkeypatch
     monkeypatch.setenv("PE_STUB_LOG", str(tmp_path / "log.jsonl"))
     X = np.random.default_rng(0).uniform(2.0, 4.0, size=(500, d))
     job = {"k": 5, "epsilon": 0.5, "delta": 1e-5, "seed": 7, "lower": 2.0, "upper": 4.0}
-    (out,) = peers.run_batch("pe-means", X, [job])
-    (seen,) = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    out, _, _ = peers.run_batch("pe-means", X, [job, {**job, "seed": 8}, job])
+    seen, other, again = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    # the sphere-packing start is seeded from the job's seed (the peer would draw it from OS entropy)
+    assert isinstance(seen["start_seed"], int) and seen["start_seed"] == again["start_seed"] != other["start_seed"]
+    assert seen["start_seed"] != job["seed"]  # a stream apart from run_id's, which seeds numpy's global generator
     assert seen["entry"] == entry and seen["k"] == 5
     assert seen["epsilon"] == 0.5 and seen["delta"] == 1e-5
     assert seen["radius"] == pytest.approx(np.sqrt(d))  # half the diagonal of [2, 4]^d

@@ -266,6 +266,13 @@ def user_tables(tmp_path):
     return [tmp_path / "u.csv", tmp_path / "u.parquet"]
 
 
+# the type each id column gets: from a CSV's text, typed once all are read; a Parquet file's column's own
+ID_KINDS = {
+    ".csv": {"int_id": "i", "text_id": "T", "mixed_id": "T", "float_id": "f"},
+    ".parquet": {"int_id": "i", "text_id": "T", "mixed_id": "T", "float_id": "f"},
+}
+
+
 @pytest.mark.parametrize("chunk_rows", [1, 4, 7, 1000])
 @pytest.mark.parametrize("id_column", ["int_id", "text_id", "mixed_id", "float_id"])
 def test_the_ids_read_in_chunks_are_those_of_the_whole_file(tmp_path, scratch, chunk_rows, id_column):
@@ -276,8 +283,86 @@ def test_the_ids_read_in_chunks_are_those_of_the_whole_file(tmp_path, scratch, c
         )
         assert isinstance(table.X, np.memmap) and table.columns == ["c", "a"]  # spilled as read_table's rows are
         np.testing.assert_array_equal(table.X, expected_rows)
-        assert ids.dtype.kind == expected_ids.dtype.kind
-        np.testing.assert_array_equal(ids, expected_ids)
+        assert ids.dtype.kind == ID_KINDS[path.suffix][id_column]
+        assert ids.tolist() == expected_ids.tolist()  # "002" stays "002" among text ids
+
+
+def written_ids(tmp_path, cells, name="ids.csv"):
+    """A CSV of one feature and a user column holding ``cells`` (an empty cell is a missing id)."""
+    path = tmp_path / name
+    path.write_text("x,user\n" + "".join(f"{i % 7}.5,{cell}\n" for i, cell in enumerate(cells)))
+    return path
+
+
+BIG = 2**53  # the first integer a float64 cannot tell from its neighbour
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 3, 1000])
+def test_integer_ids_beyond_two_to_the_53_stay_distinct_users(tmp_path, scratch, chunk_rows):
+    """A chunk holding a missing id (dropped) was read as floats, and its integers with it: 2**53 and
+    2**53 + 1 became one user (so did 2**53 + 3 and 2**53 + 4)."""
+    cells = [BIG, BIG + 1, "", BIG + 2, BIG + 3, BIG + 4, 5]
+    path = written_ids(tmp_path, cells)
+    _, ids = io.read_table_and_ids(path, ["x"], "user", dropna=True, chunk_rows=chunk_rows, scratch=scratch)
+    assert ids.dtype == np.int64 and ids.tolist() == [c for c in cells if c != ""]
+    assert len(np.unique(ids)) == 6
+    # uint64 where int64 cannot hold them; beyond 64 bits, each integer's decimal text ("07" is "7")
+    huge = [2**63 + 1, 2**63 + 2, "", 3]
+    _, ids = io.read_table_and_ids(written_ids(tmp_path, huge), ["x"], "user", dropna=True, chunk_rows=chunk_rows)
+    assert ids.dtype == np.uint64 and ids.tolist() == [2**63 + 1, 2**63 + 2, 3]
+    giant = [2**64 + 1, f"0{2**64 + 1}", 2**64 + 2, -5]
+    _, ids = io.read_table_and_ids(written_ids(tmp_path, giant), ["x"], "user", chunk_rows=chunk_rows)
+    assert ids.tolist() == [str(2**64 + 1), str(2**64 + 1), str(2**64 + 2), "-5"]
+
+
+def test_a_parquet_integer_column_with_a_null_keeps_its_integers(tmp_path, scratch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "ids.parquet"
+    users = pa.array([BIG, BIG + 1, None, BIG + 3, BIG + 4], pa.int64())
+    pq.write_table(pa.table({"x": [0.5, 1.5, 2.5, 3.5, 4.5], "user": users}), path)  # no pandas metadata
+    for chunk_rows in (1, 2, 3, 1000):
+        _, ids = io.read_table_and_ids(path, ["x"], "user", dropna=True, chunk_rows=chunk_rows, scratch=scratch)
+        assert ids.dtype == np.int64 and ids.tolist() == [BIG, BIG + 1, BIG + 3, BIG + 4]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 1000])
+def test_mixed_ids_get_one_type_whatever_the_chunks(tmp_path, scratch, chunk_rows):
+    cases = [
+        (["12", "012", "u7", "12"], ["12", "012", "u7", "12"]),  # text: each exactly as written
+        (["3", "3.0", "3.5", "-1"], [3.0, 3.0, 3.5, -1.0]),  # numbers: 3 and 3.0 are one user
+        (["7", " 07", "+7", "8"], [7, 7, 7, 8]),  # integers, as a number column reads them
+        (["1_000", "1000", "2"], ["1_000", "1000", "2"]),  # Python's int reads 1_000; a table's reader does not
+        (["u1", "", "2"], ["u1", "2"]),  # a missing id dropped: not a user
+    ]
+    for cells, expected in cases:
+        path = written_ids(tmp_path, cells)
+        _, ids = io.read_table_and_ids(path, ["x"], "user", dropna=True, chunk_rows=chunk_rows, scratch=scratch)
+        assert ids.tolist() == expected, cells
+        assert ids.dtype.kind == {str: "T", float: "f", int: "i"}[type(expected[0])]
+
+
+def test_a_file_of_many_chunks_is_read_once(tmp_path, scratch, monkeypatch):
+    """At the default chunk size, the one text id sits in the last chunk: the file is still read once (it was
+    read again, whole, when its chunks disagreed), and every id keeps the text it was written as."""
+    n = 3 * io._chunk_rows(None, ["x", "user"]) + 5
+    users = np.arange(n).astype(str).astype(object)
+    users[-1] = "u-last"
+    pd.DataFrame({"x": np.arange(n) % 3 + 0.5, "user": users}).to_csv(tmp_path / "many.csv", index=False)
+    chunks = []
+    real = pd.read_csv
+
+    def counted(*args, **kwargs):
+        if "nrows" not in kwargs:  # the first line, read for the header, is not a read of the rows
+            chunks.append(kwargs.get("chunksize"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pd, "read_csv", counted)
+    table, ids = io.read_table_and_ids(tmp_path / "many.csv", ["x"], "user", scratch=scratch)
+    assert chunks == [io._chunk_rows(None, ["x", "user"])]  # one reader, in chunks
+    assert table.X.shape == (n, 1) and ids.dtype.kind == "T"
+    assert ids[0] == "0" and ids[-2] == str(n - 2) and ids[-1] == "u-last"
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 3, 1000])

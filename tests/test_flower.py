@@ -109,6 +109,44 @@ def test_without_noise_the_rounds_are_bit_exact(parts):
         assert result.privacy_spent["epsilon"] == pytest.approx(1.0)
 
 
+def test_each_message_reads_the_rows_at_most_once_whatever_the_round(parts, monkeypatch):
+    """A client replays the earlier rounds from their stored releases without reading a row: announcing round t
+    reads none, contributing to it reads the rows once.  (Each message used to sum every earlier round again:
+    O(T^2) passes over the rows in a run of T rounds.)"""
+    from privclust.queries.rows import MemoryRows
+
+    passes = []
+    sums = MemoryRows.sums
+
+    def counted(self, queries):
+        passes[-1] += 1
+        return sums(self, queries)
+
+    monkeypatch.setattr(MemoryRows, "sums", counted)
+    clients, nonces = _clients(parts)
+    c, p = clients[0], parts[0]
+    others = list(zip(clients[1:], parts[1:]))
+    release, survivors, per_message = None, None, []
+    for round_index in range(5):
+        passes.append(0)
+        answer = c.next_round(p, KEY, round_index, nonces if round_index == 0 else None, release, survivors)
+        announced = passes[-1]
+        for other, rows in others:
+            other.next_round(rows, KEY, round_index, nonces if round_index == 0 else None, release, survivors)
+        if answer[0] == "done":
+            per_message.append((announced, None))
+            break
+        passes.append(0)
+        limbs = [c.contribute(p, KEY, round_index, 2)]
+        contributed = passes[-1]
+        limbs += [other.contribute(rows, KEY, round_index, 2) for other, rows in others]
+        per_message.append((announced, contributed))
+        release = from_limb_average(secaggplus_average(limbs), 3).astype("<u8").tobytes()
+        survivors = list(nonces)
+    assert per_message == [(0, 1), (0, 1), (0, 1), (0, None)]  # three iterations, then done
+    assert [len(c.state["releases"]) for c in clients] == [3, 3, 3]
+
+
 def test_with_the_servers_noise_the_ledger_is_the_plans(parts):
     results, _ = _run(parts, noise=SecureNoise())
     assert all(np.array_equal(r.centers, results[0].centers) for r in results)

@@ -430,6 +430,41 @@ def test_only_an_oracle_that_counts_histograms_of_its_input_serves_the_box():
         devices.spends(stage.box_spec(budget))
 
 
+def test_a_histogram_is_its_own_kind_of_release_and_only_a_histogram_oracle_answers_it():
+    """A HistogramQuery is not a SumQuery (no blocks, no sparse listing, no narrowing): a plan releases either,
+    refuses a histogram at an oracle without HISTOGRAMS before drawing or reading anything, and never reduces
+    one; at the central curator it is counted and noised as before."""
+    from privclust.privacy.noise import SeededNoise
+    from privclust.queries.base import SumQuery
+    from privclust.queries.histogram import HistogramQuery
+    from privclust.queries.plan import HISTOGRAMS, CapabilityError, Part
+
+    query = HistogramQuery("h", 2, 4, lambda rows: np.clip((rows + 1) * 2, 0, 3).astype(np.int64))
+    assert not isinstance(query, SumQuery) and not hasattr(query, "sparse") and not hasattr(query, "narrows")
+    X = np.random.default_rng(0).uniform(-1, 1, (40, 2))
+
+    def oracle(capabilities=None):
+        central = stage.CentralOracle(
+            MemoryRows(X, 2), Budget(1.0), PrivacyAccountant(Budget(1.0)), SeededNoise(np.random.SeedSequence(1))
+        )
+        if capabilities is not None:
+            central.capabilities = capabilities
+        return central
+
+    without = oracle(stage.CentralOracle.capabilities - {HISTOGRAMS})
+    plan = without.plan([Part("h", epsilon=1.0)], family="laplace")
+    with pytest.raises(CapabilityError, match="no histograms"):
+        plan.release(query, "h")
+    assert without.accountant.spends == [] and plan._used == {"h": 0.0}
+    central = oracle()
+    plan = central.plan([Part("h", epsilon=1.0)], family="laplace")
+    with pytest.raises(ValueError, match="histograms are released whole"):
+        plan.release_reduced([(query, "h", 1.0, None)])
+    released = plan.release(query, "h")
+    assert released[stage.COUNTS].shape == (2, 4) and released.std[stage.COUNTS] == pytest.approx(2 * math.sqrt(2))
+    assert [s.label for s in central.accountant.spends] == ["h"]
+
+
 def test_a_bucket_function_out_of_range_is_refused_without_naming_a_value():
     from privclust.queries.histogram import HistogramQuery
 

@@ -313,6 +313,78 @@ def test_n_jobs_sets_the_fits_threads(blobs, n_jobs, monkeypatch):
     assert _parallel.n_workers() == 3  # restored after the fit
 
 
+def _thread_counts():
+    """(the process-wide BLAS counts, this thread's OpenMP counts) of the libraries loaded here (real ones)."""
+    libraries = _parallel._controller().lib_controllers
+    shared = sorted({lib.get_num_threads() for lib in libraries if not _parallel._per_thread(lib)})
+    return shared, sorted({lib.get_num_threads() for lib in libraries if _parallel._per_thread(lib)})
+
+
+@pytest.mark.parametrize("first_out", ["smaller", "larger"])
+def test_fits_in_two_threads_share_the_process_blas_and_keep_their_own_openmp(first_out):
+    """Real libraries: OpenBLAS (numpy's and scipy's wheels, pthreads) has one thread count per process, libgomp one
+    per thread.  Two blocks with different limits in two threads, the main thread holding threadpoolctl's control
+    (it set the count last): while both are inside the process runs BLAS at the smaller limit, each thread OpenMP at
+    its own; the one left alone gets its own BLAS limit; when both are out the count the process had is back.
+    (threadpoolctl ignored the limits of threads other than the main one, and the last block out put back the count
+    it had found, another block's, for good.)"""
+    import threading
+
+    from threadpoolctl import ThreadpoolController
+
+    libraries = _parallel._controller().lib_controllers
+    assert any(_parallel._per_thread(lib) for lib in libraries), "libgomp (scikit-learn's OpenMP) is loaded"
+    assert any(not _parallel._per_thread(lib) for lib in libraries), "numpy's OpenBLAS (pthreads) is loaded"
+    limits = {"A": 1, "B": 3}
+    first = "A" if first_out == "smaller" else "B"
+    last = "B" if first == "A" else "A"
+    inside, out, seen = {n: threading.Event() for n in "AB"}, threading.Event(), {}
+
+    def fit(name):
+        other = "B" if name == "A" else "A"
+        with _parallel.limited_threads(limits[name]):
+            inside[name].set()
+            inside[other].wait(10)
+            seen[f"{name} with both in"] = _thread_counts()
+            if name == last:
+                out.wait(10)
+                seen[f"{name} alone"] = _thread_counts()
+        seen[f"{name} after"] = _thread_counts()[1]
+        if name == first:
+            out.set()
+
+    with ThreadpoolController().limit(limits=2):  # the process's count, which the fits' 1 and 3 must not leave behind
+        threads = [threading.Thread(target=fit, args=(name,)) for name in "AB"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        after = _thread_counts()
+    assert seen["A with both in"] == ([1], [1]) and seen["B with both in"] == ([1], [3])
+    assert seen[f"{last} alone"] == ([limits[last]], [limits[last]])
+    assert seen["A after"] == seen["B after"] == after[1]  # each thread's OpenMP back to what it had
+    assert after[0] == [2] and _parallel._shared_limits == []
+
+
+def test_fits_in_two_threads_give_what_they_give_alone_and_leave_blas_as_they_found_it(blobs):
+    import threading
+
+    def fit(n_jobs):
+        return fit_quietly(KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", n_jobs=n_jobs, random_state=4), blobs[0])
+
+    before = _thread_counts()
+    alone = {n: fit(n).cluster_centers_ for n in (1, 3)}
+    together = {}
+    threads = [threading.Thread(target=lambda n=n: together.update({n: fit(n).cluster_centers_})) for n in (1, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for n in (1, 3):
+        np.testing.assert_array_equal(together[n], alone[n])
+    assert _thread_counts() == before and _parallel._shared_limits == []
+
+
 def test_n_jobs_does_not_change_the_result(blobs):
     one = fit_quietly(KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", n_jobs=1, random_state=4), blobs[0])
     two = fit_quietly(KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", n_jobs=2, random_state=4), blobs[0])

@@ -91,8 +91,10 @@ def test_user_ids_in_any_form_that_names_the_same_users_keep_the_same_rows():
     a = _users(ids, 2, seed=4).kept(500)
     b = _users(list(as_text), 2, seed=4).kept(500)
     c = bounded_rows(np.unique(ids, return_inverse=True)[1], 2, np.random.default_rng(4))
+    d = _users(as_text.astype(np.dtypes.StringDType()), 2, seed=4).kept(500)  # how a CSV's text ids are read
     np.testing.assert_array_equal(a, c)
     np.testing.assert_array_equal(a, b)  # the ids' order or spelling does not matter, only who owns which row
+    np.testing.assert_array_equal(a, d)
 
 
 # ------------------------------------------------------------------------------------------- the scaling
@@ -245,6 +247,7 @@ def test_bad_user_level_parameters_are_refused_before_any_row_is_read(params, fi
     [
         (np.array([0.0, np.nan, 1.0, 2.0]), "missing"),
         ([0, None, 1, 2], "missing"),
+        (np.array(["a", None, "b", "c"], dtype=np.dtypes.StringDType(na_object=None)), "missing"),
         (np.zeros((4, 2)), "one-dimensional"),
         ([0, 1, 2], "one user id per row of X"),
     ],

@@ -298,13 +298,16 @@ def _frames(
     positions: list[int],
     sep,
     chunk_rows,
-    text: int | None = None,
+    ids: bool = False,
 ):
     """The chosen columns of a CSV or Parquet file as pandas frames of ``chunk_rows`` rows (None: one frame).
 
     Every column of a CSV is parsed (not just the chosen ones), so that a malformed line is found; an
     unreadable file gets a fixed description (:func:`_unreadable`), from whichever chunk finds it.
-    ``text``: the position of a CSV column read as text, its cells as they are written (missing values aside)."""
+    ``ids``: the last chosen column is a user-level fit's user ids, read without a guess at their type, which
+    :func:`_typed_ids` makes once all are read: a CSV's as text, each cell as it is written (missing values
+    aside), a Parquet file's with the column's own type (an integer column with a null stays integers: pandas
+    would make a batch holding one floats, which cannot hold every integer beyond 2**53)."""
     import pandas as pd
 
     chosen = [names[p] for p in positions]
@@ -317,11 +320,16 @@ def _frames(
 
             with pq.ParquetFile(path) as table:
                 for batch in table.iter_batches(batch_size=chunk_rows, columns=chosen):
-                    yield batch.to_pandas()
+                    if not ids:
+                        yield batch.to_pandas()
+                        continue
+                    frame = batch.select(range(len(chosen) - 1)).to_pandas()
+                    frame[chosen[-1]] = batch.column(len(chosen) - 1).to_pandas(types_mapper=pd.ArrowDtype)
+                    yield frame
             return
         options = {"header": 0 if has_header else None, **_text_options(path, sep)}
-        if text is not None:  # pandas labels a headerless file's columns by position
-            options["dtype"] = {names[text] if has_header else text: str}
+        if ids:  # pandas labels a headerless file's columns by position
+            options["dtype"] = {names[positions[-1]] if has_header else positions[-1]: str}
         if chunk_rows is None:
             yield _chosen(pd.read_csv(path, **options), positions, chosen)
             return
@@ -392,7 +400,7 @@ def _spilled_rows(path: Path, frames, names: list[str], dropna: bool, scratch, i
             if missing or non_numeric or refusal is not None or not len(frame):
                 continue  # refused: the rest is read only to find what the whole file's refusal names
             if ids is not None:
-                ids.append(frame.iloc[:, -1].to_numpy())
+                ids.append(_id_values(frame.iloc[:, -1]))
             try:
                 block = check_data(frame if ids is None else frame.iloc[:, :-1], what=str(path))
             except ValueError as exc:
@@ -446,24 +454,57 @@ def read_table_and_ids(
     naming the column, or its row dropped with ``dropna``), and every refusal is the one the whole file read
     at once gets, found before anything is returned (:func:`_spilled_rows`).
 
-    The ids have the type the whole file read at once gives them: integers, floats or text.  A column whose
-    chunks pandas read as numbers in one and as text in another (``"u7"`` in one chunk, ``"12"`` in another) is
-    text read whole, so the ids are then read again as text, each exactly as written."""
+    The file is read once.  A Parquet file's ids have its column's type.  A CSV's are read as text and typed once
+    all are read (:func:`_typed_ids`): integers when every id is one, exactly (never through floats); numbers
+    when every id is one; text, each exactly as written, otherwise -- whatever the chunks, since no chunk's
+    guess decides."""
     path = _existing(path)
     if _kind(path) == "npy":
         raise ValueError(f"{path}: user ids come from a column of a CSV or Parquet table, not an .npy array")
     names, has_header, positions = _table_layout(path, [*columns, id_column], header, sep)
     chosen = [names[p] for p in positions]
-    step = _chunk_rows(chunk_rows, names)
+    frames = _frames(path, names, has_header, positions, sep, _chunk_rows(chunk_rows, names), ids=True)
     parts: list[np.ndarray] = []
-    X = _spilled_rows(path, _frames(path, names, has_header, positions, sep, step), chosen, dropna, scratch, parts)
-    kinds = {part.dtype.kind for part in parts}
-    if len(kinds) > 1 and not kinds <= set("iuf") and _kind(path) == "text":  # numbers and text: text read whole
-        parts = []
-        for frame in _frames(path, names, has_header, positions, sep, step, text=positions[-1]):
-            parts.append((frame.dropna() if dropna else frame).iloc[:, -1].to_numpy())
+    X = _spilled_rows(path, frames, chosen, dropna, scratch, parts)
     ids = np.concatenate(parts) if parts else np.zeros(0, dtype=object)
-    return Table(X, chosen[:-1]), ids
+    del parts
+    return Table(X, chosen[:-1]), _typed_ids(ids) if _kind(path) == "text" else ids
+
+
+_TEXT = np.dtypes.StringDType()
+
+
+def _id_values(column) -> np.ndarray:
+    """A chunk's user ids as numpy values: text as numpy's variable-width strings (16 bytes an id, where a
+    Python string takes some 50), anything else (a Parquet column's numbers) with its own dtype."""
+    import pandas as pd
+
+    return column.to_numpy(dtype=_TEXT) if pd.api.types.is_string_dtype(column.dtype) else column.to_numpy()
+
+
+def _typed_ids(texts: np.ndarray) -> np.ndarray:
+    """User ids read as text (``_TEXT``), typed as one column.
+
+    Integers when every id is one (as Python's ``int`` reads it, spaces around allowed, ``_`` not): int64, or
+    uint64 when they need it, read exactly; beyond 64 bits each is kept as its integer's decimal text, so that
+    ``07`` and ``7`` stay one user there too.  Else numbers (float64) when every id is one (as ``float`` reads
+    it, as a CSV's first line is read).  Else text, each id exactly as written.  The rule looks at every id
+    and at nothing else, so the type does not depend on how the file was cut into chunks."""
+    try:
+        numbers = texts.astype(np.float64)
+    except ValueError:
+        return texts
+    if texts.size and bool((np.strings.find(texts, "_") >= 0).any()):
+        return texts  # Python reads 1_000 as a number; a table's reader does not
+    for integers in (np.int64, np.uint64):
+        try:
+            return texts.astype(integers)
+        except (ValueError, OverflowError):
+            continue
+    try:
+        return np.array([str(int(text)) for text in texts], dtype=_TEXT)  # integers beyond 64 bits
+    except ValueError:
+        return numbers
 
 
 def read_frame(

@@ -68,6 +68,7 @@ from .queries.spark import is_spark_frame, spark_features
 __all__ = [
     "private_bounds",
     "find_box",
+    "open_box",
     "box_spec",
     "box_spends",
     "find_fit_domain",
@@ -141,14 +142,12 @@ def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.nda
     for the sensitivity the query declares (m times it at user level).  Everything else here is
     post-processing of the noisy counts and of public values."""
     d = oracle.n_features
-    view = oracle.within(budget)
-    plan = view.open(box_spec(budget))  # refused before any row is read
     if outer_box is None:
         outer_hi = np.full(d, np.inf)
     else:
         outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
 
-    released = plan.release(magnitude_query(d, outer_hi), DOMAIN_LABELS[0])
+    view, plan, released = open_box(oracle, budget, outer_hi)
     scales = found_scales(released[COUNTS], float(released.std[COUNTS]), plan.family)
     missing = [j for j, m in enumerate(scales) if m is None]
     if missing and outer_box is None:
@@ -170,6 +169,16 @@ def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.nda
     lower, upper = edge_box(released[COUNTS], float(released.std[COUNTS]), lo, hi)
     spent_eps, spent_delta = view.accountant.guarantee(budget.delta)
     return PrivateBox(lower, upper, spent_eps, spent_delta, view.accountant.spends, outer_box)
+
+
+def open_box(oracle: Oracle, budget: Budget, outer_hi: np.ndarray):
+    """The box's opening, as :func:`find_box` makes it (and the audit of its first release): its plan opened with
+    ``budget`` in a ledger of its own under the oracle's (refused before any row is read), and its first release,
+    the magnitude histogram capped by ``outer_hi``.  Returns (that ledger's view of the oracle, the plan, the
+    release)."""
+    view = oracle.within(budget)
+    plan = view.open(box_spec(budget))
+    return view, plan, plan.release(magnitude_query(oracle.n_features, outer_hi), DOMAIN_LABELS[0])
 
 
 class PrivateDomain(Domain):

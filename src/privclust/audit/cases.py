@@ -198,13 +198,14 @@ BOX_ROWS, BOX_FAR = 200, 1000.0  # the box audit's D: rows at 0.5; D' adds one a
 
 
 def _private_box():
-    # The private box's first release as a fit makes it: its plan opened with the central oracle over the rows,
-    # the magnitude histogram released through it (counted where the rows live, noised by the oracle).  One
-    # feature: D's rows at 0.5 fill the bucket (2^-4, 1]; D' adds one at 1000, alone in (2^8, 2^12], whose noisy
-    # count is the output -- the one count the extra row moves (the box is post-processing of these counts).
-    from ..geometry.private_box import DOMAIN_LABELS, magnitude_buckets
+    # The private box's first release as a fit makes it (private_domain.open_box, find_box's own opening): its
+    # plan opened with the central oracle over the rows, the magnitude histogram released through it (counted
+    # where the rows live, noised by the oracle).  One feature: D's rows at 0.5 fill the bucket (2^-4, 1]; D'
+    # adds one at 1000, alone in (2^8, 2^12], whose noisy count is the output -- the one count the extra row
+    # moves (the box is post-processing of these counts).
+    from ..geometry.private_box import magnitude_buckets
     from ..privacy.budget import Budget
-    from ..private_domain import box_spec, magnitude_query
+    from ..private_domain import open_box
     from ..queries.central import in_memory
     from ..queries.histogram import COUNTS
 
@@ -214,9 +215,8 @@ def _private_box():
     bucket = int(magnitude_buckets(np.array([[BOX_FAR]]), no_outer)[0, 0])
 
     def run_once(side: int, noise, ledger):
-        oracle = in_memory(data[side], budget, ledger, noise)
-        plan = oracle.within(budget).open(box_spec(budget))
-        return plan.release(magnitude_query(1, no_outer), DOMAIN_LABELS[0])[COUNTS][0, bucket]
+        _, _, released = open_box(in_memory(data[side], budget, ledger, noise), budget, no_outer)
+        return released[COUNTS][0, bucket]
 
     return _accounted(run_once, ALG_DELTA)
 

@@ -226,8 +226,9 @@ def write_engines_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
         f"Machine: {machine}. Loopback; the own protocol over mutual TLS, the Flower app over a SuperLink "
         "and SuperNodes (insecure transport on loopback, SecAgg+ inside). Not like for like: the own "
         "protocol's round time is the parties', the Flower app's the server's, and a Flower client replays "
-        "every earlier round on each message (its processes keep no memory), so its mean grows with the "
-        "rounds; bytes are TLS frames for the one and Flower's serialised messages for the other.",
+        "every earlier round from its stored release on each message (its processes keep no memory; its rows "
+        "are read once per round), so its mean grows slightly with the rounds; bytes are TLS frames for the "
+        "one and Flower's serialised messages for the other.",
         "",
         "| engine | setting | rounds | ms / iteration round | count round (ms) | bytes sent / round / client "
         "| bytes received / round / client | ring payload |",

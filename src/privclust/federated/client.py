@@ -75,6 +75,11 @@ class MaskedAggregation:
         self._channel, self._secagg = channel, secagg
         self.contributors: list[list[int]] = []  # per round: the parties whose sums are in the release
 
+    def released(self, round_index: int, header: dict, size: int) -> np.ndarray | None:
+        """The ring total of a round released before this party computes its sums: never here, where each round
+        is aggregated as it is asked (a replaying aggregation, ``flower.rounds``, returns its stored releases)."""
+        return None
+
     def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
         masked = self._secagg.mask(round_index, encoded)
         self._channel.send(Kind.ROUND, {"round": round_index, **header}, ring_payload(masked))
@@ -141,7 +146,6 @@ class FederatedClientOracle(Oracle):
             raise CapabilityError(f"{self.model} releases dense Gaussian sums only")
         start, start_cpu = time.perf_counter(), time.process_time()
         mechanisms = block_mechanisms(query, allotment)
-        exact = self._rows.sums([query])[0]
         spec = {
             "n_buckets": query.n_buckets,
             "blocks": [
@@ -152,8 +156,11 @@ class FederatedClientOracle(Oracle):
         header = {"label": query.label}
         if spec != self._rounds.last_spec:  # the noise parameters travel only when they change
             header["spec"] = self._rounds.last_spec = spec
-        total = self._aggregation.aggregate(self._rounds.count, header, encode(exact).ravel())
-        values = decode(total).reshape(exact.shape)
+        shape = (query.n_buckets, query.width)
+        total = self._aggregation.released(self._rounds.count, header, shape[0] * shape[1])
+        if total is None:  # the rows are read only for a round that is not released yet
+            total = self._aggregation.aggregate(self._rounds.count, header, encode(self._rows.sums([query])[0]).ravel())
+        values = decode(total).reshape(shape)
         out = {block.name: values[:, cols] for block, cols in query.block_slices()}
         for block, mechanism in zip(query.blocks, mechanisms):
             self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
@@ -336,9 +343,10 @@ def join(
 def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None):
     """Run ``job``'s algorithm on this party's checked rows ``X``: (session, FitResult).
 
-    ``aggregation`` carries each round (``aggregate(round, header, encoded) -> ring total``, see
-    :class:`MaskedAggregation`); ``seed`` is the public geometry seed every party derives alike.
-    The algorithm is the central model's code; only the oracle is the party's."""
+    ``aggregation`` carries each round (``released(round, header, size)``: a total known already, else
+    ``aggregate(round, header, encoded) -> ring total``, see :class:`MaskedAggregation`); ``seed`` is the
+    public geometry seed every party derives alike.  The algorithm is the central model's code; only the
+    oracle is the party's."""
 
     def federated(accountant, randomness):  # this party's rows; the server adds the noise
         domain = make_domain(job.bounds, X.shape[1])

@@ -10,10 +10,13 @@ Per round t (see docs/federated.md, "Flower"):
    noise -- and its survivors.  Each client removes the survivors' output masks, stores
    the release, and replays the algorithm (the central model's code, ``run_party``) from
    the public start through the stored releases: it ends (*done*) or asks for round t,
-   whose label and noise parameters (public) the client answers.
+   whose label and noise parameters (public) the client answers.  The replay reads no
+   row: a released round's query is answered from its stored release, and round t is
+   announced from its query alone.
 2. The server checks the noise parameters (``validate_spec``) and its ledger
    (``round_spends``) before any data-derived message is asked for, then runs Flower's
-   SecAgg+ workflow.  In its collect stage each client replays again to round t, encodes
+   SecAgg+ workflow.  In its collect stage each client replays again to round t (again
+   without a row) and there, in the one pass over its rows of the round, encodes
    its exact clipped sums in Z_(2^64) (``ring.encode``), adds its **output mask**
    O_i(t) = PRF(group key, session, i, t) (``secagg.output_mask``) and hands SecAgg+ the
    64-bit ring elements cut into 16-bit limbs (``to_limbs``).  SecAgg+ masks them in its
@@ -108,30 +111,39 @@ def session_of(job: dict, threshold: int, nonces: list[str]) -> str:
 
 
 class Pending(BaseException):
-    """The replay reached a round without a release: its label, noise parameters and encoded sums.
+    """The replay reached a round without a release: its label, noise parameters, the number of its ring values
+    and, when the client contributes to it, its encoded sums (None when it only announces it).
 
     A BaseException so that no ``except Exception`` in an algorithm swallows it."""
 
-    def __init__(self, round_index: int, label: str, spec: dict, encoded: np.ndarray):
+    def __init__(self, round_index: int, label: str, spec: dict, size: int, encoded: np.ndarray | None = None):
         super().__init__(round_index)
-        self.round, self.label, self.spec, self.encoded = round_index, label, spec, encoded
+        self.round, self.label, self.spec, self.size, self.encoded = round_index, label, spec, size, encoded
 
 
 class _Replay:
     """The party's aggregation (``federated.client.MaskedAggregation``'s interface) during a replay: the
-    stored releases round by round, then :class:`Pending` at the first round without one."""
+    stored releases round by round, then :class:`Pending` at the first round without one -- before the party
+    reads its rows for it, unless it ``contributes`` to that round, when it comes with the round's encoded sums.
+    A round is thus replayed from its release alone: one message reads the rows at most once."""
 
-    def __init__(self, releases: list[np.ndarray], labels: list[str], contributors: list[list[int]]):
+    def __init__(self, releases: list[np.ndarray], labels: list[str], contributors: list[list[int]], contributes: bool):
         self._releases, self._labels, self.contributors = releases, labels, contributors
+        self._contributes = contributes
         self._spec = None
 
-    def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
+    def released(self, round_index: int, header: dict, size: int) -> np.ndarray | None:
         self._spec = header.get("spec", self._spec)  # the oracle sends it only when it changes
         if round_index < len(self._releases):
             if header.get("label") != self._labels[round_index]:
                 raise ProtocolError(f"round {round_index} replays as another query than it was released for")
             return self._releases[round_index].copy()
-        raise Pending(round_index, str(header.get("label")), self._spec, encoded)
+        if not self._contributes:
+            raise Pending(round_index, str(header.get("label")), self._spec, size)
+        return None  # the party computes its sums for this round, and hands them to aggregate
+
+    def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
+        raise Pending(round_index, str(header.get("label")), self._spec, encoded.size, encoded)
 
 
 class ClientRounds:
@@ -198,11 +210,11 @@ class ClientRounds:
                 raise ProtocolError(f"the server releases round {round_index - 1}, which this client did not send")
             self._absorb(group_key, round_index - 1, release, survivors, pending)
         try:
-            run, result = self._replay(X, group_key)
+            run, result = self._replay(X, group_key, contributes=False)
         except Pending as p:
             if p.round != round_index:
                 raise ProtocolError(f"the replay asks for round {p.round}, the server for {round_index}") from None
-            s["pending"] = {"round": p.round, "label": p.label, "spec": p.spec, "count": int(p.encoded.size)}
+            s["pending"] = {"round": p.round, "label": p.label, "spec": p.spec, "count": int(p.size)}
             return "round", p.label, p.spec
         s["pending"] = None
         return "done", party_result(run, result, s["contributors"])
@@ -218,9 +230,9 @@ class ClientRounds:
         if threshold != s["threshold"]:
             raise ProtocolError(f"SecAgg+ runs with threshold {threshold}, the server announced {s['threshold']}")
         try:
-            self._replay(X, group_key)
+            self._replay(X, group_key, contributes=True)
         except Pending as p:
-            if (p.round, p.label, p.spec) != (round_index, pending["label"], pending["spec"]):
+            if (p.round, p.label, p.spec, p.size) != (round_index, pending["label"], pending["spec"], pending["count"]):
                 raise ProtocolError(f"round {round_index} replays as another query than announced") from None
             s["sent"] = round_index
             masked = p.encoded + output_mask(group_key, s["session"], s["nonce"], round_index, p.encoded.size)
@@ -268,11 +280,12 @@ class ClientRounds:
         s["labels"].append(pending["label"])
         s["contributors"].append(sorted(s["nonces"].index(n) for n in survivors))
 
-    def _replay(self, X, group_key: bytes):
-        """Run the algorithm from the public start through the stored releases (the central model's code)."""
+    def _replay(self, X, group_key: bytes, contributes: bool):
+        """Run the algorithm from the public start through the stored releases (the central model's code), to
+        :class:`Pending` at the first round without one (with its encoded sums if this client ``contributes``)."""
         s = self.state
         releases = [np.frombuffer(bytes.fromhex(r), dtype="<u8").astype(np.uint64) for r in s["releases"]]
-        aggregation = _Replay(releases, s["labels"], s["contributors"])
+        aggregation = _Replay(releases, s["labels"], s["contributors"], contributes)
         seed = crypto.geometry_seed(group_key, s["session"])
         return run_party(X, Job(**s["job"]), seed, aggregation)
 

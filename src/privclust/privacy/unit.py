@@ -198,11 +198,16 @@ def _checked_ids(user_ids) -> np.ndarray:
     ids = np.asarray(user_ids)
     if ids.ndim != 1:
         raise ValueError("user_ids must be one-dimensional: one user id per row of X")
-    if ids.dtype.kind not in "biuUSfO":
+    if ids.dtype.kind not in "biuUSfOT":  # T: numpy's variable-width strings (how a CSV's text ids are read)
         raise ValueError("user_ids must be integers or strings (one user id per row of X)")
     if ids.dtype.kind == "f":
         if not np.all(np.isfinite(ids)):
             raise missing_ids_refusal(floating=True)
+    elif ids.dtype.kind == "T" and hasattr(ids.dtype, "na_object"):  # strings that may hold a missing value
+        import pandas as pd
+
+        if bool(pd.isna(ids.astype(object)).any()):
+            raise missing_ids_refusal()
     elif ids.dtype.kind == "O":
         import pandas as pd
 

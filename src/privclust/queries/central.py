@@ -61,7 +61,7 @@ from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism, NonPrivate
 from ..privacy.noise import NoiseSource, PartitionedNoise
 from ..privacy.unit import ROW, PrivacyUnit
 from .base import Released, SumQuery, significant_buckets
-from .histogram import COUNTS, HistogramQuery
+from .histogram import COUNTS, HistogramQuery, Query
 from .plan import (
     ADAPTIVE,
     DENSE,
@@ -265,7 +265,7 @@ class CentralOracle(Oracle):
     def allot(self, parts, family):
         return pooled_allotments(self.budget, parts, family)
 
-    def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
+    def answer(self, requests: list[tuple[Query, Allotment]]) -> list[Released]:
         if any(isinstance(query, HistogramQuery) for query, _ in requests):
             return self._histograms(requests)
         for query, _ in requests:

@@ -10,6 +10,14 @@ per feature (:func:`histogram_counts`); where the rows live
 (``Rows.histograms``) computes them, and the oracle noises them
 (``queries.central``).  Only an oracle offering ``HISTOGRAMS`` answers it.
 
+It is not a :class:`~privclust.queries.base.SumQuery`: it has no blocks to
+clip, no sparse listing and no narrowing, and it reads the rows before any
+domain maps them.  What a plan releases is a :data:`Query` -- either kind:
+``Plan.release`` takes both, refuses a histogram at an oracle without
+``HISTOGRAMS`` before drawing anything, and never reduces one
+(``Plan.release_reduced``); the oracle answers a batch of histograms apart
+from unit-box sums (``CentralOracle.answer``).
+
 Privacy argument: a row falls in exactly one bucket of each feature's
 histogram, so adding or removing it changes d counts by one each: the d
 histograms together have l2 sensitivity sqrt(d) and l1 sensitivity d
@@ -23,11 +31,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, Union
 
 import numpy as np
 
-__all__ = ["HistogramQuery", "histogram_counts", "COUNTS"]
+from .base import SumQuery
+
+__all__ = ["HistogramQuery", "Query", "histogram_counts", "COUNTS"]
 
 COUNTS = "counts"  # the name of a histogram release's one value array (``Released.values``)
 
@@ -41,8 +51,6 @@ class HistogramQuery:
     n_features: int
     n_buckets: int
     bucket: Callable[[np.ndarray], np.ndarray]
-    sparse: ClassVar[bool] = False  # every bucket is released (dense)
-    narrows: ClassVar[None] = None
 
     def __post_init__(self):
         if self.n_features < 1 or self.n_buckets < 1:
@@ -57,6 +65,9 @@ class HistogramQuery:
     def l1_bound(self) -> float:
         """The l1 sensitivity of the counts (d)."""
         return float(self.n_features)
+
+
+Query = Union[SumQuery, HistogramQuery]  # what a plan releases: noisy sums of the unit box, or histograms
 
 
 def histogram_counts(query: HistogramQuery, rows: np.ndarray) -> np.ndarray:

@@ -60,6 +60,7 @@ from ..privacy.budget import Budget, PrivacyAccountant, Spend
 from ..privacy.gdp import gdp_mu
 from ..privacy.unit import EXACT_AT_USER_LEVEL, ROW, PrivacyUnit
 from .base import Released, SumQuery
+from .histogram import HistogramQuery, Query
 
 __all__ = [
     "DENSE",
@@ -271,17 +272,19 @@ class Plan:
             view._known(part.name)
         return view
 
-    def _labelled(self, query: SumQuery) -> SumQuery:
+    def _labelled(self, query: Query) -> Query:
         return dataclasses.replace(query, label=self._prefix + query.label) if self._prefix else query
 
-    def release(self, query: SumQuery, part: str, fraction: float = 1.0) -> Released:
-        """The noisy sums of ``query``, spending ``fraction`` of ``part``."""
+    def release(self, query: Query, part: str, fraction: float = 1.0) -> Released:
+        """The noisy answer to ``query`` (sums, or histograms), spending ``fraction`` of ``part``."""
         return self.release_many([(query, part, fraction)])[0]
 
-    def release_many(self, requests: Iterable[tuple[SumQuery, str, float]]) -> list[Released]:
+    def release_many(self, requests: Iterable[tuple[Query, str, float]]) -> list[Released]:
         """Several releases fixed in advance: one pass over the rows.  None depends on another's answer, except a
         sparse query whose ``narrows`` names its candidates from the release before it."""
         requests = list(requests)
+        if HISTOGRAMS not in self.oracle.capabilities and any(isinstance(q, HistogramQuery) for q, *_ in requests):
+            raise CapabilityError(f"{self.oracle.model} releases no histograms of its input; nothing was spent")
         drawn = [(self._labelled(query), self._draw(part, fraction)) for query, part, fraction in requests]
         return self.oracle.answer(drawn)
 
@@ -289,6 +292,8 @@ class Plan:
         """Releases fixed in advance, each used only through its reduction (``queries.reduce``): what each
         reduction keeps of its release.  Charged like ``release_many``; the reductions are post-processing."""
         requests = list(requests)
+        if any(not isinstance(query, SumQuery) for query, *_ in requests):
+            raise ValueError("a reduced release is of unit-box sums: histograms are released whole (release_many)")
         if any(query.narrows is not None for query, *_ in requests):
             raise ValueError("a reduced release is answered whole: its sparse queries cannot narrow (drop narrows)")
         drawn = [
@@ -433,8 +438,9 @@ class Oracle(ABC):
         """Turn the budget into each part's allotment; raise ``ValueError`` if the parts do not fit it."""
 
     @abstractmethod
-    def answer(self, requests: list[tuple[SumQuery, Allotment]]) -> list[Released]:
-        """Compute, noise and charge the releases (called by :class:`Plan` only)."""
+    def answer(self, requests: list[tuple[Query, Allotment]]) -> list[Released]:
+        """Compute, noise and charge the releases (called by :class:`Plan` only; histograms only if the oracle
+        offers ``HISTOGRAMS``)."""
 
     def answer_reduced(self, requests: list[tuple[SumQuery, Allotment, "Reduction"]]) -> list[Released]:  # noqa: F821
         """Releases and their reductions on one machine (an oracle whose rows are distributed overrides it)."""

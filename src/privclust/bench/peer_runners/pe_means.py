@@ -10,6 +10,13 @@ centre of the declared bounds box and the radius is half the box's diagonal (``b
 centers are shifted back and, when fewer than k come back, padded (``pad_to_k``).  One BLAS and one
 OpenMP thread, as the authors' single-run script sets.
 
+Seeded from the job: ``run_id`` seeds numpy's global generator (the mutations, the noise), and the
+sphere-packing start, which the peer draws from ``pack_in_sphere``'s own ``RandomState(seed=None)`` -- fresh OS
+entropy, whatever ``run_id`` -- gets a seed derived from the job's (``start_seed``: a stream apart from
+``run_id``'s, so the start and the mutations are not the same draws).  ``pe_means`` takes no seed for it, so the
+runner hands the peer's module a ``pack_in_sphere`` with that seed bound while a job runs; the peer's code is
+unchanged.  A run is then a function of the data and the job's seed alone.
+
 Input: the path of a JSON file {"data": "<.npy path>", "jobs": [{"k", "epsilon", "delta", "seed", "lower",
 "upper"}], "memory": bool}.  Output: one JSON line per job on stdout: {"centers", "returned",
 "iterations", "seconds", "peak_bytes"}.
@@ -21,6 +28,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUME
     os.environ[_var] = "1"
 
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import io  # noqa: E402
 import logging  # noqa: E402
 import time  # noqa: E402
@@ -28,12 +36,29 @@ import tracemalloc  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+import src.pe_means_main as peer  # noqa: E402
 from _batch import ball_of_box, pad_to_k, serve  # noqa: E402
 from clustering import clustering_params  # noqa: E402
 from src.helpers import PE_PARAMS  # noqa: E402
-from src.pe_means_main import hdpe_means, pe_means  # noqa: E402
 
 HIGH_DIMENSION = 32  # the authors run hdpe_means above this (experiments/run_ours_HD.py)
+START_STREAM = 1  # the job's seed spawns the start's seed on this stream (run_id seeds numpy's global one)
+
+
+def start_seed(seed) -> int:
+    """The sphere-packing start's seed (a RandomState seed, below 2^32) for the job's ``seed``."""
+    return int(np.random.SeedSequence([int(seed), START_STREAM]).generate_state(1)[0])
+
+
+@contextlib.contextmanager
+def seeded_start(seed):
+    """The peer's ``pack_in_sphere`` with ``seed`` bound while the job runs (its callers pass none)."""
+    unseeded = peer.pack_in_sphere
+    peer.pack_in_sphere = functools.partial(unseeded, seed=seed)
+    try:
+        yield
+    finally:
+        peer.pack_in_sphere = unseeded
 
 
 def settings(n, d, k, epsilon, seed):
@@ -57,12 +82,13 @@ def run(X, job, trace):
     if trace:
         tracemalloc.start()
     start = time.perf_counter()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # stdout carries our JSON
+    quiet = contextlib.redirect_stdout(io.StringIO())  # stdout carries our JSON
+    with warnings.catch_warnings(), quiet, seeded_start(start_seed(job["seed"])):
         warnings.simplefilter("ignore")
         if d > HIGH_DIMENSION:
-            _, centers, _ = hdpe_means(job["k"], data, config, privacy, visualize=False)
+            _, centers, _ = peer.hdpe_means(job["k"], data, config, privacy, visualize=False)
         else:
-            _, centers, _ = pe_means(job["k"], data, config, privacy, visualize=False)
+            _, centers, _ = peer.pe_means(job["k"], data, config, privacy, visualize=False)
     seconds = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1] if trace else 0
     if trace:
