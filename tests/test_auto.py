@@ -13,7 +13,7 @@ from privclust.algorithms.auto import (
     GREEDY_START_SIGNAL,
     choose,
 )
-from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
 
@@ -91,7 +91,7 @@ def test_in_three_dimensions_auto_starts_fastlloyd_from_the_greedy_and_says_so()
     model = KMeans(4, bounds=(-1, 1), public_n=6_000, random_state=0).fit(X)  # n epsilon / k = 1500
     auto = model.fit_info_["auto"]
     assert auto["chose"] == GREEDY_START and "d = 3" in auto["because"]
-    assert auto["algorithm"] == "fastlloyd" and auto["algorithm_params"] == {"init": "greedy"}
+    assert auto["algorithm"] == "fastlloyd" and auto["algorithm_params"] == {**AUTO_FASTLLOYD, "init": "greedy"}
     assert model.fit_info_["init"]["start"] == "greedy"
     assert model.fit_info_["init"]["init_share"] == DEFAULT_INIT_SHARE
     assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)

@@ -273,14 +273,15 @@ def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, mon
 
 def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
     """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
-    per cluster for the budget), sphere packing where it affords more, and never in the plane."""
+    per cluster for the budget), sphere packing where it affords more, and never in the plane.  (Su et al.'s
+    rounds here, whose estimate the rule reads; auto's FastLloyd runs rounds="log" from the same start.)"""
     from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D, MIN_ITERATIONS
 
     X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
 
     def info(n, epsilon, d=6):
         model = KMeans(
-            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=n
+            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params={"init": "auto"}, public_n=n
         )
         return model.fit(X[:n, :d])
 
@@ -333,42 +334,42 @@ def test_the_compact_start_and_a_public_start_are_not_both_taken(blobs):
         )
 
 
-def test_auto_fastlloyd_runs_a_third_round_from_the_signal_with_the_same_total_noise(spy):  # noqa: F811
-    """rounds='signal' (auto's FastLloyd): where Su et al.'s estimate is at its floor of 2 but n eps / k >=
-    ROUNDS_SIGNAL, three rounds, each release drawing a third of the same part (its noise std sqrt(3/2) times
-    a half's), the fit still spending exactly (epsilon, delta); below the signal or in the plane, two."""
-    from privclust.algorithms.lloyd import AUTO_RULES_MIN_D, MIN_ITERATIONS, ROUNDS_SIGNAL
+def test_log_rounds_grow_with_the_signal_and_keep_the_total_noise(spy):  # noqa: F811
+    """rounds='log' (auto's FastLloyd): round(log2(n eps / k)) rounds within LOG_ROUNDS (at most MAX_ITERATIONS
+    after the greedy start), each release drawing 1/T of the same part -- its noise std sqrt(T) times the whole
+    part's -- and the fit spending exactly (epsilon, delta), by our accountant and by Google's."""
+    from privclust.algorithms.lloyd import LOG_ROUNDS, MAX_ITERATIONS, log_rounds
 
     X = np.random.default_rng(5).uniform(-1.0, 1.0, size=(1_000, 6))
-    eps, delta = 1.0, 1e-6
+    delta = 1e-6
 
-    def fit(rule, epsilon=eps, d=6):
+    def fit(epsilon, **params):
         spy.clear()
-        params = {"init": "auto", "reseed": True, "shrink": True, "rounds": rule}
         m = KMeans(
             3,
             bounds=(-1, 1),
             epsilon=epsilon,
             delta=delta,
             algorithm="fastlloyd",
-            algorithm_params=params,
+            algorithm_params={"rounds": "log", **params},
             public_n=1_000,
             random_state=0,
-        ).fit(X[:, :d])
-        return m, [[mech.std for mech in r.mechanisms] for r in spy]
+        ).fit(X)
+        return m, [[mech.std / mech.sensitivity for mech in r.mechanisms] for r in spy]
 
-    assert 1_000 * eps / 3 >= ROUNDS_SIGNAL
-    su, su_noise = fit("su")
-    signal, signal_noise = fit("signal")
-    assert su.n_iter_ == MIN_ITERATIONS and signal.n_iter_ == MIN_ITERATIONS + 1
-    for t in range(MIN_ITERATIONS):  # each round's noise: a third of the part instead of a half
-        np.testing.assert_allclose(signal_noise[t], np.array(su_noise[t]) * math.sqrt(3 / 2), rtol=1e-9)
-    assert signal.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
-    assert compose_mu(*[st.mu for st in signal.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
-    low_epsilon = 0.9 * ROUNDS_SIGNAL * 3 / 1_000
-    assert fit("signal", epsilon=low_epsilon)[0].n_iter_ == MIN_ITERATIONS
-    signal_of = ROUNDS_SIGNAL * 10
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D) == MIN_ITERATIONS + 1
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D - 1) == MIN_ITERATIONS
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, lloyd_module.MEAN_START_MIN_D) == MIN_ITERATIONS
-    assert lloyd_module.rounds("signal", 5, signal_of, AUTO_RULES_MIN_D) == 5  # never fewer than Su et al.'s
+    low, high = LOG_ROUNDS
+    for epsilon in (0.01, 0.5, 1_000.0):
+        m, noise = fit(epsilon)
+        expected = int(min(max(round(math.log2(1_000 * epsilon / 3)), low), high))
+        assert m.n_iter_ == expected == log_rounds(1_000 * epsilon / 3)
+        # every round draws 1/T of one part: each release's noise per unit of sensitivity is the same
+        assert all(np.allclose(r, noise[0], rtol=1e-12) for r in noise)
+        assert m.privacy_spent_.epsilon == pytest.approx(epsilon, rel=1e-6)
+        assert compose_mu(*[st.mu for st in m.privacy_spent_.steps]) == pytest.approx(gdp_mu(epsilon, delta), rel=1e-9)
+    one_round = fit(0.5, **{"rounds": "su"})[1]
+    T = log_rounds(1_000 * 0.5 / 3)
+    # Su et al.'s estimate is 2 here: T rounds' noise is sqrt(T / 2) times its
+    np.testing.assert_allclose(fit(0.5)[1][0], np.array(one_round[0]) * math.sqrt(T / 2), rtol=1e-9)
+    assert log_rounds(1e9) == high and log_rounds(1.0) == low
+    assert log_rounds(1e9, greedy_start=True) == min(high, MAX_ITERATIONS)
+    assert pld_epsilon_of(spy, delta) == pytest.approx(0.5, rel=0.02)

@@ -99,7 +99,7 @@ GREEDY_START = "fastlloyd-greedy-start"
 CHOICES = {
     "greedy": ("greedy", None),
     "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
-    GREEDY_START: ("fastlloyd", {"init": "greedy"}),
+    GREEDY_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "greedy"}),
     "evolve": ("evolve", None),
 }
 MEAN_START = "fastlloyd-mean-start"
