@@ -240,18 +240,33 @@ def test_the_mean_start_is_charged_as_its_share_and_starts_at_the_mean(blobs, pu
     assert m.fit_info_["init"]["start"] == "noisy mean" and m.fit_info_["init"]["init_share"] == 0.05
 
 
-def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
-    X, _ = blobs
-    seen = []
-    monkeypatch.setattr(
-        lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
-    )
-    KMeans(
-        3, bounds=(-1, 1), epsilon=1e6, algorithm="fastlloyd", algorithm_params={"init": "mean"}, random_state=0
-    ).fit(X)
-    start = seen[0]
-    distances = np.linalg.norm(start - X.mean(axis=0), axis=1)
-    np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+def test_the_mean_start_puts_the_centers_around_the_mean(monkeypatch):
+    """Below MEAN_START_MIN_D dimensions: compact sphere packing moved to the rows' mean; from it, centers at
+    MEAN_START_RADIUS from the mean in random directions.  (Noise negligible at epsilon 1e6: the James-Stein
+    factor is 1.)"""
+    rng = np.random.default_rng(7)
+    for d in (6, lloyd_module.MEAN_START_MIN_D):
+        X = rng.normal(0.3, 0.1, size=(2_000, d))
+        mean = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "mean"})
+        if d < lloyd_module.MEAN_START_MIN_D:
+            sphere = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "compact"})
+            np.testing.assert_allclose(mean, X.mean(axis=0) + sphere, atol=1e-3)
+        else:
+            distances = np.linalg.norm(mean - X.mean(axis=0), axis=1)
+            np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+
+
+def test_the_noisy_mean_is_shrunk_towards_the_box_center_by_its_noise():
+    """shrunk_mean: the positive-part James-Stein factor 1 - (d - 2) tau^2 / |mean|^2, tau the noise std over
+    the count; the mean as it is where the noise is negligible, the box's center where it swamps the mean."""
+    from privclust.algorithms.lloyd import shrunk_mean
+
+    mean = np.full(8, 0.5)
+    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 1e-9), mean)
+    tau2 = (20.0 / 100.0) ** 2
+    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 20.0), mean * (1 - 6 * tau2 / (8 * 0.25)))
+    np.testing.assert_array_equal(shrunk_mean(mean * 100, 100.0, 1e3), np.zeros(8))
+    np.testing.assert_allclose(shrunk_mean(np.array([50.0, 0.0]), 100.0, 1e3), [0.5, 0.0])  # d < 3: unshrunk
 
 
 def _start_of(monkeypatch, X, **kwargs) -> np.ndarray:
@@ -271,30 +286,21 @@ def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, mon
     np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
 
 
-def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
-    """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
-    per cluster for the budget), sphere packing where it affords more, and never in the plane.  (Su et al.'s
-    rounds here, whose estimate the rule reads; auto's FastLloyd runs rounds="log" from the same start.)"""
-    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D, MIN_ITERATIONS
+def test_auto_init_is_the_mean_start_from_three_dimensions_and_sphere_packing_in_the_plane(monkeypatch):
+    """init='auto' (auto's FastLloyd): the mean start from AUTO_RULES_MIN_D dimensions, sphere packing below."""
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D
 
-    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
+    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(400, 6))
 
-    def info(n, epsilon, d=6):
-        model = KMeans(
-            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params={"init": "auto"}, public_n=n
-        )
-        return model.fit(X[:n, :d])
+    def info(d):
+        model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=400)
+        return model.fit(X[:, :d]).fit_info_["init"]
 
-    low, high = info(300, 0.1), info(40_000, 1.0)
-    assert low.n_iter_ == MIN_ITERATIONS and low.fit_info_["init"] == {
-        "start": "compact sphere packing",
-        "scale": lloyd_module.COMPACT_SCALE,
-    }
-    assert high.n_iter_ > MIN_ITERATIONS and high.fit_info_["init"] == {"start": "sphere packing"}
-    assert info(300, 0.1, d=AUTO_RULES_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
-    pulled = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params=AUTO_FASTLLOYD)
-    sphere = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params={"init": "sphere"})
-    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
+    assert info(AUTO_RULES_MIN_D)["start"] == "noisy mean"
+    assert info(AUTO_RULES_MIN_D - 1) == {"start": "sphere packing"}
+    plane = _start_of(monkeypatch, X[:, :2], public_n=400, algorithm_params=AUTO_FASTLLOYD)
+    sphere = _start_of(monkeypatch, X[:, :2], public_n=400, algorithm_params={"init": "sphere"})
+    np.testing.assert_allclose(plane, sphere, rtol=1e-12)
 
 
 @pytest.mark.parametrize("public_n", [None, 3000])

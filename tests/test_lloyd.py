@@ -266,18 +266,19 @@ def test_shrinkage_keeps_a_noisy_move_and_drops_a_pure_noise_one():
     np.testing.assert_array_equal(shrink_moves(low, low + 1.0, np.array([True, True]), counts, 100.0), low + 1.0)
 
 
-def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
+def test_auto_init_takes_the_mean_start_with_its_shape_by_dimension():
     from privclust.algorithms.lloyd import AUTO_FASTLLOYD, MEAN_START_MIN_D
 
     rng = np.random.default_rng(2)
-    # below MEAN_START_MIN_D: sphere packing (on these 500 rows pulled in: the compact start, test_greedy_start)
-    for d, start in ((MEAN_START_MIN_D - 1, "compact sphere packing"), (MEAN_START_MIN_D, "noisy mean")):
+    # the mean start: compact sphere packing about the mean below MEAN_START_MIN_D, random directions from it
+    for d, around in ((MEAN_START_MIN_D - 1, "compact sphere packing"), (MEAN_START_MIN_D, "random directions")):
         X = rng.uniform(-1.0, 1.0, size=(500, d))
         model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=500)
-        assert model.fit(X).fit_info_["init"]["start"] == start
+        info = model.fit(X).fit_info_["init"]
+        assert info["start"] == "noisy mean" and info["around"] == around
     with pytest.raises(ValueError, match="init_share is the mean start's share"):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": "auto", "init_share": 0.1}).fit(
-            rng.uniform(-1.0, 1.0, size=(50, 4))
+            rng.uniform(-1.0, 1.0, size=(50, 2))  # the plane: sphere packing, no share to take
         )
 
 

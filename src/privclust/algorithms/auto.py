@@ -151,6 +151,11 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
             f"< {EVOLVE_SIGNAL:g}: evolve's votes, whose noise does not grow with the domain, beat the greedy's "
             "and FastLloyd's releases with this few rows per cluster"
         )
+    if d <= 2 and k < EVOLVE_MIN_K:
+        return "fastlloyd", (
+            f"d = {d} <= 2 and k = {k} < {EVOLVE_MIN_K}: FastLloyd with clipped rows is the more accurate with this "
+            "few clusters at every signal"
+        )
     if d <= 2 and signal >= GREEDY_SIGNAL:
         return "greedy", f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}"
     if d == 3 and signal >= GREEDY_SIGNAL:
@@ -164,10 +169,9 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
         )
     if d > 2:
         return "fastlloyd", f"d = {d} > 2 and n epsilon / k = {signal:.3g}: FastLloyd is the more accurate there"
-    too_few = f"k = {k} < {EVOLVE_MIN_K}" if k < EVOLVE_MIN_K else f"n = {n:.0f} < {EVOLVE_MIN_N}"
     return "fastlloyd", (
-        f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy, and {too_few} "
-        "for evolve"
+        f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy, and "
+        f"n = {n:.0f} < {EVOLVE_MIN_N} for evolve"
     )
 
 

@@ -29,6 +29,19 @@ sqrt(1+sqrt(4d)) (eq. 7).  Per iteration that is (1/(sigma_R sqrt T))- and
 sqrt(T/(sigma_R^2 T) + T/(sigma_C^2 T)) = 1/sigma = mu_L, whatever T is.
 With the count: sqrt(mu_c^2 + mu_L^2) = mu, i.e. exactly (eps, delta).
 
+``algorithm_params={"far_rows": "clip", "radii": "shrinking", "rounds": "log"}`` (what ``auto`` runs).
+A row beyond round t's radius r_t is not left out but scaled onto it: its relative contribution is
+r_t (x - c) / |x - c|, so it still has l2 norm <= r_t, and it is counted -- the sensitivities, the
+noise and the argument above are unchanged (each row adds at most r_t to one cell's sum and 1 to its
+count).  The radii fall geometrically from ``first_radius`` to ``final_radius`` of the unit box's
+diagonal over the T rounds, and T = round(log2(n eps / k)) within ``LOG_ROUNDS`` (n public or the
+noisy count): public values only.  Why: with few rows per cluster the sums' noise, proportional to the
+radius, is what the centers' error is made of, and the paper's radius (about the box's half diagonal)
+is several times a real cluster's spread; clipped rows still pull a far center towards them -- by at
+most r_t a round, so the radii start large and the rounds grow with the signal -- and a cell's clipped
+mean near its fixed point is its rows' robust center.  Measured in docs/benchmarks.md ("FastLloyd with
+clipped rows and shrinking radii").
+
 ``glloyd`` (GLloyd, Diaa, Humphries & Kerschbaum (2024) App. B.1).  As above but sums are absolute,
 sensitivity sqrt(d) (the domain), no radius, split sigma_C =
 sqrt(sqrt(d)/(2 rho)) sigma_S with 1/sigma_S^2 + 1/sigma_C^2 = 1/sigma^2.
@@ -471,11 +484,11 @@ def _init_option(params: dict, d: int) -> tuple[str, float | None]:
     """FastLloyd's ``init`` (``"auto"`` resolved from d) and, for a private start, its ``init_share``."""
     init, share = params["init"], params["init_share"]
     if init == "auto":  # FastLloyd's own start by d -- unless the user gave one (init=<array>), which is public
-        init = "sphere" if params[START] is not None or d < MEAN_START_MIN_D else "mean"
+        init = "sphere" if params[START] is not None or d < AUTO_RULES_MIN_D else "mean"
         if init == "sphere" and share is not None:
             raise ValueError(
                 f"init_share is the mean start's share of the budget, and init='auto' uses no private start here "
-                f"(below d = {MEAN_START_MIN_D}, or with a public init): drop init_share or pass init='mean'"
+                f"(below d = {AUTO_RULES_MIN_D}, or with a public init): drop init_share or pass init='mean'"
             )
     if params[START] is not None and init != "sphere":
         raise ValueError(
@@ -550,14 +563,17 @@ def mean_start_spec(ctx: FitContext, share: float) -> Spec:
 
 
 def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
-    """k centers at ``MEAN_START_RADIUS`` from the rows' noisy mean, in public random directions.
+    """k centers about the rows' noisy mean, shrunk towards the box's center (``shrunk_mean``): below
+    ``MEAN_START_MIN_D`` dimensions sphere packing pulled in by ``COMPACT_SCALE`` (:func:`compact`) and moved
+    there; from it, at ``MEAN_START_RADIUS`` in public random directions.
 
     One release: the sum (l2 bound sqrt(d), the unit box's) and the size of all rows, split as FastLloyd's
-    eq. 7.  Why the mean: in many dimensions the sphere packing's centers lie far from the data at different
+    eq. 7.  Why the mean: real rows crowd a part of their box (a skewed feature, a corner), where the box's
+    center -- the compact start's middle -- lies far from most of them (Yeast, Wine; docs/benchmarks.md).  Why
+    directions in many dimensions: there the sphere packing's centers lie far from the data at different
     distances, so the first step hands nearly every row to the few nearest, and a center whose cell is small
-    is moved by its noise away from every row for good (on MNIST 8 of 10 centers end empty).  Centers at
-    one distance from the mean split the rows by direction instead, (x - mean) . u_j: cells of comparable
-    size.  The noise of the mean shifts every center alike, which changes no cell."""
+    is moved by its noise away from every row for good (on MNIST 8 of 10 centers ended empty); centers at
+    one distance from the mean split the rows by direction, (x - mean) . u_j: cells of comparable size."""
     d = ctx.n_features
     sum_share, count_share = fastlloyd_shares(d)
     whole = VoronoiCells(np.zeros((1, d)), radius=None, relative=False)
@@ -565,10 +581,28 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
         voronoi_query("the rows' mean", whole, Block("sum", d, math.sqrt(d), share=sum_share), count_share),
         MEAN_START_PART,
     )
-    mean = np.clip(released["sum"][0] / max(float(released["count"][0, 0]), 1.0), -1.0, 1.0)  # post-processing
-    directions = ctx.randomness.geometry().normal(size=(ctx.n_clusters, d))
+    mean = shrunk_mean(released["sum"][0], float(released["count"][0, 0]), float(np.max(released.std["sum"])))
+    rng = ctx.randomness.geometry()
+    if d < MEAN_START_MIN_D:
+        return np.clip(mean + compact(sphere_packing(ctx.n_clusters, d, rng)), -1.0, 1.0)
+    directions = rng.normal(size=(ctx.n_clusters, d))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
+
+
+def shrunk_mean(noisy_sum: np.ndarray, noisy_count: float, sum_std: float) -> np.ndarray:
+    """The rows' mean from its noisy sum and count, shrunk towards the box's center (the origin) by the
+    positive-part James-Stein factor max(0, 1 - (d - 2) tau^2 / |mean|^2), tau = the sum's noise std over the
+    count: in d >= 3 it lowers the expected squared error of the noisy mean whatever the true mean is, so
+    where the noise is large next to how far the rows' mean lies from the box's center (a few hundred rows at
+    a small epsilon) the start stays near the center, and where the mean stands out it moves there.
+    Post-processing of the release and its public noise std; clipped to the unit box."""
+    count = max(noisy_count, 1.0)
+    mean = np.clip(noisy_sum / count, -1.0, 1.0)
+    d, length2 = mean.size, float(mean @ mean)
+    if d >= 3 and length2 > 0.0:
+        mean = mean * max(0.0, 1.0 - (d - 2) * (sum_std / count) ** 2 / length2)
+    return mean
 
 
 def compact(centers: np.ndarray) -> np.ndarray:
@@ -656,10 +690,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         T = max(estimate, MEAN_START_MIN_ITERATIONS)
     else:
         T = estimate
-    pulled = init == "compact" or (
-        params["init"] == "auto" and init == "sphere" and d >= AUTO_RULES_MIN_D and estimate <= MIN_ITERATIONS
-    )
-    if pulled and public_start is None:  # a public start (init=<array>) is the user's: never moved
+    if init == "compact":  # (a public start, init=<array>, is the user's and never moved: refused with it)
         centers = compact(centers)
     radii = _radii(params, d, T, eta if strategy == "constant" else beta / 2.0, eta)
     steps = [fastlloyd_step(d, r, clip=params["far_rows"] == "clip") for r in radii]
@@ -672,8 +703,14 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if start is not None:
         info["init"] = start.info(plan, sample_rate)
     elif init == "mean":
-        info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
-    elif pulled and public_start is None:
+        around = "compact sphere packing" if d < MEAN_START_MIN_D else "random directions"
+        info["init"] = {
+            "start": "noisy mean",
+            "around": around,
+            "init_share": share,
+            "mu": plan.allotment(MEAN_START_PART).mu,
+        }
+    elif init == "compact":
         info["init"] = {"start": "compact sphere packing", "scale": COMPACT_SCALE}
     else:
         info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}
