@@ -256,17 +256,22 @@ def test_the_mean_start_puts_the_centers_around_the_mean(monkeypatch):
             np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
 
 
-def test_the_noisy_mean_is_shrunk_towards_the_box_center_by_its_noise():
-    """shrunk_mean: the positive-part James-Stein factor 1 - (d - 2) tau^2 / |mean|^2, tau the noise std over
-    the count; the mean as it is where the noise is negligible, the box's center where it swamps the mean."""
-    from privclust.algorithms.lloyd import shrunk_mean
+def test_the_noisy_mean_moves_the_start_where_it_stands_out_and_is_shrunk_by_its_noise():
+    """shrunk_mean: the box's center unless the mean's squared length exceeds tau^2 times chi-square's
+    MEAN_STANDS_OUT quantile (tau = the noise std over the count); then shrunk by the positive-part James-Stein
+    factor 1 - (d - 2) tau^2 / |mean|^2 (d >= 3)."""
+    from scipy.stats import chi2
+
+    from privclust.algorithms.lloyd import MEAN_STANDS_OUT, shrunk_mean
 
     mean = np.full(8, 0.5)
     np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 1e-9), mean)
-    tau2 = (20.0 / 100.0) ** 2
-    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 20.0), mean * (1 - 6 * tau2 / (8 * 0.25)))
-    np.testing.assert_array_equal(shrunk_mean(mean * 100, 100.0, 1e3), np.zeros(8))
-    np.testing.assert_allclose(shrunk_mean(np.array([50.0, 0.0]), 100.0, 1e3), [0.5, 0.0])  # d < 3: unshrunk
+    tau2 = (10.0 / 100.0) ** 2
+    assert 8 * 0.25 > tau2 * chi2.ppf(MEAN_STANDS_OUT, 8)  # stands out
+    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 10.0), mean * (1 - 6 * tau2 / (8 * 0.25)))
+    just_under = np.sqrt(tau2 * chi2.ppf(MEAN_STANDS_OUT, 8) / 8) * 0.999
+    np.testing.assert_array_equal(shrunk_mean(np.full(8, just_under * 100), 100.0, 10.0), np.zeros(8))
+    np.testing.assert_allclose(shrunk_mean(np.array([50.0, 0.0]), 100.0, 1.0), [0.5, 0.0])  # d < 3: not shrunk
 
 
 def _start_of(monkeypatch, X, **kwargs) -> np.ndarray:

@@ -590,18 +590,28 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
     return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
 
 
+MEAN_STANDS_OUT = 0.99  # the noisy mean moves the start only if noise alone reaches its length this rarely
+
+
 def shrunk_mean(noisy_sum: np.ndarray, noisy_count: float, sum_std: float) -> np.ndarray:
-    """The rows' mean from its noisy sum and count, shrunk towards the box's center (the origin) by the
-    positive-part James-Stein factor max(0, 1 - (d - 2) tau^2 / |mean|^2), tau = the sum's noise std over the
-    count: in d >= 3 it lowers the expected squared error of the noisy mean whatever the true mean is, so
-    where the noise is large next to how far the rows' mean lies from the box's center (a few hundred rows at
-    a small epsilon) the start stays near the center, and where the mean stands out it moves there.
-    Post-processing of the release and its public noise std; clipped to the unit box."""
+    """The rows' mean from its noisy sum and count, where it stands out of its noise; else the box's center.
+
+    With tau the sum's noise std over the count, the mean moves the start only if its squared length exceeds
+    what the noise alone reaches with probability 1 - ``MEAN_STANDS_OUT`` (tau^2 times that quantile of
+    chi-square with d degrees of freedom: the box's center is then a likely truth), and in d >= 3 it is shrunk
+    towards the box's center by the positive-part James-Stein factor max(0, 1 - (d - 2) tau^2 / |mean|^2),
+    which lowers its expected squared error whatever the true mean is.  So a few hundred rows at a small
+    epsilon start at the box's center, and rows crowding a corner of their box start there.  Post-processing of
+    the release and its public noise std; clipped to the unit box."""
+    from scipy.stats import chi2
+
     count = max(noisy_count, 1.0)
     mean = np.clip(noisy_sum / count, -1.0, 1.0)
-    d, length2 = mean.size, float(mean @ mean)
-    if d >= 3 and length2 > 0.0:
-        mean = mean * max(0.0, 1.0 - (d - 2) * (sum_std / count) ** 2 / length2)
+    d, length2, tau2 = mean.size, float(mean @ mean), (sum_std / count) ** 2
+    if length2 <= tau2 * float(chi2.ppf(MEAN_STANDS_OUT, d)):
+        return np.zeros_like(mean)
+    if d >= 3:
+        mean = mean * max(0.0, 1.0 - (d - 2) * tau2 / length2)
     return mean
 
 
