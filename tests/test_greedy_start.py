@@ -291,21 +291,18 @@ def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, mon
     np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
 
 
-def test_auto_init_is_the_mean_start_from_three_dimensions_and_sphere_packing_in_the_plane(monkeypatch):
-    """init='auto' (auto's FastLloyd): the mean start from AUTO_RULES_MIN_D dimensions, sphere packing below."""
-    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D
+def test_auto_init_is_the_mean_start_in_every_dimension(monkeypatch):
+    """init='auto' (auto's FastLloyd): the mean start, in the plane too (where the noisy mean is not shrunk, only
+    kept where it stands out of its noise)."""
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD
 
-    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(400, 6))
-
-    def info(d):
-        model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=400)
-        return model.fit(X[:, :d]).fit_info_["init"]
-
-    assert info(AUTO_RULES_MIN_D)["start"] == "noisy mean"
-    assert info(AUTO_RULES_MIN_D - 1) == {"start": "sphere packing"}
-    plane = _start_of(monkeypatch, X[:, :2], public_n=400, algorithm_params=AUTO_FASTLLOYD)
-    sphere = _start_of(monkeypatch, X[:, :2], public_n=400, algorithm_params={"init": "sphere"})
-    np.testing.assert_allclose(plane, sphere, rtol=1e-12)
+    X = np.random.default_rng(3).normal(0.5, 0.05, size=(2_000, 6))
+    for d in (1, 2, 6):
+        model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=2_000)
+        assert model.fit(X[:, :d]).fit_info_["init"]["start"] == "noisy mean"
+    plane = _start_of(monkeypatch, X[:, :2], epsilon=1e6, public_n=2_000, algorithm_params=AUTO_FASTLLOYD)
+    pulled = _start_of(monkeypatch, X[:, :2], epsilon=1e6, public_n=2_000, algorithm_params={"init": "compact"})
+    np.testing.assert_allclose(plane, X[:, :2].mean(axis=0) + pulled, atol=1e-3)
 
 
 @pytest.mark.parametrize("public_n", [None, 3000])

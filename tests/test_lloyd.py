@@ -277,9 +277,13 @@ def test_auto_init_takes_the_mean_start_with_its_shape_by_dimension():
         info = model.fit(X).fit_info_["init"]
         assert info["start"] == "noisy mean" and info["around"] == around
     with pytest.raises(ValueError, match="init_share is the mean start's share"):
-        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": "auto", "init_share": 0.1}).fit(
-            rng.uniform(-1.0, 1.0, size=(50, 2))  # the plane: sphere packing, no share to take
-        )
+        KMeans(  # a public start: no mean start, no share to take
+            3,
+            bounds=(-1, 1),
+            init=np.zeros((3, 2)),
+            algorithm="fastlloyd",
+            algorithm_params={"init": "auto", "init_share": 0.1},
+        ).fit(rng.uniform(-1.0, 1.0, size=(50, 2)))
 
 
 def test_auto_init_keeps_a_public_start_in_many_dimensions():

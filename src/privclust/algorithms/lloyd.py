@@ -401,13 +401,10 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
 
 
 INITS = ("sphere", "greedy", "mean", "auto", "compact")  # sphere packing (public); the private greedy or the noisy
-# mean in init_share; "compact": sphere packing pulled towards the box's center (public); "auto": the mean start
-# from MEAN_START_MIN_D dimensions; below it, from AUTO_RULES_MIN_D, the compact start where the signal affords only
-# MIN_ITERATIONS iterations; sphere packing elsewhere (a public rule)
+# mean in init_share; "compact": sphere packing pulled towards the box's center (public); "auto": the mean start,
+# or the user's public start (init=<array>) where one is given
 PUBLIC_INITS = ("sphere", "compact")  # starts that read nothing: no share of the budget
 COMPACT_SCALE = 0.3  # the compact start's pull: measured on held-out mixtures, docs/benchmarks.md
-AUTO_RULES_MIN_D = 3  # init="auto"'s compact start acts from d = 3 (measured there; in the plane auto runs the
-# greedy or evolve wherever it would act)
 MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
@@ -484,11 +481,11 @@ def _init_option(params: dict, d: int) -> tuple[str, float | None]:
     """FastLloyd's ``init`` (``"auto"`` resolved from d) and, for a private start, its ``init_share``."""
     init, share = params["init"], params["init_share"]
     if init == "auto":  # FastLloyd's own start by d -- unless the user gave one (init=<array>), which is public
-        init = "sphere" if params[START] is not None or d < AUTO_RULES_MIN_D else "mean"
+        init = "sphere" if params[START] is not None else "mean"
         if init == "sphere" and share is not None:
             raise ValueError(
-                f"init_share is the mean start's share of the budget, and init='auto' uses no private start here "
-                f"(below d = {AUTO_RULES_MIN_D}, or with a public init): drop init_share or pass init='mean'"
+                "init_share is the mean start's share of the budget, and init='auto' uses no private start with a "
+                "public init: drop init_share"
             )
     if params[START] is not None and init != "sphere":
         raise ValueError(
@@ -622,12 +619,9 @@ def compact(centers: np.ndarray) -> np.ndarray:
     that is mostly noise near zero), the centers end about where they start, and sphere packing's far-apart
     points lie far from most data (on wine at epsilon 0.1 the default's NICV was 3.5, the rows' mean alone
     2.15).  Pulled in, they keep sphere packing's spread of directions -- the first step still cuts the rows
-    into k cells -- at a fraction of the distance.  Where the signal affords more iterations, Lloyd's steps
-    move the centers to the data and sphere packing's spread finds better optima (on a 30,000-row mixture
-    the compact start at every epsilon ended with 1.5x the excess over k-means++), so ``init="auto"`` pulls
-    them in only where the iteration estimate (a public function of n, k, d and the budget) is at its floor,
-    ``MIN_ITERATIONS``, and d is at least ``AUTO_RULES_MIN_D``.  It reads only the public start, so it costs
-    nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
+    into k cells -- at a fraction of the distance.  The mean start (``init="mean"``, auto's) places this shape
+    about the rows' noisy mean below ``MEAN_START_MIN_D`` dimensions.  It reads only the public start, so it
+    costs nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
     return COMPACT_SCALE * centers
 
 
