@@ -439,7 +439,7 @@ ROUNDS = ("su", "log")
 LOG_ROUNDS = (4, 12)  # rounds="log"'s range (log_rounds)
 FAR_ROWS = ("drop", "clip")  # a row beyond the step's radius: left out (the paper) or scaled onto the radius
 RADII = ("paper", "shrinking")  # the paper's radii (alpha, radius_strategy), or a geometric descent (shrinking_radii)
-FIRST_RADIUS, FINAL_RADIUS = 0.25, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
+FIRST_RADIUS, FINAL_RADIUS = 0.2, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
