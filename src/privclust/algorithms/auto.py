@@ -13,16 +13,21 @@ rows themselves -- so it is post-processing of public values and releases:
   above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
   plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
   stays there;
+* d <= 2 and k < ``EVOLVE_MIN_K``: FastLloyd at every signal -- with its rows clipped onto shrinking
+  radii it was level with the greedy or ahead of it on every held-out 2-d set with k <= 3;
 * d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL`` otherwise: the private greedy, which puts a center on
   every cluster it can see and is within a few percent of k-means++ once each cluster holds enough
   rows for its budget;
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
-  (``algorithm_params={"init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the budget):
-  the greedy finds the clusters, FastLloyd's steps refine them;
+  (``algorithm_params={**AUTO_FASTLLOYD, "init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the
+  budget): the greedy finds the clusters, FastLloyd's steps refine them;
 * d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
   dimensions the greedy needs far more rows per cluster before its centers are a better start
   than the sphere packing;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
+
+FastLloyd always runs as ``lloyd.AUTO_FASTLLOYD``: rows beyond the radius clipped onto it, radii shrinking
+over log2(n epsilon / k) rounds, the start about the rows' noisy mean (algorithms.lloyd).
 
 The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
 in docs/choosing.md): the greedy's NICV is below FastLloyd's on S1 and Birch2 from n epsilon / k
