@@ -106,6 +106,7 @@ def test_the_audited_path_is_the_secure_sampler(monkeypatch, method, replacement
 
 ALGORITHMS = {
     "FastLloyd": 200,
+    "FastLloyd (far rows clipped)": 200,
     "FastLloyd at user level": 200,
     "GLloyd": 100,
     "SuLloyd": 100,
@@ -128,6 +129,13 @@ def test_real_algorithms_pass(name):
 
 def test_fastlloyd_with_half_its_noise_is_caught():
     assert audit(CONTROLS["FastLloyd: noise / 2 (broken on purpose)"], 400).caught
+
+
+def test_fastlloyd_whose_far_rows_are_not_clipped_is_caught():
+    """auto's FastLloyd calibrates its noise to the radius the far rows are clipped onto: without the clipping,
+    the extra row adds its whole distance, about five radii, and shows far more than the claimed mu."""
+    result = audit(CONTROLS["FastLloyd (far rows clipped): far rows not clipped (broken on purpose)"], 200)
+    assert result.caught and result.empirical_mu > result.claimed_mu, result
 
 
 def test_a_user_level_fit_calibrated_for_one_row_is_caught():

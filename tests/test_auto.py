@@ -13,7 +13,7 @@ from privclust.algorithms.auto import (
     GREEDY_START_SIGNAL,
     choose,
 )
-from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
 
@@ -33,10 +33,11 @@ def test_the_rule():
     assert choose(n * 0.99, 2, 20, 0.5, adaptive=True)[0] == "evolve"
     assert choose(n, 2, 20, 0.5, adaptive=True)[0] == "greedy"
     assert choose(n * 0.99, 1, 20, 0.5, adaptive=True)[0] == "evolve"
-    # too few clusters or rows for evolve: FastLloyd below the greedy's signal, the greedy above it
+    # too few clusters for evolve: FastLloyd at every signal; too few rows: FastLloyd below the greedy's signal
     assert choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[0] == "fastlloyd"
-    assert choose(1_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "greedy"
+    assert choose(100_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "fastlloyd"
     assert choose(EVOLVE_MIN_N - 1, 2, 4, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(EVOLVE_MIN_N - 1, 2, 4, 100.0, adaptive=True)[0] == "greedy"
     assert choose(EVOLVE_MIN_N, 2, 4, 0.5, adaptive=True)[0] == "evolve"
     why = choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[1]
     assert f"k = {EVOLVE_MIN_K - 1} < {EVOLVE_MIN_K}" in why
@@ -91,13 +92,14 @@ def test_in_three_dimensions_auto_starts_fastlloyd_from_the_greedy_and_says_so()
     model = KMeans(4, bounds=(-1, 1), public_n=6_000, random_state=0).fit(X)  # n epsilon / k = 1500
     auto = model.fit_info_["auto"]
     assert auto["chose"] == GREEDY_START and "d = 3" in auto["because"]
-    assert auto["algorithm"] == "fastlloyd" and auto["algorithm_params"] == {"init": "greedy"}
+    assert auto["algorithm"] == "fastlloyd" and auto["algorithm_params"] == {**AUTO_FASTLLOYD, "init": "greedy"}
     assert model.fit_info_["init"]["start"] == "greedy"
     assert model.fit_info_["init"]["init_share"] == DEFAULT_INIT_SHARE
     assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
     few = KMeans(4, bounds=(-1, 1), epsilon=0.05, public_n=6_000, random_state=0).fit(X)  # n epsilon / k = 75
     assert few.fit_info_["auto"]["chose"] == "fastlloyd"
-    assert few.fit_info_["init"]["start"] in ("sphere packing", "compact sphere packing")  # by its signal
+    assert few.fit_info_["init"]["start"] == "noisy mean"  # d >= 3: sphere packing pulled in about the mean
+    assert few.fit_info_["init"]["around"] == "compact sphere packing"
 
 
 def test_a_private_n_and_the_greedy_start_share_the_budget():

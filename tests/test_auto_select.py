@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
-from privclust.algorithms.auto import CHOICES, GREEDY_START_SIGNAL, SELECTION_CANDIDATES, selection_candidates, selects
+from privclust.algorithms.auto import GREEDY_START_SIGNAL, SELECTION_CANDIDATES, selection_candidates, selects
 from privclust.algorithms.select import CLIP_PER_FEATURE, SELECTION_SHARE, selection_query
 from privclust.privacy.gdp import gdp_mu
 from privclust.queries.plan import Part, PlanningOracle, Portion, Spec, shared_pool
@@ -75,8 +75,9 @@ def test_auto_chooses_privately_says_what_and_spends_one_budget():
     costs = selection["noisy_costs"]
     assert auto["chose"] == min(costs, key=costs.get)
     assert (auto["algorithm"], auto["algorithm_params"]) == selection_candidates(5)[auto["chose"]]
-    # below d = 32 FastLloyd's candidate is the rule's own FastLloyd (its compact start), not plain sphere packing
-    assert selection_candidates(5)["fastlloyd"] == CHOICES["fastlloyd"]
+    # the rule's own FastLloyd (the mean start) is one candidate; below d = 32 the other starts compact, for free
+    assert selection_candidates(5)["fastlloyd-mean-start"][1]["init"] == "mean"  # auto's init="auto" from d = 3
+    assert selection_candidates(5)["fastlloyd"][1]["init"] == "compact"
     # the comparison's noise is its sensitivity, sqrt(T) R^2 / 2, over the selection's mu (a share of the pool's)
     mu = gdp_mu(1.0, model.delta)  # the pool's (the two FastLloyd starts spend no partition-selection delta)
     assert selection["mu"] == pytest.approx(mu * math.sqrt(SELECTION_SHARE), rel=0.01)

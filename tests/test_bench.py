@@ -55,6 +55,19 @@ def test_g2_like_sets():
         synthetic.from_spec("blobs:k=2")
 
 
+def test_skewed_mixtures_crowd_a_corner_and_scikit_learns_sets_load_scaled():
+    base, skew = synthetic.separated(k=3, d=4, seed=2, n=500), synthetic.from_spec("skew:k=3,d=4,seed=2,n=500")
+    assert skew.name == "skew:k=3,d=4,seed=2,n=500" and skew.X.shape == base.X.shape
+    assert skew.X.min() == pytest.approx(-1) and skew.X.max() == pytest.approx(1)
+    assert np.all(np.median(skew.X, axis=0) < np.median(base.X, axis=0))  # most rows pushed towards -1
+    np.testing.assert_array_equal(skew.labels, base.labels)
+    digits = synthetic.from_spec("sklearn:digits,k=10")
+    assert digits.name == "sklearn:digits,k=10" and digits.X.shape == (1797, 64) and digits.k == 10
+    assert digits.X.min() == pytest.approx(-1) and digits.X.max() <= 1.0
+    with pytest.raises(ValueError, match="unknown scikit-learn data set"):
+        synthetic.from_spec("sklearn:mnist,k=10")
+
+
 def test_runs_are_reproducible_from_the_seed():
     job = UtilityJob("iris", "fastlloyd", 0.5, seed=3)
     a, b = run_job(job), run_job(job)

@@ -240,18 +240,38 @@ def test_the_mean_start_is_charged_as_its_share_and_starts_at_the_mean(blobs, pu
     assert m.fit_info_["init"]["start"] == "noisy mean" and m.fit_info_["init"]["init_share"] == 0.05
 
 
-def test_the_mean_start_puts_the_centers_around_the_mean(blobs, monkeypatch):
-    X, _ = blobs
-    seen = []
-    monkeypatch.setattr(
-        lloyd_module, "run_lloyd", lambda ctx, plan, centers, *a, **k: seen.append(centers) or (centers, 0, None)
-    )
-    KMeans(
-        3, bounds=(-1, 1), epsilon=1e6, algorithm="fastlloyd", algorithm_params={"init": "mean"}, random_state=0
-    ).fit(X)
-    start = seen[0]
-    distances = np.linalg.norm(start - X.mean(axis=0), axis=1)
-    np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+def test_the_mean_start_puts_the_centers_around_the_mean(monkeypatch):
+    """Below MEAN_START_MIN_D dimensions: compact sphere packing moved to the rows' mean; from it, centers at
+    MEAN_START_RADIUS from the mean in random directions.  (Noise negligible at epsilon 1e6: the James-Stein
+    factor is 1.)"""
+    rng = np.random.default_rng(7)
+    for d in (6, lloyd_module.MEAN_START_MIN_D):
+        X = rng.normal(0.3, 0.1, size=(2_000, d))
+        mean = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "mean"})
+        if d < lloyd_module.MEAN_START_MIN_D:
+            sphere = _start_of(monkeypatch, X, epsilon=1e6, algorithm_params={"init": "compact"})
+            np.testing.assert_allclose(mean, X.mean(axis=0) + sphere, atol=1e-3)
+        else:
+            distances = np.linalg.norm(mean - X.mean(axis=0), axis=1)
+            np.testing.assert_allclose(distances, lloyd_module.MEAN_START_RADIUS, rtol=1e-3)
+
+
+def test_the_noisy_mean_moves_the_start_where_it_stands_out_and_is_shrunk_by_its_noise():
+    """shrunk_mean: the box's center unless the mean's squared length exceeds tau^2 times chi-square's
+    MEAN_STANDS_OUT quantile (tau = the noise std over the count); then shrunk by the positive-part James-Stein
+    factor 1 - (d - 2) tau^2 / |mean|^2 (d >= 3)."""
+    from scipy.stats import chi2
+
+    from privclust.algorithms.lloyd import MEAN_STANDS_OUT, shrunk_mean
+
+    mean = np.full(8, 0.5)
+    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 1e-9), mean)
+    tau2 = (10.0 / 100.0) ** 2
+    assert 8 * 0.25 > tau2 * chi2.ppf(MEAN_STANDS_OUT, 8)  # stands out
+    np.testing.assert_allclose(shrunk_mean(mean * 100, 100.0, 10.0), mean * (1 - 6 * tau2 / (8 * 0.25)))
+    just_under = np.sqrt(tau2 * chi2.ppf(MEAN_STANDS_OUT, 8) / 8) * 0.999
+    np.testing.assert_array_equal(shrunk_mean(np.full(8, just_under * 100), 100.0, 10.0), np.zeros(8))
+    np.testing.assert_allclose(shrunk_mean(np.array([50.0, 0.0]), 100.0, 1.0), [0.5, 0.0])  # d < 3: not shrunk
 
 
 def _start_of(monkeypatch, X, **kwargs) -> np.ndarray:
@@ -271,29 +291,18 @@ def test_the_compact_start_is_sphere_packing_pulled_to_the_box_center(blobs, mon
     np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
 
 
-def test_auto_init_pulls_sphere_packing_in_only_where_the_signal_affords_the_fewest_iterations(monkeypatch):
-    """init='auto' (auto's FastLloyd): the compact start where the iteration estimate is at its floor (few rows
-    per cluster for the budget), sphere packing where it affords more, and never in the plane."""
-    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, AUTO_RULES_MIN_D, MIN_ITERATIONS
+def test_auto_init_is_the_mean_start_in_every_dimension(monkeypatch):
+    """init='auto' (auto's FastLloyd): the mean start, in the plane too (where the noisy mean is not shrunk, only
+    kept where it stands out of its noise)."""
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD
 
-    X = np.random.default_rng(3).uniform(-1.0, 1.0, size=(40_000, 6))
-
-    def info(n, epsilon, d=6):
-        model = KMeans(
-            3, bounds=(-1, 1), epsilon=epsilon, algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=n
-        )
-        return model.fit(X[:n, :d])
-
-    low, high = info(300, 0.1), info(40_000, 1.0)
-    assert low.n_iter_ == MIN_ITERATIONS and low.fit_info_["init"] == {
-        "start": "compact sphere packing",
-        "scale": lloyd_module.COMPACT_SCALE,
-    }
-    assert high.n_iter_ > MIN_ITERATIONS and high.fit_info_["init"] == {"start": "sphere packing"}
-    assert info(300, 0.1, d=AUTO_RULES_MIN_D - 1).fit_info_["init"] == {"start": "sphere packing"}
-    pulled = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params=AUTO_FASTLLOYD)
-    sphere = _start_of(monkeypatch, X[:300], epsilon=0.1, public_n=300, algorithm_params={"init": "sphere"})
-    np.testing.assert_allclose(pulled, lloyd_module.COMPACT_SCALE * sphere, rtol=1e-12)
+    X = np.random.default_rng(3).normal(0.5, 0.05, size=(2_000, 6))
+    for d in (1, 2, 6):
+        model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=2_000)
+        assert model.fit(X[:, :d]).fit_info_["init"]["start"] == "noisy mean"
+    plane = _start_of(monkeypatch, X[:, :2], epsilon=1e6, public_n=2_000, algorithm_params=AUTO_FASTLLOYD)
+    pulled = _start_of(monkeypatch, X[:, :2], epsilon=1e6, public_n=2_000, algorithm_params={"init": "compact"})
+    np.testing.assert_allclose(plane, X[:, :2].mean(axis=0) + pulled, atol=1e-3)
 
 
 @pytest.mark.parametrize("public_n", [None, 3000])
@@ -333,42 +342,42 @@ def test_the_compact_start_and_a_public_start_are_not_both_taken(blobs):
         )
 
 
-def test_auto_fastlloyd_runs_a_third_round_from_the_signal_with_the_same_total_noise(spy):  # noqa: F811
-    """rounds='signal' (auto's FastLloyd): where Su et al.'s estimate is at its floor of 2 but n eps / k >=
-    ROUNDS_SIGNAL, three rounds, each release drawing a third of the same part (its noise std sqrt(3/2) times
-    a half's), the fit still spending exactly (epsilon, delta); below the signal or in the plane, two."""
-    from privclust.algorithms.lloyd import AUTO_RULES_MIN_D, MIN_ITERATIONS, ROUNDS_SIGNAL
+def test_log_rounds_grow_with_the_signal_and_keep_the_total_noise(spy):  # noqa: F811
+    """rounds='log' (auto's FastLloyd): round(log2(n eps / k)) rounds within LOG_ROUNDS (at most MAX_ITERATIONS
+    after the greedy start), each release drawing 1/T of the same part -- its noise std sqrt(T) times the whole
+    part's -- and the fit spending exactly (epsilon, delta), by our accountant and by Google's."""
+    from privclust.algorithms.lloyd import LOG_ROUNDS, MAX_ITERATIONS, log_rounds
 
     X = np.random.default_rng(5).uniform(-1.0, 1.0, size=(1_000, 6))
-    eps, delta = 1.0, 1e-6
+    delta = 1e-6
 
-    def fit(rule, epsilon=eps, d=6):
+    def fit(epsilon, **params):
         spy.clear()
-        params = {"init": "auto", "reseed": True, "shrink": True, "rounds": rule}
         m = KMeans(
             3,
             bounds=(-1, 1),
             epsilon=epsilon,
             delta=delta,
             algorithm="fastlloyd",
-            algorithm_params=params,
+            algorithm_params={"rounds": "log", **params},
             public_n=1_000,
             random_state=0,
-        ).fit(X[:, :d])
-        return m, [[mech.std for mech in r.mechanisms] for r in spy]
+        ).fit(X)
+        return m, [[mech.std / mech.sensitivity for mech in r.mechanisms] for r in spy]
 
-    assert 1_000 * eps / 3 >= ROUNDS_SIGNAL
-    su, su_noise = fit("su")
-    signal, signal_noise = fit("signal")
-    assert su.n_iter_ == MIN_ITERATIONS and signal.n_iter_ == MIN_ITERATIONS + 1
-    for t in range(MIN_ITERATIONS):  # each round's noise: a third of the part instead of a half
-        np.testing.assert_allclose(signal_noise[t], np.array(su_noise[t]) * math.sqrt(3 / 2), rtol=1e-9)
-    assert signal.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-6)
-    assert compose_mu(*[st.mu for st in signal.privacy_spent_.steps]) == pytest.approx(gdp_mu(eps, delta), rel=1e-9)
-    low_epsilon = 0.9 * ROUNDS_SIGNAL * 3 / 1_000
-    assert fit("signal", epsilon=low_epsilon)[0].n_iter_ == MIN_ITERATIONS
-    signal_of = ROUNDS_SIGNAL * 10
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D) == MIN_ITERATIONS + 1
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, AUTO_RULES_MIN_D - 1) == MIN_ITERATIONS
-    assert lloyd_module.rounds("signal", MIN_ITERATIONS, signal_of, lloyd_module.MEAN_START_MIN_D) == MIN_ITERATIONS
-    assert lloyd_module.rounds("signal", 5, signal_of, AUTO_RULES_MIN_D) == 5  # never fewer than Su et al.'s
+    low, high = LOG_ROUNDS
+    for epsilon in (0.01, 0.5, 1_000.0):
+        m, noise = fit(epsilon)
+        expected = int(min(max(round(math.log2(1_000 * epsilon / 3)), low), high))
+        assert m.n_iter_ == expected == log_rounds(1_000 * epsilon / 3)
+        # every round draws 1/T of one part: each release's noise per unit of sensitivity is the same
+        assert all(np.allclose(r, noise[0], rtol=1e-12) for r in noise)
+        assert m.privacy_spent_.epsilon == pytest.approx(epsilon, rel=1e-6)
+        assert compose_mu(*[st.mu for st in m.privacy_spent_.steps]) == pytest.approx(gdp_mu(epsilon, delta), rel=1e-9)
+    one_round = fit(0.5, **{"rounds": "su"})[1]
+    T = log_rounds(1_000 * 0.5 / 3)
+    # Su et al.'s estimate is 2 here: T rounds' noise is sqrt(T / 2) times its
+    np.testing.assert_allclose(fit(0.5)[1][0], np.array(one_round[0]) * math.sqrt(T / 2), rtol=1e-9)
+    assert log_rounds(1e9) == high and log_rounds(1.0) == low
+    assert log_rounds(1e9, greedy_start=True) == min(high, MAX_ITERATIONS)
+    assert pld_epsilon_of(spy, delta) == pytest.approx(0.5, rel=0.02)

@@ -266,19 +266,24 @@ def test_shrinkage_keeps_a_noisy_move_and_drops_a_pure_noise_one():
     np.testing.assert_array_equal(shrink_moves(low, low + 1.0, np.array([True, True]), counts, 100.0), low + 1.0)
 
 
-def test_auto_init_takes_the_mean_start_in_many_dimensions_only():
+def test_auto_init_takes_the_mean_start_with_its_shape_by_dimension():
     from privclust.algorithms.lloyd import AUTO_FASTLLOYD, MEAN_START_MIN_D
 
     rng = np.random.default_rng(2)
-    # below MEAN_START_MIN_D: sphere packing (on these 500 rows pulled in: the compact start, test_greedy_start)
-    for d, start in ((MEAN_START_MIN_D - 1, "compact sphere packing"), (MEAN_START_MIN_D, "noisy mean")):
+    # the mean start: compact sphere packing about the mean below MEAN_START_MIN_D, random directions from it
+    for d, around in ((MEAN_START_MIN_D - 1, "compact sphere packing"), (MEAN_START_MIN_D, "random directions")):
         X = rng.uniform(-1.0, 1.0, size=(500, d))
         model = KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=AUTO_FASTLLOYD, public_n=500)
-        assert model.fit(X).fit_info_["init"]["start"] == start
+        info = model.fit(X).fit_info_["init"]
+        assert info["start"] == "noisy mean" and info["around"] == around
     with pytest.raises(ValueError, match="init_share is the mean start's share"):
-        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"init": "auto", "init_share": 0.1}).fit(
-            rng.uniform(-1.0, 1.0, size=(50, 4))
-        )
+        KMeans(  # a public start: no mean start, no share to take
+            3,
+            bounds=(-1, 1),
+            init=np.zeros((3, 2)),
+            algorithm="fastlloyd",
+            algorithm_params={"init": "auto", "init_share": 0.1},
+        ).fit(rng.uniform(-1.0, 1.0, size=(50, 2)))
 
 
 def test_auto_init_keeps_a_public_start_in_many_dimensions():
@@ -329,3 +334,72 @@ def test_the_mean_start_with_shrinkage_takes_at_least_its_minimum_of_steps():
     assert steps(init="mean", shrink=True) == MEAN_START_MIN_ITERATIONS
     assert steps(init="sphere", shrink=True) == MIN_ITERATIONS
     assert steps(3, init="mean", shrink=True) == 3  # the user's max_iter wins
+
+
+def _one_center_fit(X, far_rows, epsilon=1e9):
+    """FastLloyd with one center started at the origin, one round at the final radius, nothing but the step."""
+    params = {"far_rows": far_rows, "radii": "shrinking", "first_radius": 0.1, "final_radius": 0.1}
+    return KMeans(
+        1,
+        epsilon=epsilon,
+        delta=1e-6,
+        bounds=(-1, 1),
+        algorithm="fastlloyd",
+        algorithm_params=params,
+        init=np.zeros((1, X.shape[1])),
+        max_iter=1,
+        public_n=len(X),
+        random_state=0,
+    ).fit(X)
+
+
+def test_far_rows_clipped_pull_their_center_by_the_radius_and_are_counted(spy):
+    """far_rows='clip': a row beyond the radius adds radius times its direction to its cell's sum and 1 to its
+    count; far_rows='drop' (the paper) leaves it out.  The sums' sensitivity is the radius either way."""
+    d = 2
+    radius = 0.1 * 2 * math.sqrt(d)  # the final radius, in units of the unit box's diagonal
+    X = np.zeros((100, d))
+    X[:10] = [0.9, 0.0]  # ten rows far beyond the radius, along the first axis
+    clipped = _one_center_fit(X, "clip")
+    s, c = spy[-1].mechanisms
+    assert s.sensitivity == pytest.approx(radius) and c.sensitivity == pytest.approx(1.0)
+    assert spy[-1].structure.radius is None  # every row is in its cell
+    # the center moves by the clipped rows' sum over all 100 rows (noise at epsilon 1e9 is negligible)
+    np.testing.assert_allclose(clipped.cluster_centers_[0], [10 * radius / 100, 0.0], atol=1e-6)
+    assert clipped.cluster_sizes_[0] == pytest.approx(100, abs=1e-3)
+    dropped = _one_center_fit(X, "drop")
+    assert spy[-1].structure.radius == pytest.approx(radius)
+    np.testing.assert_allclose(dropped.cluster_centers_[0], [0.0, 0.0], atol=1e-6)
+    assert dropped.cluster_sizes_[0] == pytest.approx(90, abs=1e-3)
+
+
+def test_shrinking_radii_fall_geometrically_and_set_each_rounds_sensitivity(blobs, spy):
+    from privclust.algorithms.lloyd import shrinking_radii
+
+    X, _ = blobs
+    d, T = X.shape[1], 5
+    params = {"far_rows": "clip", "radii": "shrinking", "first_radius": 0.4, "final_radius": 0.05}
+    KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, max_iter=T, random_state=0).fit(X)
+    radii = shrinking_radii(d, T, 0.4, 0.05)
+    diagonal = 2 * math.sqrt(d)
+    assert radii[0] == pytest.approx(0.4 * diagonal) and radii[-1] == pytest.approx(0.05 * diagonal)
+    ratios = np.array(radii[1:]) / np.array(radii[:-1])
+    np.testing.assert_allclose(ratios, ratios[0], rtol=1e-12)  # geometric
+    rounds = [r for r in spy if r.query.label.startswith("iteration")]
+    assert [r.mechanisms[0].sensitivity for r in rounds] == pytest.approx(radii)
+    # the noise per unit of sensitivity is the same in every round: only the radius scales it
+    assert len({round(r.mechanisms[0].std / r.mechanisms[0].sensitivity, 12) for r in rounds}) == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"first_radius": 0.3}, "need radii='shrinking'"),
+        ({"radii": "shrinking", "first_radius": 0.1, "final_radius": 0.2}, "must be at most first_radius"),
+        ({"radii": "shrinking", "final_radius": 2.0}, "final_radius"),
+    ],
+)
+def test_radii_options_are_checked_before_any_row_is_read(blobs, spy, params, message):
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, random_state=0).fit(blobs[0])
+    assert spy == []

@@ -110,7 +110,7 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
     assert count.fraction == ctx.count_fraction and rest.fraction == pytest.approx(1 - ctx.count_fraction)
     assert [s.what for s in rest.options] == [
         "the greedy (histogram selection)",
-        "FastLloyd",
+        "FastLloyd (mean start)",  # auto's FastLloyd starts at the rows' noisy mean
         "FastLloyd (greedy start)",
         "evolve",
     ]

@@ -13,16 +13,21 @@ rows themselves -- so it is post-processing of public values and releases:
   above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
   plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
   stays there;
+* d <= 2 and k < ``EVOLVE_MIN_K``: FastLloyd at every signal -- with its rows clipped onto shrinking
+  radii it was level with the greedy or ahead of it on every held-out 2-d set with k <= 3;
 * d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL`` otherwise: the private greedy, which puts a center on
   every cluster it can see and is within a few percent of k-means++ once each cluster holds enough
   rows for its budget;
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
-  (``algorithm_params={"init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the budget):
-  the greedy finds the clusters, FastLloyd's steps refine them;
+  (``algorithm_params={**AUTO_FASTLLOYD, "init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the
+  budget): the greedy finds the clusters, FastLloyd's steps refine them;
 * d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
   dimensions the greedy needs far more rows per cluster before its centers are a better start
   than the sphere packing;
 * otherwise FastLloyd, which wins on small or high-dimensional data.
+
+FastLloyd always runs as ``lloyd.AUTO_FASTLLOYD``: rows beyond the radius clipped onto it, radii shrinking
+over log2(n epsilon / k) rounds, the start about the rows' noisy mean (algorithms.lloyd).
 
 The rule is fitted on ``privclust bench utility`` (ten data sets, epsilon 0.1 to 1; the tables are
 in docs/choosing.md): the greedy's NICV is below FastLloyd's on S1 and Birch2 from n epsilon / k
@@ -99,7 +104,7 @@ GREEDY_START = "fastlloyd-greedy-start"
 CHOICES = {
     "greedy": ("greedy", None),
     "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
-    GREEDY_START: ("fastlloyd", {"init": "greedy"}),
+    GREEDY_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "greedy"}),
     "evolve": ("evolve", None),
 }
 MEAN_START = "fastlloyd-mean-start"
@@ -107,8 +112,9 @@ MEAN_START = "fastlloyd-mean-start"
 # Not the greedy start: below its signal it is rarely the best (1.11x FastLloyd's NICV on the bundled d >= 4 sets,
 # 1.28x on held-out mixtures, at the full budget), and a third share cost the two others more than it brought
 # (bench utility, noise seeds 700-707: 1.17x the rule on the bundled sets with it, 1.10x without; docs/choosing.md).
-# From d = 32, where the rule's start is the mean start, FastLloyd's candidate starts from sphere packing; below it,
-# it is the rule's FastLloyd (``selection_candidates``).
+# The rule's start is the mean start (from d = 3); the other candidate starts, free, from sphere packing: pulled in
+# about the box's center below d = 32 (where it was level with the mean start on held-out sets, better on some, worse
+# on others: docs/benchmarks.md), as it is from d = 32 (``selection_candidates``).
 SELECTION_CANDIDATES = {
     "fastlloyd": ("fastlloyd", {**AUTO_FASTLLOYD, "init": "sphere"}),
     MEAN_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "mean"}),
@@ -151,6 +157,11 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
             f"< {EVOLVE_SIGNAL:g}: evolve's votes, whose noise does not grow with the domain, beat the greedy's "
             "and FastLloyd's releases with this few rows per cluster"
         )
+    if d <= 2 and k < EVOLVE_MIN_K:
+        return "fastlloyd", (
+            f"d = {d} <= 2 and k = {k} < {EVOLVE_MIN_K}: FastLloyd with clipped rows is the more accurate with this "
+            "few clusters at every signal"
+        )
     if d <= 2 and signal >= GREEDY_SIGNAL:
         return "greedy", f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}"
     if d == 3 and signal >= GREEDY_SIGNAL:
@@ -164,10 +175,9 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
         )
     if d > 2:
         return "fastlloyd", f"d = {d} > 2 and n epsilon / k = {signal:.3g}: FastLloyd is the more accurate there"
-    too_few = f"k = {k} < {EVOLVE_MIN_K}" if k < EVOLVE_MIN_K else f"n = {n:.0f} < {EVOLVE_MIN_N}"
     return "fastlloyd", (
-        f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy, and {too_few} "
-        "for evolve"
+        f"n epsilon / k = {signal:.3g} < {GREEDY_SIGNAL:g}: too few rows per cluster for the greedy, and "
+        f"n = {n:.0f} < {EVOLVE_MIN_N} for evolve"
     )
 
 
@@ -214,10 +224,10 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
 
 
 def selection_candidates(d: int) -> dict:
-    """What the private selection compares in ``d`` features: ``SELECTION_CANDIDATES``, whose FastLloyd below
-    d = 32 is the one the rule runs there (``init="auto"``: sphere packing, compact where the signal is low)."""
+    """What the private selection compares in ``d`` features: ``SELECTION_CANDIDATES``, whose sphere-packing start
+    is pulled in about the box's center below d = 32 (``init="compact"``)."""
     if d < MEAN_START_MIN_D:
-        return {**SELECTION_CANDIDATES, "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD)}
+        return {**SELECTION_CANDIDATES, "fastlloyd": ("fastlloyd", {**AUTO_FASTLLOYD, "init": "compact"})}
     return SELECTION_CANDIDATES
 
 

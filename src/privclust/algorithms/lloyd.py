@@ -29,6 +29,19 @@ sqrt(1+sqrt(4d)) (eq. 7).  Per iteration that is (1/(sigma_R sqrt T))- and
 sqrt(T/(sigma_R^2 T) + T/(sigma_C^2 T)) = 1/sigma = mu_L, whatever T is.
 With the count: sqrt(mu_c^2 + mu_L^2) = mu, i.e. exactly (eps, delta).
 
+``algorithm_params={"far_rows": "clip", "radii": "shrinking", "rounds": "log"}`` (what ``auto`` runs).
+A row beyond round t's radius r_t is not left out but scaled onto it: its relative contribution is
+r_t (x - c) / |x - c|, so it still has l2 norm <= r_t, and it is counted -- the sensitivities, the
+noise and the argument above are unchanged (each row adds at most r_t to one cell's sum and 1 to its
+count).  The radii fall geometrically from ``first_radius`` to ``final_radius`` of the unit box's
+diagonal over the T rounds, and T = round(log2(n eps / k)) within ``LOG_ROUNDS`` (n public or the
+noisy count): public values only.  Why: with few rows per cluster the sums' noise, proportional to the
+radius, is what the centers' error is made of, and the paper's radius (about the box's half diagonal)
+is several times a real cluster's spread; clipped rows still pull a far center towards them -- by at
+most r_t a round, so the radii start large and the rounds grow with the signal -- and a cell's clipped
+mean near its fixed point is its rows' robust center.  Measured in docs/benchmarks.md ("FastLloyd with
+clipped rows and shrinking radii").
+
 ``glloyd`` (GLloyd, Diaa, Humphries & Kerschbaum (2024) App. B.1).  As above but sums are absolute,
 sensitivity sqrt(d) (the domain), no radius, split sigma_C =
 sqrt(sqrt(d)/(2 rho)) sigma_S with 1/sigma_S^2 + 1/sigma_C^2 = 1/sigma^2.
@@ -144,9 +157,14 @@ __all__ = [
     "INITS",
     "DEFAULT_INIT_SHARE",
     "AUTO_FASTLLOYD",
-    "rounds",
     "ROUNDS",
-    "ROUNDS_SIGNAL",
+    "log_rounds",
+    "LOG_ROUNDS",
+    "shrinking_radii",
+    "FAR_ROWS",
+    "RADII",
+    "FIRST_RADIUS",
+    "FINAL_RADIUS",
     "compact",
     "COMPACT_SCALE",
     "reseed_dead",
@@ -168,13 +186,24 @@ class LloydStep:
     count_share: float
     radius: float | None = None  # assign only points closer than this; None: all points
     relative: bool = False  # release sums of (x - center) instead of x
-    clip_move: bool = False  # never move a center by more than ``radius``
+    clip_move: bool = False  # never move a center by more than ``move_bound`` (the radius by default)
+    move_bound: float | None = None
+
+    @property
+    def longest_move(self) -> float | None:
+        return self.move_bound if self.move_bound is not None else self.radius
 
 
-def fastlloyd_step(d: int, radius: float) -> LloydStep:
-    """One FastLloyd iteration at ``radius``: relative sums (l2 bound ``radius``), counts, moves clipped."""
+def fastlloyd_step(d: int, radius: float, clip: bool = False) -> LloydStep:
+    """One FastLloyd iteration at ``radius``: relative sums (l2 bound ``radius``), counts, moves clipped.
+
+    ``clip``: a row beyond the radius is scaled onto it (its relative contribution x - c becomes
+    radius (x - c) / |x - c|) instead of being left out, so every row of a cell pulls its center -- the far
+    ones by the radius -- and is counted.  The sensitivity is the same: each row adds at most ``radius`` to
+    one cell's sum and 1 to its count."""
     sum_share, count_share = fastlloyd_shares(d)
-    return LloydStep(Block("sum", d, radius, share=sum_share), count_share, radius, relative=True, clip_move=True)
+    block = Block("sum", d, radius, share=sum_share)
+    return LloydStep(block, count_share, None if clip else radius, relative=True, clip_move=True, move_bound=radius)
 
 
 def _step_query(centers: np.ndarray, step: LloydStep, iteration: int) -> SumQuery:
@@ -217,11 +246,11 @@ def run_lloyd(
             new[usable] = sums[usable] / counts[usable, None]
         if shrink:
             new = shrink_moves(centers, new, usable, counts, released.std.get("sum", 0.0))
-        if step.clip_move and step.radius is not None:
-            move = new - centers
+        if step.clip_move and step.longest_move is not None:
+            move, bound = new - centers, step.longest_move
             length = np.linalg.norm(move, axis=1)
-            long = length > step.radius
-            new[long] = centers[long] + move[long] * (step.radius / length[long])[:, None]
+            long = length > bound
+            new[long] = centers[long] + move[long] * (bound / length[long])[:, None]
         new = _postprocess(new, postprocess)
         if reseed and t + 1 < len(steps):
             new = reseed_dead(new, counts, released.std.get("count", 0.0), step, ctx.randomness.geometry())
@@ -293,7 +322,7 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
         if size[best] < SPLIT_Z * std:
             break
         pieces[best] += 1
-    reach = SPLIT_REACH * (step.radius if step.radius is not None else 1.0)
+    reach = SPLIT_REACH * (step.longest_move if step.longest_move is not None else 1.0)
     out, spare = centers.copy(), iter(dead)
     for cell, m in zip(live, pieces):
         if m == 0:
@@ -305,21 +334,25 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
     return out
 
 
-def rounds(rule: str, estimate: int, signal: float, d: int) -> int:
-    """FastLloyd's number of rounds by ``rule`` (``ROUNDS``) from Su et al.'s clamped ``estimate`` and the
-    public signal n eps / k (n public or the noisy count) and d.
+def shrinking_radii(d: int, T: int, first: float, final: float) -> list[float]:
+    """T radii falling geometrically from ``first`` to ``final`` of the unit box's diagonal (one round: ``final``)."""
+    diagonal = 2.0 * math.sqrt(d)
+    if T == 1:
+        return [final * diagonal]
+    return [diagonal * final * (first / final) ** ((T - 1 - t) / (T - 1)) for t in range(T)]
 
-    Su et al.'s estimate asks n^2 / k^3 to be large before it affords a third round, so on a few thousand
-    rows it stays at its floor of 2 however large epsilon is.  With ``"signal"`` a third round is run from
-    n eps / k >= ``ROUNDS_SIGNAL``: a cell of that many rows per unit of epsilon still moves its center
-    past the noise in a third step (held-out mixtures in docs/benchmarks.md); below it a third round
-    only splits the budget thinner.  Every round draws 1 / T of the same part, so T changes the noise of
-    each release, never the total (the plan's shares do not depend on it).  From ``AUTO_RULES_MIN_D``
-    dimensions, as the compact start, and below ``MEAN_START_MIN_D`` (measured in d = 3 to 16; in the
-    mean start's range, MNIST's, it was not, so it is left as it was)."""
-    if rule == "signal" and AUTO_RULES_MIN_D <= d < MEAN_START_MIN_D and signal >= ROUNDS_SIGNAL:
-        return max(estimate, MIN_ITERATIONS + 1)
-    return estimate
+
+def log_rounds(signal: float, greedy_start: bool = False) -> int:
+    """Rounds by ``rounds="log"``: log2 of the public signal n eps / k, within ``LOG_ROUNDS`` (at most
+    ``MAX_ITERATIONS`` after the greedy start, whose centers begin near the clusters: more rounds gained nothing
+    there, docs/benchmarks.md).  With clipped rows and shrinking radii every round moves each center by at most
+    its radius, so the centers need several rounds to travel, and with more rows per unit of epsilon each
+    round's share of the budget still leaves its noise small: the rounds grow with the signal.  Every round
+    draws 1/T of the same part, so T changes each release's noise, never the total."""
+    low, high = LOG_ROUNDS
+    if greedy_start:
+        high = min(high, MAX_ITERATIONS)
+    return int(min(max(round(math.log2(max(signal, 1.0))), low), high))
 
 
 def _clamp_iterations(estimate: float) -> int:
@@ -368,13 +401,10 @@ def lloyd_plan(ctx: FitContext, family: str, what: str) -> Plan:
 
 
 INITS = ("sphere", "greedy", "mean", "auto", "compact")  # sphere packing (public); the private greedy or the noisy
-# mean in init_share; "compact": sphere packing pulled towards the box's center (public); "auto": the mean start
-# from MEAN_START_MIN_D dimensions; below it, from AUTO_RULES_MIN_D, the compact start where the signal affords only
-# MIN_ITERATIONS iterations; sphere packing elsewhere (a public rule)
+# mean in init_share; "compact": sphere packing pulled towards the box's center (public); "auto": the mean start,
+# or the user's public start (init=<array>) where one is given
 PUBLIC_INITS = ("sphere", "compact")  # starts that read nothing: no share of the budget
 COMPACT_SCALE = 0.3  # the compact start's pull: measured on held-out mixtures, docs/benchmarks.md
-AUTO_RULES_MIN_D = 3  # init="auto"'s compact start and rounds="signal" act from d = 3 (measured there; in the plane
-# auto runs the greedy or evolve wherever these would act)
 MEAN_START_MIN_D = 32  # measured: docs/algorithms.md, "dead centers"
 MEAN_START_PART = "start: the rows' mean"
 DEFAULT_MEAN_SHARE = 0.05  # the mean start's share of the pool: one bucket, so little is enough
@@ -394,12 +424,22 @@ _RESEED = {
     "shrink": Param(Boolean(), False),  # James-Stein shrinkage of every noisy move (from SHRINK_MIN_D dimensions)
 }
 # FastLloyd as ``auto`` runs it: the paper's algorithm (the defaults, which stand in for its code in the
-# benchmarks) with the mean start in many dimensions, dead centers reseeded and moves shrunk (docs/algorithms.md)
-AUTO_FASTLLOYD = {"init": "auto", "reseed": True, "shrink": True, "rounds": "signal"}
-# FastLloyd's number of rounds: Su et al.'s estimate ("su", the paper's), or that estimate with a third round where
-# the public signal n eps / k is at least ROUNDS_SIGNAL ("signal"; measured: docs/benchmarks.md)
-ROUNDS = ("su", "signal")
-ROUNDS_SIGNAL = 100.0
+# benchmarks) with far rows clipped onto radii that shrink over log2(n eps / k) rounds, the mean start in many
+# dimensions, dead centers reseeded and moves shrunk (docs/algorithms.md)
+AUTO_FASTLLOYD = {
+    "init": "auto",
+    "reseed": True,
+    "shrink": True,
+    "far_rows": "clip",
+    "radii": "shrinking",
+    "rounds": "log",
+}
+# FastLloyd's number of rounds: Su et al.'s estimate ("su", the paper's), or log2 of the signal n eps / k ("log")
+ROUNDS = ("su", "log")
+LOG_ROUNDS = (4, 12)  # rounds="log"'s range (log_rounds)
+FAR_ROWS = ("drop", "clip")  # a row beyond the step's radius: left out (the paper) or scaled onto the radius
+RADII = ("paper", "shrinking")  # the paper's radii (alpha, radius_strategy), or a geometric descent (shrinking_radii)
+FIRST_RADIUS, FINAL_RADIUS = 0.2, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
@@ -418,6 +458,10 @@ declare(
             "init": Param(OneOf(INITS), "sphere"),
             "init_share": Param(Interval(*INIT_SHARE_RANGE)),
             "rounds": Param(OneOf(ROUNDS), "su"),
+            "far_rows": Param(OneOf(FAR_ROWS), "drop"),
+            "radii": Param(OneOf(RADII), "paper"),
+            "first_radius": Param(Interval(1e-3, 1.0)),
+            "final_radius": Param(Interval(1e-3, 1.0)),
         },
     )
 )
@@ -437,11 +481,11 @@ def _init_option(params: dict, d: int) -> tuple[str, float | None]:
     """FastLloyd's ``init`` (``"auto"`` resolved from d) and, for a private start, its ``init_share``."""
     init, share = params["init"], params["init_share"]
     if init == "auto":  # FastLloyd's own start by d -- unless the user gave one (init=<array>), which is public
-        init = "sphere" if params[START] is not None or d < MEAN_START_MIN_D else "mean"
+        init = "sphere" if params[START] is not None else "mean"
         if init == "sphere" and share is not None:
             raise ValueError(
-                f"init_share is the mean start's share of the budget, and init='auto' uses no private start here "
-                f"(below d = {MEAN_START_MIN_D}, or with a public init): drop init_share or pass init='mean'"
+                "init_share is the mean start's share of the budget, and init='auto' uses no private start with a "
+                "public init: drop init_share"
             )
     if params[START] is not None and init != "sphere":
         raise ValueError(
@@ -516,14 +560,17 @@ def mean_start_spec(ctx: FitContext, share: float) -> Spec:
 
 
 def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
-    """k centers at ``MEAN_START_RADIUS`` from the rows' noisy mean, in public random directions.
+    """k centers about the rows' noisy mean, shrunk towards the box's center (``shrunk_mean``): below
+    ``MEAN_START_MIN_D`` dimensions sphere packing pulled in by ``COMPACT_SCALE`` (:func:`compact`) and moved
+    there; from it, at ``MEAN_START_RADIUS`` in public random directions.
 
     One release: the sum (l2 bound sqrt(d), the unit box's) and the size of all rows, split as FastLloyd's
-    eq. 7.  Why the mean: in many dimensions the sphere packing's centers lie far from the data at different
+    eq. 7.  Why the mean: real rows crowd a part of their box (a skewed feature, a corner), where the box's
+    center -- the compact start's middle -- lies far from most of them (Yeast, Wine; docs/benchmarks.md).  Why
+    directions in many dimensions: there the sphere packing's centers lie far from the data at different
     distances, so the first step hands nearly every row to the few nearest, and a center whose cell is small
-    is moved by its noise away from every row for good (on MNIST 8 of 10 centers end empty).  Centers at
-    one distance from the mean split the rows by direction instead, (x - mean) . u_j: cells of comparable
-    size.  The noise of the mean shifts every center alike, which changes no cell."""
+    is moved by its noise away from every row for good (on MNIST 8 of 10 centers ended empty); centers at
+    one distance from the mean split the rows by direction, (x - mean) . u_j: cells of comparable size."""
     d = ctx.n_features
     sum_share, count_share = fastlloyd_shares(d)
     whole = VoronoiCells(np.zeros((1, d)), radius=None, relative=False)
@@ -531,10 +578,38 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
         voronoi_query("the rows' mean", whole, Block("sum", d, math.sqrt(d), share=sum_share), count_share),
         MEAN_START_PART,
     )
-    mean = np.clip(released["sum"][0] / max(float(released["count"][0, 0]), 1.0), -1.0, 1.0)  # post-processing
-    directions = ctx.randomness.geometry().normal(size=(ctx.n_clusters, d))
+    mean = shrunk_mean(released["sum"][0], float(released["count"][0, 0]), float(np.max(released.std["sum"])))
+    rng = ctx.randomness.geometry()
+    if d < MEAN_START_MIN_D:
+        return np.clip(mean + compact(sphere_packing(ctx.n_clusters, d, rng)), -1.0, 1.0)
+    directions = rng.normal(size=(ctx.n_clusters, d))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
+
+
+MEAN_STANDS_OUT = 0.99  # the noisy mean moves the start only if noise alone reaches its length this rarely
+
+
+def shrunk_mean(noisy_sum: np.ndarray, noisy_count: float, sum_std: float) -> np.ndarray:
+    """The rows' mean from its noisy sum and count, where it stands out of its noise; else the box's center.
+
+    With tau the sum's noise std over the count, the mean moves the start only if its squared length exceeds
+    what the noise alone reaches with probability 1 - ``MEAN_STANDS_OUT`` (tau^2 times that quantile of
+    chi-square with d degrees of freedom: the box's center is then a likely truth), and in d >= 3 it is shrunk
+    towards the box's center by the positive-part James-Stein factor max(0, 1 - (d - 2) tau^2 / |mean|^2),
+    which lowers its expected squared error whatever the true mean is.  So a few hundred rows at a small
+    epsilon start at the box's center, and rows crowding a corner of their box start there.  Post-processing of
+    the release and its public noise std; clipped to the unit box."""
+    from scipy.stats import chi2
+
+    count = max(noisy_count, 1.0)
+    mean = np.clip(noisy_sum / count, -1.0, 1.0)
+    d, length2, tau2 = mean.size, float(mean @ mean), (sum_std / count) ** 2
+    if length2 <= tau2 * float(chi2.ppf(MEAN_STANDS_OUT, d)):
+        return np.zeros_like(mean)
+    if d >= 3:
+        mean = mean * max(0.0, 1.0 - (d - 2) * tau2 / length2)
+    return mean
 
 
 def compact(centers: np.ndarray) -> np.ndarray:
@@ -544,17 +619,36 @@ def compact(centers: np.ndarray) -> np.ndarray:
     that is mostly noise near zero), the centers end about where they start, and sphere packing's far-apart
     points lie far from most data (on wine at epsilon 0.1 the default's NICV was 3.5, the rows' mean alone
     2.15).  Pulled in, they keep sphere packing's spread of directions -- the first step still cuts the rows
-    into k cells -- at a fraction of the distance.  Where the signal affords more iterations, Lloyd's steps
-    move the centers to the data and sphere packing's spread finds better optima (on a 30,000-row mixture
-    the compact start at every epsilon ended with 1.5x the excess over k-means++), so ``init="auto"`` pulls
-    them in only where the iteration estimate (a public function of n, k, d and the budget) is at its floor,
-    ``MIN_ITERATIONS``, and d is at least ``AUTO_RULES_MIN_D``.  It reads only the public start, so it costs
-    nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
+    into k cells -- at a fraction of the distance.  The mean start (``init="mean"``, auto's) places this shape
+    about the rows' noisy mean below ``MEAN_START_MIN_D`` dimensions.  It reads only the public start, so it
+    costs nothing.  Measured in docs/benchmarks.md ("FastLloyd in d >= 3")."""
     return COMPACT_SCALE * centers
+
+
+def _radius_ends(params: dict) -> tuple[float, float] | None:
+    """The shrinking radii's (first, final) fractions of the diagonal, checked; None with the paper's radii.
+    Public options only: refused before anything is planned or read."""
+    first, final = params["first_radius"], params["final_radius"]
+    if params["radii"] == "paper":
+        if (first, final) != (None, None):
+            raise ValueError("first_radius and final_radius set the shrinking radii: they need radii='shrinking'")
+        return None
+    first = FIRST_RADIUS if first is None else first
+    final = min(FINAL_RADIUS, first) if final is None else final
+    if final > first:
+        raise ValueError(f"final_radius ({final:g}) must be at most first_radius ({first:g}): the radii shrink")
+    return first, final
+
+
+def _radii(params: dict, d: int, T: int, first: float, eta: float) -> list[float]:
+    """The T rounds' radii: the paper's (``first``, then eta), or ``shrinking_radii``.  Public values only."""
+    ends = _radius_ends(params)
+    return [first] + [eta] * (T - 1) if ends is None else shrinking_radii(d, T, *ends)
 
 
 def _fastlloyd_start(ctx: FitContext, params: dict) -> tuple[str, float | None, GreedyStart | None, Spec]:
     """FastLloyd's start (``init``, its share, the greedy start if any) and its whole plan, a value."""
+    _radius_ends(params)  # its options checked with the start's, before anything is planned
     init, share = _init_option(params, ctx.n_features)
     if init == "greedy":  # one plan for both: checked as a whole before either releases
         start = greedy_start(ctx, share)
@@ -592,15 +686,18 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     eta = fastlloyd_eta(d, k, alpha)
     spread = 1.0 + math.sqrt(4.0 * d)
     estimate = _clamp_iterations(4.0 * n**2 * ERROR_PER_ITERATION / (k**3 * eta**2 * spread**2 * sigma**2))
-    T = params["max_iter"] or rounds(params["rounds"], estimate, n * ctx.budget.epsilon / k, d)
-    pulled = init == "compact" or (
-        params["init"] == "auto" and init == "sphere" and d >= AUTO_RULES_MIN_D and estimate <= MIN_ITERATIONS
-    )
-    if pulled and public_start is None:  # a public start (init=<array>) is the user's: never moved
+    if params["max_iter"]:
+        T = params["max_iter"]
+    elif params["rounds"] == "log":
+        T = log_rounds(n * ctx.budget.epsilon / k, greedy_start=init == "greedy")
+    elif init == "mean" and params["shrink"] and d >= MEAN_START_MIN_D:  # measured there
+        T = max(estimate, MEAN_START_MIN_ITERATIONS)
+    else:
+        T = estimate
+    if init == "compact":  # (a public start, init=<array>, is the user's and never moved: refused with it)
         centers = compact(centers)
-    if not params["max_iter"] and init == "mean" and params["shrink"] and d >= MEAN_START_MIN_D:  # measured there
-        T = max(T, MEAN_START_MIN_ITERATIONS)
-    steps = [fastlloyd_step(d, beta / 2.0 if (strategy == "step" and t == 0) else eta) for t in range(T)]
+    radii = _radii(params, d, T, eta if strategy == "constant" else beta / 2.0, eta)
+    steps = [fastlloyd_step(d, r, clip=params["far_rows"] == "clip") for r in radii]
     centers, done, sizes = run_lloyd(
         ctx, plan, centers, steps, postprocess, reseed=params["reseed"], shrink=params["shrink"]
     )
@@ -610,8 +707,14 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     if start is not None:
         info["init"] = start.info(plan, sample_rate)
     elif init == "mean":
-        info["init"] = {"start": "noisy mean", "init_share": share, "mu": plan.allotment(MEAN_START_PART).mu}
-    elif pulled and public_start is None:
+        around = "compact sphere packing" if d < MEAN_START_MIN_D else "random directions"
+        info["init"] = {
+            "start": "noisy mean",
+            "around": around,
+            "init_share": share,
+            "mu": plan.allotment(MEAN_START_PART).mu,
+        }
+    elif init == "compact":
         info["init"] = {"start": "compact sphere packing", "scale": COMPACT_SCALE}
     else:
         info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}

@@ -274,6 +274,17 @@ def _fastlloyd():
     return _fits(_kmeans("fastlloyd", 200), *_lloyd_pair(0.999))
 
 
+def _fastlloyd_clipped():
+    # auto's FastLloyd step (far rows clipped, the shrinking radii: one round at the final radius r = 0.2 in
+    # d = 1).  The extra row at 0.999 lies far beyond r and adds exactly r to the sum, as the bound allows;
+    # D's rows sit r / 2 off the center, the likelihood-ratio offset for FastLloyd's split in d = 1.
+    from ..algorithms.lloyd import FINAL_RADIUS
+
+    radius = FINAL_RADIUS * 2.0  # the unit interval's diagonal is 2
+    params = {"far_rows": "clip", "radii": "shrinking", "first_radius": FINAL_RADIUS, "final_radius": FINAL_RADIUS}
+    return _fits(_kmeans("fastlloyd", 200, algorithm_params=params), *_lloyd_pair(0.999, mean=-radius / 2))
+
+
 def _glloyd():
     # Absolute sums at sensitivity 1 and counts; the optimal offset of D's rows is -0.45.
     return _fits(_kmeans("glloyd", 200), *_lloyd_pair(1.0, mean=-0.45))
@@ -509,6 +520,13 @@ CASES: dict[str, Case] = {
             f"{BOX_ROWS} rows at 0.5, plus one at {BOX_FAR:g} (the magnitude release through the oracle)",
         ),
         Case("FastLloyd", "FastLloyd", _fastlloyd, 1_500, "200 rows at -0.5, plus one at 0.999"),
+        Case(
+            "FastLloyd (far rows clipped)",
+            "FastLloyd",
+            _fastlloyd_clipped,
+            1_500,
+            "200 rows at -0.1, plus one at 0.999 (clipped onto the radius 0.2)",
+        ),
         Case("GLloyd", "GLloyd", _glloyd, 1_000, "200 rows at -0.45, plus one at 1"),
         Case("SuLloyd", "SuLloyd", _sulloyd, 1_500, "200 rows at -0.45, plus one at 1"),
         Case(
@@ -628,6 +646,7 @@ CONTROLS: dict[str, Control] = {
         Control(CASES["NoisyAVG"], "sigma / 5", lambda: scaled_noise(0.2, ("gaussian",))),
         Control(CASES["private box (magnitudes)"], "noise / 2", _halved("gaussian")),
         Control(CASES["FastLloyd"], "noise / 2", _halved("gaussian"), draws=1_000),
+        Control(CASES["FastLloyd (far rows clipped)"], "far rows not clipped", unclipped_domain, draws=1_000),
         Control(
             CASES["FastLloyd at user level"], "one row's sensitivity for m rows", row_sensitivity_for_users, draws=300
         ),

@@ -56,6 +56,13 @@ VARIANTS = {
     "fastlloyd-greedy-start": ("fastlloyd", {"init": "greedy"}),
     "fastlloyd-mean-start": ("fastlloyd", {"init": "mean"}),
     "fastlloyd-auto": ("fastlloyd", AUTO_FASTLLOYD),  # FastLloyd as auto runs it (dead centers, shrinkage)
+    # ... with the paper's steps instead (rows beyond the radius dropped, its two radii, Su et al.'s rounds), and
+    # from the compact start about the box's center instead of the mean start: what each part of it brings
+    "fastlloyd-auto-paper-steps": (
+        "fastlloyd",
+        {**AUTO_FASTLLOYD, "far_rows": "drop", "radii": "paper", "rounds": "su"},
+    ),
+    "fastlloyd-auto-compact": ("fastlloyd", {**AUTO_FASTLLOYD, "init": "compact"}),
     # auto's choice (its algorithm_params["choice"]): the public rule; a private selection where the rule cannot
     # tell and the comparison is precise; or wherever the rule cannot tell
     "auto-rule": ("auto", {"choice": "rule"}),
