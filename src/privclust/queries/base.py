@@ -82,8 +82,7 @@ class Block:
         ``margin``): 1 where it already is.  Every clipping of a contribution goes through here."""
         bound = self.bound * (1.0 - margin)
         factors = np.ones(np.shape(norms))
-        over = norms > bound
-        factors[over] = bound / norms[over]
+        np.divide(bound, norms, out=factors, where=norms > bound)
         return factors
 
     @property
