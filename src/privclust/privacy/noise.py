@@ -135,7 +135,11 @@ def _noisy_max(scale: float, measure: str):
 
 
 NOISE_CALL_VALUES = 4096  # values noised per OpenDP call: well under a second, so Ctrl-C acts within 2 s
-PARALLEL_DRAWS = 512  # a release of at least twice this many values is noised on several threads (~8 ms a piece)
+# A release of at least twice this many values is noised on several threads: an OpenDP call costs ~0.15 ms and a
+# value ~15 us, so two pieces of 32 take ~0.6 ms of the 1.1 ms one call takes.  (At 512, the default's small
+# releases -- FastLloyd's 100 sums a step, the greedy start's finer levels and lifting -- drew ~2,300 values a fit
+# on the calling thread alone.)
+PARALLEL_DRAWS = 32
 
 
 def vector_pieces(size: int) -> np.ndarray:
