@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import sorted_distinct
+
 __all__ = ["Level", "make_levels"]
 
 STRIDE = 2  # default sub-lattice stride: 2 grid steps = 2 r, open balls of one sub-lattice are disjoint
@@ -172,25 +174,33 @@ class Level:
         half = (parent.radius + self.radius) / 2.0
         first = np.ceil((centers - half - self.shift) / self.radius - 1e-9).astype(np.int64)
         last = np.floor((centers + half - self.shift) / self.radius + 1e-9).astype(np.int64)
-        width = int((last - first).max()) + 1
-        m = first[:, None, :] + _offsets(width, self.dim)[None, :, :]
-        ok = np.ones(m.shape[:2], dtype=bool)
-        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
-            column = m[:, :, axis]
-            ok &= (column <= last[:, None, axis]) & (column >= self.low[axis]) & (column <= self.high[axis])
-        return np.unique(self.encode(m[ok]))
+        return self._boxes(first, int((last - first).max()) + 1, last)
 
     def around(self, ids: np.ndarray, cells: int) -> np.ndarray:
         """Ids of the balls at most ``cells`` grid steps from one of ``ids`` on every axis (theirs included):
         their cubes tile the cubes of ``ids`` grown by ``cells`` cells on every side.  Sorted, distinct."""
         if cells == 0 or ids.size == 0:
-            return np.unique(ids)
-        m = self.decode(ids)[:, None, :] + (_offsets(2 * cells + 1, self.dim) - cells)[None, :, :]
-        ok = np.ones(m.shape[:2], dtype=bool)
-        for axis in range(self.dim):
-            column = m[:, :, axis]
+            return sorted_distinct(ids)
+        return self._boxes(self.decode(ids) - cells, 2 * cells + 1)
+
+    def _boxes(self, first: np.ndarray, width: int, last: np.ndarray | None = None) -> np.ndarray:
+        """Sorted distinct ids of the balls m with first <= m < first + ``width`` (and m <= ``last``) on every
+        axis, inside the index box, for each row of ``first``.  An id is linear in m (:meth:`encode`), so each
+        box's ids are its first corner's plus the offsets' -- no (boxes x offsets x dim) array of indices."""
+        offsets = _offsets(width, self.dim)
+        ok = np.ones((first.shape[0], offsets.shape[0]), dtype=bool)
+        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
+            column = first[:, axis, None] + offsets[None, :, axis]
             ok &= (column >= self.low[axis]) & (column <= self.high[axis])
-        return np.unique(self.encode(m[ok]))
+            if last is not None:
+                ok &= column <= last[:, axis, None]
+        ids = self.encode(first)[:, None] + offsets @ self._place_values()
+        return sorted_distinct(ids[ok])
+
+    def _place_values(self) -> np.ndarray:
+        """What one step along each axis adds to a ball's id (:meth:`encode`'s mixed radix)."""
+        radix = [int(r) for r in self.radix]
+        return np.array([math.prod(radix[axis + 1 :]) for axis in range(self.dim)], dtype=np.int64)
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""
