@@ -85,10 +85,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from scipy.stats import norm
 
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection, ChunkMemo
@@ -422,7 +422,17 @@ def significant(std: float, tested: int, level: float = FALSE_ALARMS) -> float:
     values at once (a Bonferroni bound on the Gaussian tail): above it a released value is signal."""
     if std <= 0 or tested < 1:
         return 0.0
-    return float(std * norm.isf(level / tested))
+    return float(std * _gaussian_isf(level / tested))
+
+
+@lru_cache(maxsize=256)
+def _gaussian_isf(p: float) -> float:
+    """The standard Gaussian's upper p-quantile.  Remembered: the MPC greedy asks the same few on every machine of
+    its tree (SciPy's isf takes ~0.1 ms a call), and SciPy is loaded on first use, so that Spark's workers unpickle
+    the greedy's queries without it."""
+    from scipy.stats import norm
+
+    return float(norm.isf(p))
 
 
 def level_requests(levels: list[Level], project, spec: GreedySpec, run: int) -> tuple[list, list]:
@@ -469,7 +479,7 @@ def noise_floor(level: Level, std: float, floor: float) -> float:
     if floor <= 0.0 or std <= 0.0:
         return 0.0
     log_p = math.log(floor) - level.log_size
-    return std * float(norm.isf(math.exp(min(log_p, math.log(0.5)))))
+    return std * _gaussian_isf(math.exp(min(log_p, math.log(0.5))))
 
 
 def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:
