@@ -176,7 +176,7 @@ def test_a_spark_partition_adds_the_tasks_sums_in_task_order_whatever_the_arriva
     """Float sums depend on their order: the leaf sorts the tasks' parts first, so a seeded fit releases the
     same values however the shuffle delivers them (the executors' function, called directly)."""
     from privclust.queries.central import PartitionNoiser
-    from privclust.queries.spark import _leaf
+    from privclust.queries.spark import _leaves
 
     rng = np.random.default_rng(0)
     query = SumQuery("q", 100, (Block("v", 1, 1.0),), lambda c: (np.zeros(len(c), np.int64), c[:, :1]), sparse=True)
@@ -190,7 +190,7 @@ def test_a_spark_partition_adds_the_tasks_sums_in_task_order_whatever_the_arriva
             return released
 
     def leaf(order):
-        ((_, (released,)),) = list(_leaf(0, order, [_Exact(noiser)], [Everything()], 0))
+        ((_, (released,)),) = list(_leaves(order, [_Exact(noiser)], [Everything()], 0))
         return released.values["v"]
 
     assert np.array_equal(leaf(items), leaf(items[::-1]))

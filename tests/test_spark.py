@@ -243,6 +243,30 @@ def test_the_mpc_greedy_on_spark_is_the_in_memory_merge_tree_and_never_gathers_t
     assert distributed.privacy_spent_.epsilon == pytest.approx(local.privacy_spent_.epsilon)
 
 
+def test_the_merge_trees_machines_run_in_fewer_tasks_and_give_the_same_tree(spark, monkeypatch):
+    """Spark runs the MPC tree's machines (Spark's shuffle partitions) in a few tasks, each a run of machines in
+    order: with 20 machines on 2 cores (4 tasks), a seeded fit is still the in-memory tree of 20 machines."""
+    from privclust.queries.spark import SparkRows
+
+    rng = np.random.default_rng(6)
+    truth = rng.uniform(-0.6, 0.6, (4, 6))
+    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=13, public_n=4000)
+    tasks = []
+    plain = SparkRows._tasks
+    monkeypatch.setattr(SparkRows, "_tasks", lambda self, machines: tasks.append(plain(self, machines)) or tasks[-1])
+    spark.conf.set("spark.sql.shuffle.partitions", "20")
+    try:
+        distributed = KMeans(4, algorithm_params={"levels": 6}, **params).fit(_frame(spark, X))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    assert distributed.fit_info_["mpc"] and tasks and max(tasks) < 20
+    monkeypatch.setattr(MemoryRows, "partitions", property(lambda self: 20))
+    local = KMeans(4, algorithm_params={"levels": 6, "mpc": True}, **params).fit(X)
+    order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+    assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+
+
 def test_a_user_level_fit_on_spark_bounds_each_users_rows_where_they_live(spark):
     """The user column is not a feature; the executors keep at most m rows per user, chosen by secret coins
     (a row's values play no part: column x0 carries its index, and the kept indices are a per-user subset);

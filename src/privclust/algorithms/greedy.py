@@ -85,10 +85,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from scipy.stats import norm
 
 from ..geometry.nets import Level, make_levels
 from ..geometry.projection import BallProjection, ChunkMemo
@@ -383,10 +383,8 @@ def _level_query(
     size = int(np.prod(level.sublattice_box(residue)[1])) if dense else int(np.prod(level.radix.astype(float)))
 
     def contribution(chunk):
-        m, inside, value = level.nearest_in(project(chunk), residue, z)
-        safe = np.clip(m, level.low, level.high)
-        ids = level.sublattice_bucket(safe, residue) if dense else level.encode(safe)
-        return np.where(inside, ids, -1), value[:, None]
+        ids, value = level.ball_ids(project(chunk), residue, z, dense)
+        return ids, value[:, None]
 
     narrows = None
     if not dense and parent is not None and level.stride == 1:
@@ -424,7 +422,17 @@ def significant(std: float, tested: int, level: float = FALSE_ALARMS) -> float:
     values at once (a Bonferroni bound on the Gaussian tail): above it a released value is signal."""
     if std <= 0 or tested < 1:
         return 0.0
-    return float(std * norm.isf(level / tested))
+    return float(std * _gaussian_isf(level / tested))
+
+
+@lru_cache(maxsize=256)
+def _gaussian_isf(p: float) -> float:
+    """The standard Gaussian's upper p-quantile.  Remembered: the MPC greedy asks the same few on every machine of
+    its tree (SciPy's isf takes ~0.1 ms a call), and SciPy is loaded on first use, so that Spark's workers unpickle
+    the greedy's queries without it."""
+    from scipy.stats import norm
+
+    return float(norm.isf(p))
 
 
 def level_requests(levels: list[Level], project, spec: GreedySpec, run: int) -> tuple[list, list]:
@@ -471,7 +479,7 @@ def noise_floor(level: Level, std: float, floor: float) -> float:
     if floor <= 0.0 or std <= 0.0:
         return 0.0
     log_p = math.log(floor) - level.log_size
-    return std * float(norm.isf(math.exp(min(log_p, math.log(0.5)))))
+    return std * _gaussian_isf(math.exp(min(log_p, math.log(0.5))))
 
 
 def exact_values(access, levels: list[Level], project, z: int) -> list[LevelValues]:
@@ -527,13 +535,26 @@ class _Greedy:
         return self._index[i][keep], self.tables[i].values[keep]
 
     def children(self, i: int, m: np.ndarray):
+        """The available balls of level i + 1 within r_i of ball m of level i, and their values (0 unlisted)."""
         parent = self.tables[i].level
         child = self.tables[i + 1]
         cm = child.level.near(parent.centers(m[None])[0], parent.radius)
         cm = cm[self.available(child.level, child.level.centers(cm))]
         return cm, child.lookup(child.level.encode(cm))
 
-    def run(self, k: int, head, child, fallback) -> np.ndarray:
+    def listed_children(self, i: int, m: np.ndarray):
+        """:meth:`children` whose value is positive -- the only ones the argmax rule can pick, and it picks the
+        same one (the first of the largest, in id order) -- found among the listed balls, not the net: the
+        same distance tests, without enumerating the thousands of balls within reach."""
+        center = self.tables[i].level.centers(m[None])[0]
+        near = np.linalg.norm(self._centers[i + 1] - center, axis=1) <= self.tables[i].level.radius
+        keep = near & self._alive[i + 1] & (self.tables[i + 1].values > 0)
+        return self._index[i + 1][keep], self.tables[i + 1].values[keep]
+
+    def run(self, k: int, head, child, fallback, listed: bool = False) -> np.ndarray:
+        """``k`` centers, each from ``head``'s ball descended by ``child``'s picks; ``listed``: ``child`` picks
+        only children of positive value (the argmax rule), so they are looked for among the listed balls."""
+        children = self.listed_children if listed else self.children
         for _ in range(k):
             start = head(self)
             while start is None and self.relax():  # every listed ball is forbidden: pack the centers closer
@@ -543,7 +564,7 @@ class _Greedy:
                 continue
             i, m = start
             while i + 1 < len(self.tables):
-                cm, values = self.children(i, m)
+                cm, values = children(i, m)
                 pick = child(cm, values)
                 if pick is None:
                     break
@@ -695,7 +716,8 @@ def uniform_fallback(spec: GreedySpec, d: int, rng: np.random.Generator):
 
 def histogram_centers(spec: GreedySpec, tables: list[LevelValues], fallback) -> np.ndarray:
     """The greedy's ``spec.k`` centers chosen by argmax over released value tables (post-processing)."""
-    return _Greedy(tables, spec.forbid, spec.z, spec.min_forbid).run(spec.k, _argmax_head, _argmax_child, fallback)
+    greedy = _Greedy(tables, spec.forbid, spec.z, spec.min_forbid)
+    return greedy.run(spec.k, _argmax_head, _argmax_child, fallback, listed=True)
 
 
 @dataclass

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import sorted_distinct
+
 __all__ = ["Level", "make_levels"]
 
 STRIDE = 2  # default sub-lattice stride: 2 grid steps = 2 r, open balls of one sub-lattice are disjoint
@@ -79,33 +81,62 @@ class Level:
 
     def nearest_in(self, points: np.ndarray, residue: np.ndarray, z: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(index m, inside, ((r - dist) / r)^z) of each point's nearest ball of the sub-lattice ``residue``."""
+        columns, inside, value = self._nearest_columns(points, residue, z)
+        return columns.T.astype(np.int64), inside, value
+
+    def ball_ids(self, points: np.ndarray, residue: np.ndarray, z: int, dense: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each point's ball of the sub-lattice ``residue`` -- its bucket among the sub-lattice's balls (``dense``,
+        :meth:`sublattice_bucket`) or its ball id (:meth:`encode`), -1 when the point is in none -- and its value
+        ((r - dist) / r)^z: :meth:`nearest_in` without the (points x dim) array of indices."""
+        columns, inside, value = self._nearest_columns(points, residue, z)
+        ids = np.zeros(points.shape[0], dtype=np.int64)
+        first, count = self.sublattice_box(residue) if dense else (None, self.radix)
+        for axis, column in enumerate(columns):
+            np.clip(column, self.low[axis], self.high[axis], out=column)  # an index outside the box: any id, dropped
+            if dense:  # the sub-lattice's j = (m - residue) / stride, counted from its first ball
+                column -= residue[axis]
+                column /= self.stride
+                column -= first[axis]
+            else:
+                column -= self.low[axis]
+            ids *= int(count[axis])
+            ids += column.astype(np.int64)
+        ids[~inside] = -1
+        return ids, value
+
+    def _nearest_columns(self, points: np.ndarray, residue: np.ndarray, z: int):
+        """(m, inside, value) of :meth:`nearest_in`, with m as integer-valued floats, one row per axis.
+
+        Worked axis by axis on the points' columns, in contiguous rows: numpy's operations on (points x dim)
+        arrays run their inner loop along a row of dim values and took 2-3x as long.  The same arithmetic, in
+        the same order, as the whole-array form: the same numbers bit for bit."""
+        n, dim = points.shape
         step = self.stride * self.radius
         base = self.shift + self.radius * residue
-        # m as integer-valued floats first: the same numbers as the integers (exact below 2^53), so the
-        # centers come without a second conversion.  Work arrays are reused in place.
-        m = points - base
-        m /= step
-        np.rint(m, out=m)
-        if self.stride != 1:
-            m *= self.stride
-        if residue.any():
-            m += residue
-        diff = m * self.radius
-        diff += self.shift
-        np.subtract(points, diff, out=diff)
-        diff *= diff
-        dist = np.sqrt(_row_sums(diff))
-        m = m.astype(np.int64)
-        inside = dist < self.radius
-        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=1) on d' <= 8 columns
-            column = m[:, axis]
-            inside &= (column >= self.low[axis]) & (column <= self.high[axis])
+        columns, squares = np.empty((dim, n)), np.empty((dim, n))
+        inside = np.ones(n, dtype=bool)
+        for axis in range(dim):
+            m, diff = columns[axis], squares[axis]
+            np.subtract(points[:, axis], base[axis], out=m)
+            m /= step
+            np.rint(m, out=m)
+            if self.stride != 1:
+                m *= self.stride
+            if residue.any():
+                m += residue[axis]
+            np.multiply(m, self.radius, out=diff)
+            diff += self.shift[axis]
+            np.subtract(points[:, axis], diff, out=diff)
+            diff *= diff
+            inside &= (m >= self.low[axis]) & (m <= self.high[axis])  # integer-valued floats: exact comparisons
+        dist = np.sqrt(_column_sums(squares))
+        inside &= dist < self.radius
         value = dist / self.radius
         np.subtract(1.0, value, out=value)
         np.maximum(value, 0.0, out=value)
         value **= z
         value[~inside] = 0.0
-        return m, inside, value
+        return columns, inside, value
 
     def sublattice_box(self, residue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first j, count per axis) of the sub-lattice's balls m = residue + stride j inside the index box."""
@@ -143,25 +174,33 @@ class Level:
         half = (parent.radius + self.radius) / 2.0
         first = np.ceil((centers - half - self.shift) / self.radius - 1e-9).astype(np.int64)
         last = np.floor((centers + half - self.shift) / self.radius + 1e-9).astype(np.int64)
-        width = int((last - first).max()) + 1
-        m = first[:, None, :] + _offsets(width, self.dim)[None, :, :]
-        ok = np.ones(m.shape[:2], dtype=bool)
-        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
-            column = m[:, :, axis]
-            ok &= (column <= last[:, None, axis]) & (column >= self.low[axis]) & (column <= self.high[axis])
-        return np.unique(self.encode(m[ok]))
+        return self._boxes(first, int((last - first).max()) + 1, last)
 
     def around(self, ids: np.ndarray, cells: int) -> np.ndarray:
         """Ids of the balls at most ``cells`` grid steps from one of ``ids`` on every axis (theirs included):
         their cubes tile the cubes of ``ids`` grown by ``cells`` cells on every side.  Sorted, distinct."""
         if cells == 0 or ids.size == 0:
-            return np.unique(ids)
-        m = self.decode(ids)[:, None, :] + (_offsets(2 * cells + 1, self.dim) - cells)[None, :, :]
-        ok = np.ones(m.shape[:2], dtype=bool)
-        for axis in range(self.dim):
-            column = m[:, :, axis]
+            return sorted_distinct(ids)
+        return self._boxes(self.decode(ids) - cells, 2 * cells + 1)
+
+    def _boxes(self, first: np.ndarray, width: int, last: np.ndarray | None = None) -> np.ndarray:
+        """Sorted distinct ids of the balls m with first <= m < first + ``width`` (and m <= ``last``) on every
+        axis, inside the index box, for each row of ``first``.  An id is linear in m (:meth:`encode`), so each
+        box's ids are its first corner's plus the offsets' -- no (boxes x offsets x dim) array of indices."""
+        offsets = _offsets(width, self.dim)
+        ok = np.ones((first.shape[0], offsets.shape[0]), dtype=bool)
+        for axis in range(self.dim):  # column by column: far faster than np.all(..., axis=2)
+            column = first[:, axis, None] + offsets[None, :, axis]
             ok &= (column >= self.low[axis]) & (column <= self.high[axis])
-        return np.unique(self.encode(m[ok]))
+            if last is not None:
+                ok &= column <= last[:, axis, None]
+        ids = self.encode(first)[:, None] + offsets @ self._place_values()
+        return sorted_distinct(ids[ok])
+
+    def _place_values(self) -> np.ndarray:
+        """What one step along each axis adds to a ball's id (:meth:`encode`'s mixed radix)."""
+        radix = [int(r) for r in self.radix]
+        return np.array([math.prod(radix[axis + 1 :]) for axis in range(self.dim)], dtype=np.int64)
 
     def near(self, center: np.ndarray, reach: float) -> np.ndarray:
         """Indices m of this level's balls whose center lies within ``reach`` of ``center``."""
@@ -174,14 +213,15 @@ class Level:
         return grid[np.linalg.norm(self.centers(grid) - center, axis=1) <= reach]
 
 
-def _row_sums(values: np.ndarray) -> np.ndarray:
-    """``values.sum(axis=1)`` as numpy computes it (so np.linalg.norm's distances, bit for bit), column by
-    column below 8 columns, where numpy adds in order and a reduction over a short row is slow."""
-    if values.shape[1] >= 8:  # numpy sums 8 or more terms pairwise
-        return np.add.reduce(values, axis=1)
-    out = values[:, 0].copy()
-    for column in range(1, values.shape[1]):
-        out += values[:, column]
+def _column_sums(values: np.ndarray) -> np.ndarray:
+    """Per column of a (dim x n) array, the sum of its dim values as ``values.T.sum(axis=1)`` computes it (so
+    np.linalg.norm's distances, bit for bit): in order, row by row, below 8 rows, where numpy adds a short row
+    in order; pairwise, as numpy does, from 8."""
+    if values.shape[0] >= 8:
+        return np.add.reduce(np.ascontiguousarray(values.T), axis=1)
+    out = values[0].copy()
+    for row in values[1:]:
+        out += row
     return out
 
 

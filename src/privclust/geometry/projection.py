@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["BallProjection", "ChunkMemo", "default_projection_dim"]
 
@@ -39,6 +38,8 @@ class BallProjection:
     def draw(cls, n_features: int, dim: int, rng: np.random.Generator, quantile: float = 0.99) -> "BallProjection":
         if dim < 1:
             raise ValueError(f"the projection dimension must be at least 1, got {dim}")
+        from scipy import stats  # loaded on first use: Spark's workers unpickle projections without it
+
         matrix = rng.standard_normal((n_features, dim)) / math.sqrt(dim)
         stretch = math.sqrt(stats.chi2.ppf(quantile, dim) / dim)
         return cls(matrix=matrix, scale=1.0 / (math.sqrt(n_features) * stretch))

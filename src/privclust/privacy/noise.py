@@ -90,10 +90,24 @@ class PartitionedNoise:
 
 @lru_cache(maxsize=1)
 def _opendp():
-    import opendp.prelude as dp
+    """OpenDP's constructors privclust draws noise with, from their own modules: ``opendp.prelude`` also loads
+    OpenDP's scikit-learn extras (scikit-learn, SciPy's statistics, pandas: 2.4 s), in every Spark worker that
+    draws noise, where these take 0.2 s."""
+    from types import SimpleNamespace
 
-    dp.enable_features("contrib")
-    return dp
+    from opendp import domains, measurements, measures, metrics, mod
+
+    mod.enable_features("contrib")
+    return SimpleNamespace(
+        m=measurements,
+        vector_domain=domains.vector_domain,
+        atom_domain=domains.atom_domain,
+        l1_distance=metrics.l1_distance,
+        l2_distance=metrics.l2_distance,
+        linf_distance=metrics.linf_distance,
+        max_divergence=measures.max_divergence,
+        zero_concentrated_divergence=measures.zero_concentrated_divergence,
+    )
 
 
 # OpenDP rounds a release's values to the grid 2^k before adding noise on that grid.  Its privacy map charges
@@ -135,7 +149,11 @@ def _noisy_max(scale: float, measure: str):
 
 
 NOISE_CALL_VALUES = 4096  # values noised per OpenDP call: well under a second, so Ctrl-C acts within 2 s
-PARALLEL_DRAWS = 512  # a release of at least twice this many values is noised on several threads (~8 ms a piece)
+# A release of at least twice this many values is noised on several threads: an OpenDP call costs ~0.15 ms and a
+# value ~15 us, so two pieces of 32 take ~0.6 ms of the 1.1 ms one call takes.  (At 512, the default's small
+# releases -- FastLloyd's 100 sums a step, the greedy start's finer levels and lifting -- drew ~2,300 values a fit
+# on the calling thread alone.)
+PARALLEL_DRAWS = 32
 
 
 def vector_pieces(size: int) -> np.ndarray:

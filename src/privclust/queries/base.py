@@ -82,8 +82,7 @@ class Block:
         ``margin``): 1 where it already is.  Every clipping of a contribution goes through here."""
         bound = self.bound * (1.0 - margin)
         factors = np.ones(np.shape(norms))
-        over = norms > bound
-        factors[over] = bound / norms[over]
+        np.divide(bound, norms, out=factors, where=norms > bound)
         return factors
 
     @property
@@ -183,9 +182,13 @@ def row_norms(rows: np.ndarray, norm: str) -> np.ndarray:
 
 
 def clip_blocks(values: np.ndarray, query: SumQuery) -> np.ndarray:
-    """Scale each row's block down to the block's norm bound (in place)."""
+    """Scale each row's block down to the block's norm bound (in place).  A one-column block's norm is the
+    value's size, in either norm; a block no row exceeds is left as it is (its factors would all be 1)."""
     for block, cols in query.block_slices():
-        values[:, cols] *= block.scale_to_bound(row_norms(values[:, cols], block.norm))[:, None]
+        part = values[:, cols]
+        norms = np.abs(part[:, 0]) if block.width == 1 else row_norms(part, block.norm)
+        if np.any(norms > block.bound):
+            part *= block.scale_to_bound(norms)[:, None]
     return values
 
 

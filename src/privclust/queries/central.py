@@ -157,7 +157,9 @@ def _among(total: tuple[np.ndarray, np.ndarray], candidates: np.ndarray) -> tupl
     """A sparse answer's (ids, sums) restricted to the buckets ``candidates`` names: the answer of the same
     query whose contribution is -1 outside them."""
     ids, sums = total
-    inside = np.isin(ids, candidates)
+    candidates = np.sort(candidates)  # found by bisection: np.isin took 10 ms on the greedy's 20,000 candidates
+    at = np.minimum(np.searchsorted(candidates, ids), max(candidates.size - 1, 0))
+    inside = candidates[at] == ids if candidates.size else np.zeros(ids.size, dtype=bool)
     return ids[inside], sums[inside]
 
 

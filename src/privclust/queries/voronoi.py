@@ -29,7 +29,7 @@ FLOAT_MARGIN = 1e-9
 BLOCK_CELLS = 2**16  # (rows x cells) work arrays of 512 KiB: they stay in a core's cache (2**19 did not)
 
 
-FEW_CENTERS = 16  # up to this many centers, rows find theirs by comparing rows of (cells x rows) scores
+FEW_CENTERS = 16  # up to this many centers, rows find theirs in (cells x rows) scores, by a one-hot matrix
 
 
 def nearest_center(
@@ -38,8 +38,8 @@ def nearest_center(
     """Index of the nearest center (the first, on a tie) and the squared distance to it, for each row.  Rows
     go in blocks of ``BLOCK_CELLS`` / centers through one work array, so the scores stay in cache whatever
     the chunk's length.  Up to ``FEW_CENTERS`` centers the scores are laid out cells by rows and a row's
-    center is the first whose score equals the row's minimum, one center at a time: numpy's argmin along
-    rows of ten scores took 3x as long."""
+    center is read off the one-hot matrix of its minimum (:meth:`_Work.one_hot`, :meth:`_Work.cells`):
+    numpy's argmin along rows of ten scores took 3x as long."""
     n, k = chunk.shape[0], centers.shape[0]
     if sq_norms is None:
         sq_norms = np.einsum("ij,ij->i", chunk, chunk)
@@ -51,7 +51,7 @@ def nearest_center(
             rows = slice(start, start + step)
             scores = work.scores(chunk[rows])
             best = scores.min(axis=0)
-            nearest[rows] = _first_minimum(scores, best)
+            nearest[rows] = work.cells(work.one_hot(scores, best), scores)
             np.add(best, sq_norms[rows], out=sq[rows])
         return nearest, np.maximum(sq, 0.0, out=sq)
     scaled, center_sq, work = -2.0 * centers.T, np.einsum("ij,ij->i", centers, centers), np.empty((min(n, step), k))
@@ -129,58 +129,84 @@ class VoronoiCells:
 
         The kernel never lists the rows' cells: with the scores s[j, i] = |c_j|^2 - 2 c_j.x_i (one matrix
         product, cells by rows), a row's nearest center is where s equals the row's minimum, so that
-        comparison is the (cells x rows) one-hot matrix of the assignment; weighted by each row's clipping
-        factor (0 beyond the radius) it sums every cell in one more product.  A row tied between two
-        centers (exactly equal scores) would sit in both: such a block is assigned by ``argmin`` instead,
-        which takes the first, as :func:`nearest_center` does."""
+        comparison is the (cells x rows) one-hot matrix of the assignment (:meth:`_Work.one_hot`).  As 0/1
+        floats, written over the spent scores, one product with the rows' (clipping factor, counted) pairs
+        gives every cell's size and sum of factors (a factor is 0 beyond the radius), and scaled by the
+        factors, one more product with the rows gives every cell's sum."""
         n = chunk.shape[0]
-        scores, onehot = work.scores(chunk), work.onehot[:, :n]
+        scores = work.scores(chunk)
         best = scores.min(axis=0)
-        np.equal(scores, best, out=onehot)
+        onehot = work.one_hot(scores, best)
         sq = best + sq_norms
         np.maximum(sq, 0.0, out=sq)  # squared distance to the nearest center (rounding can make it negative)
-        inside = sq < self.radius**2 if self.radius is not None else None
-        tied = np.count_nonzero(onehot) != n
-        if tied or (self.relative and sum_block.norm != "l2"):
-            cells = _first_minimum(scores, best) if self.n_cells <= FEW_CENTERS else np.argmin(scores, axis=0)
-            if tied:
-                onehot.fill(False)
-                onehot[cells, np.arange(n)] = True
+        weighted = scores  # the scores are spent: the one-hot matrix as floats, then weighted, in their place
         if self.relative and sum_block.norm == "l2":
             norms = np.sqrt(sq)
-        elif self.relative:
-            norms = row_norms(chunk - self.centers[cells], sum_block.norm)
+        elif self.relative:  # an l1 norm about the row's own center needs the center
+            norms = row_norms(chunk - self.centers[work.cells(onehot, weighted)], sum_block.norm)
         elif sum_block.norm == "l2":
             norms = np.sqrt(sq_norms)
         else:
             norms = row_norms(chunk, "l1")
-        if inside is not None:
-            np.logical_and(onehot, inside, out=onehot)
-        weighted = np.multiply(onehot, sum_block.scale_to_bound(norms, FLOAT_MARGIN), out=scores)
-        total[:, :-1] += weighted @ chunk
+        factors, counted = work.per_row[:, :n]  # each row's clipping factor, and whether it is counted
+        factors[:] = sum_block.scale_to_bound(norms, FLOAT_MARGIN)
+        if self.radius is not None:
+            np.less(sq, self.radius**2, out=counted)
+            factors *= counted
+        else:
+            counted.fill(1.0)
+        np.copyto(weighted, onehot)
+        factors_and_counts = weighted @ work.per_row[:, :n].T
         if self.relative:
-            work.weights += weighted.sum(axis=1)
-        total[:, -1] += np.count_nonzero(onehot, axis=1) * min(1.0, count_block.bound)
+            work.weights += factors_and_counts[:, 0]
+        total[:, -1] += factors_and_counts[:, 1] * min(1.0, count_block.bound)
+        weighted *= factors
+        total[:, :-1] += weighted @ work.columns[:, :n].T
 
 
 class _Work:
     """The Voronoi kernel's work arrays for blocks of up to ``rows`` rows, allocated once per chunk: the
-    (cells x rows) scores and one-hot assignment, and the running sum of each cell's weights."""
+    block's rows as columns, the (cells x rows) scores and one-hot assignment, each row's clipping factor
+    and count, and the running sum of each cell's weights."""
 
     def __init__(self, centers: np.ndarray, rows: int):
-        k = centers.shape[0]
+        k, d = centers.shape
         self.scaled = -2.0 * centers
         self.center_sq = np.einsum("ij,ij->i", centers, centers)[:, None]
+        self.index = np.arange(k, dtype=np.float64)
+        self.columns = np.empty((d, rows))
         self._scores = np.empty(k * rows)
         self.onehot = np.empty((k, rows), dtype=bool)
+        self.per_row = np.empty((2, rows))
         self.weights = np.zeros(k)
 
     def scores(self, chunk: np.ndarray) -> np.ndarray:
-        """|c|^2 - 2 c.x for every center (row) and row of ``chunk`` (column), in the work array."""
+        """|c|^2 - 2 c.x for every center (row) and row of ``chunk`` (column), in the work array.  The rows
+        are copied into columns first (kept in :attr:`columns` for the block's sums): BLAS multiplies
+        contiguous columns in a third of the time it takes over the rows' transpose, copy included."""
         k, n = self.scaled.shape[0], chunk.shape[0]
-        out = np.matmul(self.scaled, chunk.T, out=self._scores[: k * n].reshape(k, n))
+        columns = self.columns[:, :n]
+        np.copyto(columns, chunk.T)
+        out = np.matmul(self.scaled, columns, out=self._scores[: k * n].reshape(k, n))
         out += self.center_sq
         return out
+
+    def one_hot(self, scores: np.ndarray, best: np.ndarray) -> np.ndarray:
+        """The (cells x rows) one-hot matrix of each row's nearest center: where its score equals the row's
+        minimum ``best``.  A row tied between two centers (exactly equal scores) would sit in both: such a
+        block is assigned to the first of them instead, as ``argmin`` does."""
+        n = scores.shape[1]
+        onehot = np.equal(scores, best, out=self.onehot[:, :n])
+        if np.count_nonzero(onehot) != n:
+            onehot.fill(False)
+            onehot[_first_minimum(scores, best), np.arange(n)] = True
+        return onehot
+
+    def cells(self, onehot: np.ndarray, spare: np.ndarray) -> np.ndarray:
+        """Each row's cell, from its column of the one-hot matrix (through ``spare``, a float array of its
+        shape that may be overwritten): the cells' indices times that column, one matrix-vector product."""
+        np.copyto(spare, onehot)
+        return (self.index @ spare).astype(np.intp)
 
 
 def count_values(chunk: np.ndarray) -> np.ndarray:
