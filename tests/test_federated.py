@@ -175,7 +175,12 @@ def test_federated_centers_follow_the_central_distribution(certs, data):
         out, errors = run_in_threads(certs, parts, Job(3, 0.3, 1e-6, [-1, 1]))
         assert not errors, errors
         federated.append(cost(out[0].centers))
-    central = [cost(KMeans(3, epsilon=0.3, delta=1e-6, bounds=(-1, 1)).fit(X).cluster_centers_) for _ in range(12)]
+    # The federated job runs FastLloyd as its paper states it; the central default (auto) clips far rows and
+    # shrinks its radii, a different distribution: compare with the central FastLloyd.
+    central = [
+        cost(KMeans(3, epsilon=0.3, delta=1e-6, bounds=(-1, 1), algorithm="fastlloyd").fit(X).cluster_centers_)
+        for _ in range(12)
+    ]
     # Secure noise and fresh keys: the runs are random, so the level is set low to keep false alarms rare.
     assert stats.ks_2samp(federated, central).pvalue > 1e-4
 
