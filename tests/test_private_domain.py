@@ -69,6 +69,31 @@ def test_the_octave_release_brings_the_scale_within_one_octave(seed):
     assert outside(X, box) <= 0.02
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_signed_octaves_drop_an_empty_side_of_zero(sign):
+    """Data in [100, 110] (or [-110, -100]): the magnitudes say (16, 256]; the signed octaves say (64, 128] on
+    the data's side, not [-128, 128] -- a box a quarter as wide."""
+    X = sign * np.random.default_rng(3).uniform(100, 110, (20_000, 2))
+    box = private_bounds(X, 1.0, 1e-6, random_state=3)
+    lo, hi = (64.0, 128.0) if sign > 0 else (-128.0, -64.0)
+    assert np.all(box.lower >= lo) and np.all(box.upper <= hi)
+    assert outside(X, box) <= 0.02
+
+
+def test_a_signed_bucket_holds_its_rows_and_the_buckets_tile_the_line():
+    """Each row's signed octave bucket has the row between its edges, and a bucket's upper edge is the next
+    one's lower edge."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-300, 300, 2000), rng.normal(0, 1e-3, 100), [0.0, 256.0, -256.0, 1.0]])
+    top = 8
+    buckets = pb.signed_octave_buckets(x[:, None], np.array([-np.inf]), np.array([np.inf]), np.array([top]))[:, 0]
+    lower = np.array([pb._signed_edge(int(b), top, -1) for b in range(pb.SIGNED)])
+    upper = np.array([pb._signed_edge(int(b), top, 1) for b in range(pb.SIGNED)])
+    np.testing.assert_array_equal(upper[:-1], lower[1:])
+    inside = np.abs(x) <= 2.0**top
+    assert np.all(lower[buckets[inside]] <= x[inside]) and np.all(x[inside] <= upper[buckets[inside]])
+
+
 def test_spends_are_recorded_with_labels_and_fit_the_budget():
     X = blobs(2)
     accountant = PrivacyAccountant()
@@ -153,7 +178,7 @@ def test_box_is_post_processing_of_the_counts(monkeypatch):
 
     monkeypatch.setattr(MemoryRows, "histograms", spy)
     private_bounds(X, 1.0, 1e-6, noise=ZeroNoise())
-    assert [c.shape for c in seen] == [(3, pb.N_BUCKETS), (3, pb.FINE + 1), (3, pb.LINEAR_BINS)]
+    assert [c.shape for c in seen] == [(3, pb.N_BUCKETS), (3, pb.SIGNED), (3, pb.LINEAR_BINS)]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -167,7 +192,7 @@ def test_neighbouring_counts_differ_by_the_stated_sensitivity(seed):
     lo, hi = np.full(4, -1e3), np.full(4, 1e3)
     for query in (
         stage.magnitude_query(4, np.full(4, np.inf)),
-        stage.octave_query(4, np.full(4, np.inf), np.array([10, -5, 0, 3])),
+        stage.octave_query(4, np.full(4, -np.inf), np.full(4, np.inf), np.array([10, -5, 0, 3])),
         stage.edge_query(4, lo, hi),
     ):
         diff = histogram_counts(query, Y) - histogram_counts(query, X)

@@ -36,10 +36,10 @@ import numpy as np
 from .geometry.domain import BoxDomain, Domain
 from .geometry.private_box import (
     DOMAIN_LABELS,
-    FINE,
     LINEAR_BINS,
     N_BUCKETS,
     NO_BUDGET_FOR_A_BOX,
+    SIGNED,
     STAGE_SHARES,
     NoScaleFound,
     PrivateBox,
@@ -48,12 +48,12 @@ from .geometry.private_box import (
     found_scales,
     is_private_domain_request,
     linear_buckets,
-    lowered_scales,
     magnitude_buckets,
-    octave_buckets,
     outer_limit,
     parse_request,
-    scale_box,
+    signed_box,
+    signed_octave_buckets,
+    within_outer,
 )
 from .privacy.budget import Budget, PrivacyAccountant, Spend
 from .privacy.noise import NoiseSource, Randomness
@@ -93,9 +93,10 @@ def magnitude_query(d: int, outer_hi: np.ndarray) -> HistogramQuery:
     return HistogramQuery(DOMAIN_LABELS[0], d, N_BUCKETS, partial(magnitude_buckets, outer_hi=outer_hi))
 
 
-def octave_query(d: int, outer_hi: np.ndarray, top: np.ndarray) -> HistogramQuery:
-    """The second release: |x| per octave below ``2^top``, the scale the first release found (public)."""
-    return HistogramQuery(DOMAIN_LABELS[1], d, FINE + 1, partial(octave_buckets, outer_hi=outer_hi, top=top))
+def octave_query(d: int, outer_lo: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> HistogramQuery:
+    """The second release: x by sign and octave below ``2^top``, the scale the first release found (public)."""
+    bucket = partial(signed_octave_buckets, outer_lo=outer_lo, outer_hi=outer_hi, top=top)
+    return HistogramQuery(DOMAIN_LABELS[1], d, SIGNED, bucket)
 
 
 def edge_query(d: int, lo: np.ndarray, hi: np.ndarray) -> HistogramQuery:
@@ -144,11 +145,12 @@ def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.nda
     post-processing of the noisy counts and of public values."""
     d = oracle.n_features
     if outer_box is None:
-        outer_hi = np.full(d, np.inf)
+        outer_lo, outer_hi = np.full(d, -np.inf), np.full(d, np.inf)
     else:
-        outer_hi = np.maximum(np.abs(outer_box[0]), np.abs(outer_box[1]))
+        outer_lo, outer_hi = outer_box
+    outer_mag = np.maximum(np.abs(outer_lo), np.abs(outer_hi))
 
-    view, plan, released = open_box(oracle, budget, outer_hi)
+    view, plan, released = open_box(oracle, budget, outer_mag)
     scales = found_scales(released[COUNTS], float(released.std[COUNTS]), plan.family)
     missing = [j for j, m in enumerate(scales) if m is None]
     if missing and outer_box is None:
@@ -159,12 +161,14 @@ def find_box(oracle: Oracle, budget: Budget, outer_box: tuple[np.ndarray, np.nda
             "(bounds={'outer': ...}), or spend a larger share on the box (bounds={'share': ...})"
         )
     scale = np.array([np.inf if m is None else m for m in scales])  # no scale found: the outer limit holds
-    scale = np.minimum(scale, outer_hi)
+    scale = np.minimum(scale, outer_mag)
 
-    # the octave of the scale: FINE one-octave buckets below 2^top, where top = log2 of the scale (rounded up)
+    # the octaves of the scale, by sign: FINE one-octave buckets below 2^top on either side of 0, where top =
+    # log2 of the scale (rounded up)
     top = exponents(scale)
-    released = plan.release(octave_query(d, outer_hi, top), DOMAIN_LABELS[1])
-    lo, hi = scale_box(lowered_scales(released[COUNTS], float(released.std[COUNTS]), scale, top), outer_box)
+    released = plan.release(octave_query(d, outer_lo, outer_hi, top), DOMAIN_LABELS[1])
+    signed = signed_box(released[COUNTS], float(released.std[COUNTS]), scale, top, plan.family)
+    lo, hi = within_outer(*signed, outer_box)
 
     released = plan.release(edge_query(d, lo, hi), DOMAIN_LABELS[2])
     lower, upper = edge_box(released[COUNTS], float(released.std[COUNTS]), lo, hi)

@@ -25,11 +25,15 @@ l1 sensitivity d when ``delta = 0`` (at user level, m times both:
    the top of the highest bucket above it that holds data (the next one at
    ``NEXT_Z`` noise deviations, up to ``WINDOW`` further at the
    ``FALSE_BUCKET`` threshold).
-2. **Octaves** -- one-octave buckets for the ``FINE`` octaves below ``M``: the
-   scale comes down past the top octaves while they are confidently nearly
-   empty (their noisy count plus ``DROP_Z`` deviations within ``DROP_SHARE`` of
-   the feature's noisy total).  The box is ``[-M, M]``, within an outer limit
-   when one is given.
+2. **Octaves** -- x by sign and octave: one bucket for each of the ``FINE``
+   octaves below ``M`` on either side of 0, and one for |x| below them
+   (``SIGNED`` buckets).  The scale comes down past the top octaves of |x|
+   while they are confidently nearly empty (both signs' noisy counts plus
+   ``DROP_Z`` deviations within ``DROP_SHARE`` of the feature's noisy total);
+   then a side of 0 that is confidently nearly empty (within ``DROP_SHARE`` / 2)
+   is dropped, with the empty octaves nearest 0 on the other side (data in
+   [100, 110] get [64, 128], not [-128, 128]).  The box is within an outer
+   limit when one is given.
 3. **Edges** -- ``LINEAR_BINS`` equal bins over that box: each edge moves inward
    past bins that are confidently nearly empty (within ``CLIP_SHARE``).  This
    tightens boxes of data far from the origin when there are enough rows.
@@ -64,13 +68,14 @@ __all__ = [
     "NoScaleFound",
     "NO_BUDGET_FOR_A_BOX",
     "magnitude_buckets",
-    "octave_buckets",
+    "signed_octave_buckets",
     "linear_buckets",
     "exponents",
     "outer_limit",
     "found_scales",
     "lowered_scales",
-    "scale_box",
+    "signed_box",
+    "within_outer",
     "edge_box",
 ]
 
@@ -82,9 +87,10 @@ NEXT_Z = 3.0  # noise deviations the bucket just above the heaviest must reach t
 WINDOW = 4  # the scale is looked for at most this many buckets above the heaviest noisy bucket
 FALSE_BUCKET = 1e-3  # the chance that an empty bucket or margin is taken for data, over all the candidates
 STAGE_SHARES = (0.5, 0.35, 0.15)  # shares of the box's mu^2 (or epsilon): magnitudes, octaves, edges
-FINE = 8  # the octaves below the scale that the second release looks at, one bucket each
+FINE = 8  # the octaves below the scale that the second release looks at, one bucket each, on each side of 0
+SIGNED = 2 * FINE + 1  # the second release's buckets per feature: FINE negative octaves, |x| below them, FINE positive
 DROP_Z = 1.0  # deviations of noise added to an octave's noisy count before it is called nearly empty
-DROP_SHARE = 0.1  # the scale comes down past octaves holding at most this share of the rows (noisy)
+DROP_SHARE = 0.1  # the scale comes down past octaves holding at most this share of the rows (noisy); half of it a side
 DOMAIN_SHARE = 0.1  # default share of a fit's (epsilon, delta) the algorithm leaves to the box (docs/choosing.md)
 CLIP_SHARE = 0.01  # the edges clip at most about this share of a feature's rows (by its noisy total), per side
 EDGE_Z = 2.0  # noise deviations a margin's noisy count must clear to be called nearly empty
@@ -158,13 +164,14 @@ def magnitude_buckets(rows: np.ndarray, outer_hi: np.ndarray) -> np.ndarray:
     return np.where(mag <= 2.0**MIN_EXPONENT, 0, np.clip(group, 1, N_BUCKETS - 1))
 
 
-def octave_buckets(rows: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """|x| in the FINE octaves (2^(k-1), 2^k] up to 2^top (per feature, beyond it in the last), and at or
-    below 2^(top - FINE) in bucket 0."""
-    mag = np.minimum(np.abs(rows), outer_hi)
-    index = np.clip(exponents(mag) - (top - FINE), 0, FINE)
-    index[mag == 0] = 0
-    return index
+def signed_octave_buckets(rows: np.ndarray, outer_lo: np.ndarray, outer_hi: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """x (within the outer limit) by sign and octave below 2^top (per feature; beyond it in the outermost):
+    bucket FINE + e for x in (2^(top-FINE+e-1), 2^(top-FINE+e)], FINE - e for -x there (e = 1 .. FINE), and
+    bucket FINE for |x| <= 2^(top - FINE)."""
+    x = np.clip(rows, outer_lo, outer_hi)
+    octave = np.clip(exponents(np.abs(x)) - (top - FINE), 0, FINE)
+    octave[x == 0] = 0
+    return FINE + np.sign(x).astype(np.int64) * octave
 
 
 def linear_buckets(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -244,24 +251,72 @@ def found_scales(noisy: np.ndarray, std: float, family: str) -> list[float | Non
     return [_scale(noisy[j], std, z_found, z_top) for j in range(d)]
 
 
-def lowered_scales(noisy: np.ndarray, std: float, scale: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """The scales brought down past the top octaves that the noisy octave histogram (``noisy``: (d, FINE + 1),
-    below ``2^top``) says are confidently nearly empty: their noisy count plus DROP_Z deviations of that sum's
-    noise within DROP_SHARE of the feature's noisy total."""
+def _signed_edge(bucket: int, top: int, side: int) -> float:
+    """The lower (``side`` -1) or upper (+1) edge of a signed octave bucket (:func:`signed_octave_buckets`)."""
+    e = bucket - FINE
+    if e == 0:
+        return side * math.ldexp(1.0, top - FINE)
+    # the far edge of octave |e| on x's side is 2^(top-FINE+|e|), the near one half that
+    far = e * side > 0
+    return math.copysign(math.ldexp(1.0, top - FINE + abs(e) - (0 if far else 1)), e)
+
+
+def lowered_scales(magnitudes: np.ndarray, std: float, scale: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """The scales brought down past the top octaves that the noisy octave counts of |x| (``magnitudes``:
+    (d, FINE + 1), below ``2^top``, bucket 0 at or below 2^(top - FINE)) say are confidently nearly empty:
+    their noisy count plus DROP_Z deviations of that sum's noise (``std`` a bucket) within DROP_SHARE of the
+    feature's noisy total."""
     scale = scale.copy()
-    for j in range(noisy.shape[0]):
-        beyond = np.cumsum(noisy[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
-        allowed = DROP_SHARE * max(float(noisy[j].sum()), 0.0)
+    for j in range(magnitudes.shape[0]):
+        beyond = np.cumsum(magnitudes[j, :0:-1])  # octaves top, top-1, ..., top-FINE+1
+        allowed = DROP_SHARE * max(float(magnitudes[j].sum()), 0.0)
         empty = beyond + DROP_Z * std * np.sqrt(np.arange(1, FINE + 1)) <= allowed
         dropped = FINE - 1 if np.all(empty[: FINE - 1]) else int(np.argmin(empty))
         scale[j] = min(scale[j], max(math.ldexp(1.0, int(top[j]) - dropped), 2.0**MIN_EXPONENT))
     return scale
 
 
-def scale_box(scale: np.ndarray, outer_box) -> tuple[np.ndarray, np.ndarray]:
-    """``[-scale, scale]`` per feature, within the outer limit if one is given (where the scale lies all below
-    the outer box's far side, the outer box)."""
-    lo, hi = -scale, scale
+def signed_box(
+    noisy: np.ndarray, std: float, scale: np.ndarray, top: np.ndarray, family: str = "gaussian"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each feature's box from its noisy signed octave counts (``noisy``: (d, SIGNED), below ``2^top``).
+
+    The scale first comes down as the octaves of |x| say (:func:`lowered_scales`; both signs' counts of an
+    octave added, their noise sqrt(2) times a bucket's).  Then a side of 0 with no rows to speak of is
+    dropped: walking in from that side's outermost bucket, an edge moves past the buckets that are both
+    indistinguishable from empty (below the count an empty bucket's noise reaches with probability
+    FALSE_BUCKET over all of them) and, summed, confidently nearly empty (their noisy counts plus DROP_Z
+    deviations within DROP_SHARE / 2 of the feature's noisy total).  The edge moves only if that walk
+    crosses 0 (the bucket of |x| <= 2^(top - FINE)); it then stops at the first bucket on the other side
+    that holds data.  Data on both sides of 0 keep the symmetric box: a sparse tail on one side (Adult's
+    capital gain) is kept, since its rows would be moved by about the box's width."""
+    magnitudes = np.concatenate([noisy[:, FINE : FINE + 1], noisy[:, FINE + 1 :] + noisy[:, FINE - 1 :: -1]], axis=1)
+    scale = lowered_scales(magnitudes, std * math.sqrt(2.0), scale, top)
+    lo, hi = -scale, scale.copy()
+    slack = DROP_Z * std * np.sqrt(np.arange(1, SIGNED + 1))
+    holds_data = _tail(family, std, noisy.size)
+
+    def passed(counts: np.ndarray, allowed: float) -> int:
+        empty = (np.cumsum(counts) + slack <= allowed) & (np.maximum.accumulate(counts) < holds_data)
+        return SIGNED if np.all(empty) else int(np.argmin(empty))
+
+    for j in range(noisy.shape[0]):
+        allowed = DROP_SHARE / 2.0 * max(float(noisy[j].sum()), 0.0)
+        first, last = passed(noisy[j], allowed), SIGNED - 1 - passed(noisy[j, ::-1], allowed)
+        if last < first:  # the noise: both sides look empty
+            continue
+        t = int(top[j])
+        if first > FINE:  # no negative rows to speak of: the box starts above 0
+            lo[j] = min(_signed_edge(first, t, -1), hi[j] / 2.0)
+        if last < FINE:  # no positive rows to speak of
+            hi[j] = max(_signed_edge(last, t, 1), lo[j] / 2.0)
+    return lo, hi
+
+
+def within_outer(lo: np.ndarray, hi: np.ndarray, outer_box) -> tuple[np.ndarray, np.ndarray]:
+    """``[lo, hi]`` per feature, within the outer limit if one is given (where the two do not meet, the outer
+    box)."""
+    lo, hi = lo.copy(), hi.copy()
     if outer_box is not None:
         lo, hi = np.maximum(lo, outer_box[0]), np.minimum(hi, outer_box[1])
         empty = hi <= lo
