@@ -11,9 +11,11 @@ from privclust.algorithms.auto import (
     GREEDY_SIGNAL,
     GREEDY_START,
     GREEDY_START_SIGNAL,
+    PLANE_REFINED,
+    REFINED_GREEDY_SHARE,
     choose,
 )
-from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE
+from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, FEW_ROUNDS
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
 
@@ -25,19 +27,19 @@ def blobs(n, d, k, seed=0):
 
 def test_the_rule():
     assert choose(None, 6, 3, 1.0, adaptive=False)[0] == "greedy"  # one-round models
-    assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == "greedy"  # 1000 >= EVOLVE_SIGNAL
+    assert choose(10_000, 2, 10, 1.0, adaptive=True)[0] == PLANE_REFINED  # 1000 >= EVOLVE_SIGNAL
     assert choose(10_000, 2, 10, 0.05, adaptive=True)[0] == "evolve"  # 50 < EVOLVE_SIGNAL, k >= EVOLVE_MIN_K
     assert choose(4_000, 2, 4, 0.05, adaptive=True)[0] == "evolve"  # k = 4 >= EVOLVE_MIN_K
-    # evolve below its signal, the greedy from it on, whatever k (from EVOLVE_MIN_K)
+    # evolve below its signal, the refined greedy from it on, whatever k (from EVOLVE_MIN_K)
     n = EVOLVE_SIGNAL * 20 / 0.5
     assert choose(n * 0.99, 2, 20, 0.5, adaptive=True)[0] == "evolve"
-    assert choose(n, 2, 20, 0.5, adaptive=True)[0] == "greedy"
+    assert choose(n, 2, 20, 0.5, adaptive=True)[0] == PLANE_REFINED
     assert choose(n * 0.99, 1, 20, 0.5, adaptive=True)[0] == "evolve"
     # too few clusters for evolve: FastLloyd at every signal; too few rows: FastLloyd below the greedy's signal
     assert choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[0] == "fastlloyd"
     assert choose(100_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "fastlloyd"
     assert choose(EVOLVE_MIN_N - 1, 2, 4, 0.5, adaptive=True)[0] == "fastlloyd"
-    assert choose(EVOLVE_MIN_N - 1, 2, 4, 100.0, adaptive=True)[0] == "greedy"
+    assert choose(EVOLVE_MIN_N - 1, 2, 4, 100.0, adaptive=True)[0] == PLANE_REFINED
     assert choose(EVOLVE_MIN_N, 2, 4, 0.5, adaptive=True)[0] == "evolve"
     why = choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[1]
     assert f"k = {EVOLVE_MIN_K - 1} < {EVOLVE_MIN_K}" in why
@@ -58,9 +60,36 @@ def test_the_rule():
 def test_auto_is_the_default_and_says_what_it_chose():
     X = blobs(6_000, 2, 4)
     model = KMeans(4, bounds=(-1, 1)).fit(X)
-    assert model.algorithm == "auto" and model.fit_info_["auto"]["chose"] == "greedy"
+    assert model.algorithm == "auto" and model.fit_info_["auto"]["chose"] == PLANE_REFINED
     assert "n epsilon / k" in model.fit_info_["auto"]["because"]
     assert model.cluster_centers_.shape == (4, 2)
+
+
+def test_in_the_plane_the_greedy_is_refined_by_a_few_short_clipped_rounds_within_the_budget():
+    X = blobs(6_000, 2, 4)
+    model = KMeans(4, bounds=(-1, 1), epsilon=1.0, delta=1e-6, random_state=0).fit(X)  # n epsilon / k ~ 1500
+    auto, info = model.fit_info_["auto"], model.fit_info_
+    assert auto["chose"] == PLANE_REFINED and auto["algorithm"] == "fastlloyd"
+    assert auto["algorithm_params"]["radii"] == "per-cluster" and auto["algorithm_params"]["rounds"] == "few"
+    assert info["init"]["start"] == "greedy" and info["init"]["init_share"] == REFINED_GREEDY_SHARE
+    assert model.n_iter_ == FEW_ROUNDS
+    labels = [s.label for s in model.privacy_spent_.steps]
+    assert labels.count("rows/count") == 1 and any(label.startswith("greedy") for label in labels)
+    assert model.privacy_spent_.epsilon <= 1.0 + 1e-9 and model.privacy_spent_.delta <= 1e-6
+    # the refined centers sit on the clusters: within the clusters' spread of k-means++'s cost
+    from sklearn.cluster import KMeans as SkKMeans
+
+    floor = SkKMeans(4, n_init=5, random_state=0).fit(X).inertia_ / len(X)
+    assert model.score(X) * -1 / len(X) < 3 * floor
+
+
+def test_per_cluster_radii_are_the_shrinking_radii_over_sqrt_k():
+    from privclust.algorithms.lloyd import PER_CLUSTER_RADII, _radius_ends
+
+    params = {"radii": "per-cluster", "first_radius": None, "final_radius": None}
+    assert _radius_ends(params, 16) == pytest.approx((PER_CLUSTER_RADII[0] / 4, PER_CLUSTER_RADII[1] / 4))
+    shrinking = {"radii": "shrinking", "first_radius": 0.3, "final_radius": 0.1}
+    assert _radius_ends(shrinking, 16) == pytest.approx((0.3, 0.1))
 
 
 def test_a_private_n_is_paid_for_inside_the_budget_and_a_public_one_is_free():

@@ -8,16 +8,18 @@ rows themselves -- so it is post-processing of public values and releases:
   asks all its questions at once;
 * d <= 2, k >= ``EVOLVE_MIN_K``, n >= ``EVOLVE_MIN_N`` and n epsilon / k < ``EVOLVE_SIGNAL``:
   ``evolve`` (private evolution by votes whose sensitivity does not grow with the domain, after
-  PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat the greedy
-  on 12 of 13 held-out 2-d mixtures' cells with n epsilon / k from 100 to 300 (k = 4 to 50; level
-  above 300), and FastLloyd on most cells below 100 from k = 4 (docs/choosing.md, "evolve in the
-  plane").  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
+  PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat FastLloyd
+  on most held-out 2-d cells below 100 from k = 4 (docs/choosing.md, "evolve in the plane"); from
+  100 on the refined greedy below beat it on 6 of 8 cells with n epsilon / k from 100 to 240
+  (docs/benchmarks.md, "The greedy refined in the plane"; it had beaten the plain greedy up to 300).  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
   stays there;
 * d <= 2 and k < ``EVOLVE_MIN_K``: FastLloyd at every signal -- with its rows clipped onto shrinking
   radii it was level with the greedy or ahead of it on every held-out 2-d set with k <= 3;
 * d <= 2 and n epsilon / k >= ``GREEDY_SIGNAL`` otherwise: the private greedy, which puts a center on
-  every cluster it can see and is within a few percent of k-means++ once each cluster holds enough
-  rows for its budget;
+  every cluster it can see, in ``REFINED_GREEDY_SHARE`` of the budget, its centers then refined by
+  ``lloyd.FEW_ROUNDS`` clipped FastLloyd rounds whose radii fall from 0.2 to 0.05 of the diagonal
+  over sqrt(k) (``PLANE_REFINED``: the greedy's cells are about a cluster wide, so a few short
+  moves are what its centers lack; Birch2 at epsilon 1: 1.10x -> 1.03x k-means++);
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
   (``algorithm_params={**AUTO_FASTLLOYD, "init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the
   budget): the greedy finds the clusters, FastLloyd's steps refine them;
@@ -85,6 +87,8 @@ __all__ = [
     "EVOLVE_MIN_K",
     "EVOLVE_MIN_N",
     "GREEDY_START",
+    "PLANE_REFINED",
+    "REFINED_GREEDY_SHARE",
     "CHOICES",
     "MEAN_START",
     "SELECTION_CANDIDATES",
@@ -95,16 +99,27 @@ __all__ = [
 ]
 
 GREEDY_SIGNAL = 100.0  # n epsilon / k from which the greedy beats FastLloyd in the plane (and starts it in 3-d)
-EVOLVE_SIGNAL = 300.0  # n epsilon / k below which evolve beats the greedy and FastLloyd in the plane
+EVOLVE_SIGNAL = 100.0  # n epsilon / k below which evolve beats the refined greedy and FastLloyd in the plane
 EVOLVE_MIN_K = 4  # ... with at least this many clusters (at k <= 3 it lost by up to 1.7x on held-out mixtures)
 EVOLVE_MIN_N = 300  # ... and this many rows (n: public or the noisy count): fewer leave its population too coarse
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
 GREEDY_START = "fastlloyd-greedy-start"
+PLANE_REFINED = "greedy-refined"
+REFINED_GREEDY_SHARE = 0.8  # the greedy's share of the budget in PLANE_REFINED; FastLloyd's rounds the rest
+# PLANE_REFINED's FastLloyd: the greedy's centers, FEW_ROUNDS rounds, radii by the room a cluster has
+REFINED = {
+    **AUTO_FASTLLOYD,
+    "init": "greedy",
+    "init_share": REFINED_GREEDY_SHARE,
+    "rounds": "few",
+    "radii": "per-cluster",
+}
 # What ``choose`` may name -> (the algorithm, its algorithm_params)
 CHOICES = {
     "greedy": ("greedy", None),
     "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
     GREEDY_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "greedy"}),
+    PLANE_REFINED: ("fastlloyd", REFINED),
     "evolve": ("evolve", None),
 }
 MEAN_START = "fastlloyd-mean-start"
@@ -163,7 +178,10 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
             "few clusters at every signal"
         )
     if d <= 2 and signal >= GREEDY_SIGNAL:
-        return "greedy", f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}"
+        return PLANE_REFINED, (
+            f"d = {d} <= 2 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}: the private greedy's centers, "
+            "refined by a few clipped FastLloyd rounds"
+        )
     if d == 3 and signal >= GREEDY_SIGNAL:
         return GREEDY_START, (
             f"d = 3 and n epsilon / k = {signal:.3g} >= {GREEDY_SIGNAL:g}: FastLloyd from the private greedy's centers"
@@ -216,6 +234,7 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
         "greedy": greedy_spec(ctx).plan_spec,
         "fastlloyd": fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
         GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
+        PLANE_REFINED: greedy_start(ctx, REFINED_GREEDY_SHARE, counted=False).spec,
         "evolve": evolve_spec(known),
     }
     if private and ctx.n_features >= 4:

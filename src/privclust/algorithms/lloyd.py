@@ -40,7 +40,9 @@ radius, is what the centers' error is made of, and the paper's radius (about the
 is several times a real cluster's spread; clipped rows still pull a far center towards them -- by at
 most r_t a round, so the radii start large and the rounds grow with the signal -- and a cell's clipped
 mean near its fixed point is its rows' robust center.  Measured in docs/benchmarks.md ("FastLloyd with
-clipped rows and shrinking radii").
+clipped rows and shrinking radii").  ``radii="per-cluster"`` divides both ends by sqrt(k) (k clusters share
+the box: about the room each has), and ``rounds="few"`` runs ``FEW_ROUNDS``: what ``auto`` refines the
+private greedy's centers with in the plane, where they already sit near their clusters.
 
 ``glloyd`` (GLloyd, Diaa, Humphries & Kerschbaum (2024) App. B.1).  As above but sums are absolute,
 sensitivity sqrt(d) (the domain), no radius, split sigma_C =
@@ -160,6 +162,8 @@ __all__ = [
     "ROUNDS",
     "log_rounds",
     "LOG_ROUNDS",
+    "FEW_ROUNDS",
+    "PER_CLUSTER_RADII",
     "shrinking_radii",
     "FAR_ROWS",
     "RADII",
@@ -434,12 +438,17 @@ AUTO_FASTLLOYD = {
     "radii": "shrinking",
     "rounds": "log",
 }
-# FastLloyd's number of rounds: Su et al.'s estimate ("su", the paper's), or log2 of the signal n eps / k ("log")
-ROUNDS = ("su", "log")
+# FastLloyd's number of rounds: Su et al.'s estimate ("su", the paper's), log2 of the signal n eps / k ("log"), or
+# FEW_ROUNDS ("few": refining a start that is already near the clusters)
+ROUNDS = ("su", "log", "few")
 LOG_ROUNDS = (4, 12)  # rounds="log"'s range (log_rounds)
+FEW_ROUNDS = 3  # rounds="few" (measured: docs/benchmarks.md, "The greedy refined in the plane")
 FAR_ROWS = ("drop", "clip")  # a row beyond the step's radius: left out (the paper) or scaled onto the radius
-RADII = ("paper", "shrinking")  # the paper's radii (alpha, radius_strategy), or a geometric descent (shrinking_radii)
+# the paper's radii (alpha, radius_strategy); a geometric descent (shrinking_radii) in units of the diagonal
+# ("shrinking") or of the diagonal over sqrt(k) ("per-cluster")
+RADII = ("paper", "shrinking", "per-cluster")
 FIRST_RADIUS, FINAL_RADIUS = 0.2, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
+PER_CLUSTER_RADII = (0.2, 0.05)  # radii="per-cluster"'s ends, in units of the diagonal over sqrt(k) (measured)
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
 declare(
@@ -625,24 +634,28 @@ def compact(centers: np.ndarray) -> np.ndarray:
     return COMPACT_SCALE * centers
 
 
-def _radius_ends(params: dict) -> tuple[float, float] | None:
-    """The shrinking radii's (first, final) fractions of the diagonal, checked; None with the paper's radii.
-    Public options only: refused before anything is planned or read."""
+def _radius_ends(params: dict, k: int = 1) -> tuple[float, float] | None:
+    """The shrinking radii's (first, final) fractions of the diagonal for k clusters, checked; None with the
+    paper's radii.  Public options only: refused before anything is planned or read."""
     first, final = params["first_radius"], params["final_radius"]
     if params["radii"] == "paper":
         if (first, final) != (None, None):
-            raise ValueError("first_radius and final_radius set the shrinking radii: they need radii='shrinking'")
+            raise ValueError(
+                "first_radius and final_radius set the shrinking radii: they need radii='shrinking' or 'per-cluster'"
+            )
         return None
-    first = FIRST_RADIUS if first is None else first
-    final = min(FINAL_RADIUS, first) if final is None else final
+    default_first, default_final = (FIRST_RADIUS, FINAL_RADIUS) if params["radii"] == "shrinking" else PER_CLUSTER_RADII
+    first = default_first if first is None else first
+    final = min(default_final, first) if final is None else final
     if final > first:
         raise ValueError(f"final_radius ({final:g}) must be at most first_radius ({first:g}): the radii shrink")
-    return first, final
+    per = math.sqrt(k) if params["radii"] == "per-cluster" else 1.0
+    return first / per, final / per
 
 
-def _radii(params: dict, d: int, T: int, first: float, eta: float) -> list[float]:
+def _radii(params: dict, d: int, k: int, T: int, first: float, eta: float) -> list[float]:
     """The T rounds' radii: the paper's (``first``, then eta), or ``shrinking_radii``.  Public values only."""
-    ends = _radius_ends(params)
+    ends = _radius_ends(params, k)
     return [first] + [eta] * (T - 1) if ends is None else shrinking_radii(d, T, *ends)
 
 
@@ -690,13 +703,15 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         T = params["max_iter"]
     elif params["rounds"] == "log":
         T = log_rounds(n * ctx.budget.epsilon / k, greedy_start=init == "greedy")
+    elif params["rounds"] == "few":
+        T = FEW_ROUNDS
     elif init == "mean" and params["shrink"] and d >= MEAN_START_MIN_D:  # measured there
         T = max(estimate, MEAN_START_MIN_ITERATIONS)
     else:
         T = estimate
     if init == "compact":  # (a public start, init=<array>, is the user's and never moved: refused with it)
         centers = compact(centers)
-    radii = _radii(params, d, T, eta if strategy == "constant" else beta / 2.0, eta)
+    radii = _radii(params, d, k, T, eta if strategy == "constant" else beta / 2.0, eta)
     steps = [fastlloyd_step(d, r, clip=params["far_rows"] == "clip") for r in radii]
     centers, done, sizes = run_lloyd(
         ctx, plan, centers, steps, postprocess, reseed=params["reseed"], shrink=params["shrink"]
