@@ -112,6 +112,7 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
         "the greedy (histogram selection)",
         "FastLloyd (mean start)",  # auto's FastLloyd starts at the rows' noisy mean
         "FastLloyd (greedy start)",
+        "FastLloyd (greedy start, in the plane)",  # the greedy in 80%, refined by a few short rounds
         "evolve",
     ]
     assert all(not any(p.name == "row count" for p in s.parts) for s in rest.options)  # n is known by then

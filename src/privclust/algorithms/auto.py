@@ -234,7 +234,9 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
         "greedy": greedy_spec(ctx).plan_spec,
         "fastlloyd": fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
         GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
-        PLANE_REFINED: greedy_start(ctx, REFINED_GREEDY_SHARE, counted=False).spec,
+        PLANE_REFINED: dataclasses.replace(
+            greedy_start(ctx, REFINED_GREEDY_SHARE, counted=False).spec, what="FastLloyd (greedy start, in the plane)"
+        ),
         "evolve": evolve_spec(known),
     }
     if private and ctx.n_features >= 4:
