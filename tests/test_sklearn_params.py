@@ -340,6 +340,7 @@ def test_fits_in_two_threads_share_the_process_blas_and_keep_their_own_openmp(fi
     first = "A" if first_out == "smaller" else "B"
     last = "B" if first == "A" else "A"
     inside, out, seen = {n: threading.Event() for n in "AB"}, threading.Event(), {}
+    both_read = threading.Barrier(2, timeout=10)  # neither leaves before both have read the counts with both in
 
     def fit(name):
         other = "B" if name == "A" else "A"
@@ -347,6 +348,7 @@ def test_fits_in_two_threads_share_the_process_blas_and_keep_their_own_openmp(fi
             inside[name].set()
             inside[other].wait(10)
             seen[f"{name} with both in"] = _thread_counts()
+            both_read.wait()
             if name == last:
                 out.wait(10)
                 seen[f"{name} alone"] = _thread_counts()

@@ -311,8 +311,9 @@ def box_budget_beside(
 
     Splitting (epsilon, delta) by ``share`` is what basic composition needs; Gaussian releases compose in
     GDP, where the algorithm's mu at ``(1 - share)`` of the budget leaves much more: at (1, 1e-6) and share
-    0.1 the box may have about 18% of mu^2, not the 1% that ``share`` of (epsilon, delta) alone converts
-    to, and its noise is about 4x smaller.  The box's epsilon is the largest at which its spends (a value,
+    0.1 the box may have about 19% of mu^2 beside FastLloyd or the greedy and 26% beside ``auto`` (whose
+    count is a stage of its own), not the 1% that ``share`` of (epsilon, delta) alone converts to: noise
+    4-5x smaller.  The box's epsilon is the largest at which its spends (a value,
     from its plan) compose with every plan within ``budget``, found by bisection on the composed guarantee,
     so it holds for any mix of spends; pure-epsilon releases compose by basic composition, where it stays
     at ``share`` of epsilon."""

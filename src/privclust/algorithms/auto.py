@@ -19,7 +19,7 @@ rows themselves -- so it is post-processing of public values and releases:
   every cluster it can see, in ``REFINED_GREEDY_SHARE`` of the budget, its centers then refined by
   ``lloyd.FEW_ROUNDS`` clipped FastLloyd rounds whose radii fall from 0.2 to 0.05 of the diagonal
   over sqrt(k) (``PLANE_REFINED``: the greedy's cells are about a cluster wide, so a few short
-  moves are what its centers lack; Birch2 at epsilon 1: 1.10x -> 1.03x k-means++);
+  moves are what its centers lack; Birch2 at epsilon 1: 1.10x -> 1.06x k-means++ on the reporting seeds);
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
   (``algorithm_params={**AUTO_FASTLLOYD, "init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the
   budget): the greedy finds the clusters, FastLloyd's steps refine them;
