@@ -80,7 +80,7 @@ def test_in_the_plane_the_greedy_is_refined_by_a_few_short_clipped_rounds_within
     from sklearn.cluster import KMeans as SkKMeans
 
     floor = SkKMeans(4, n_init=5, random_state=0).fit(X).inertia_ / len(X)
-    assert model.score(X) * -1 / len(X) < 3 * floor
+    assert -model.score(X) / len(X) < 3 * floor
 
 
 def test_per_cluster_radii_are_the_shrinking_radii_over_sqrt_k():

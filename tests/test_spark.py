@@ -219,16 +219,22 @@ def test_a_seeded_greedy_above_four_dimensions_on_spark_is_the_in_memory_fit(spa
     assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
 
 
+def _greedy_job(seed: int, random_state: int):
+    """4,000 rows of four clusters in 6-d, and a seeded greedy fit's parameters (the MPC tree's tests)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.uniform(-0.6, 0.6, (4, 6))
+    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=random_state, public_n=4000)
+    return X, params
+
+
 def test_the_mpc_greedy_on_spark_is_the_in_memory_merge_tree_and_never_gathers_the_balls(spark, monkeypatch):
     """On Spark the greedy is seed 000's MPC greedy by default: the sparse levels are noised and reduced by the
     executors, so no sparse answer reaches the driver; with as many partitions as Spark's shuffle (4) the
     in-memory merge tree gives the same centers for the same seed."""
     from privclust.queries.spark import SparkRows
 
-    rng = np.random.default_rng(5)
-    truth = rng.uniform(-0.6, 0.6, (4, 6))
-    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
-    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=11, public_n=4000)
+    X, params = _greedy_job(seed=5, random_state=11)
     gathered = []
     plain_sums = SparkRows.sums
     monkeypatch.setattr(
@@ -248,10 +254,7 @@ def test_the_merge_trees_machines_run_in_fewer_tasks_and_give_the_same_tree(spar
     order: with 20 machines on 2 cores (4 tasks), a seeded fit is still the in-memory tree of 20 machines."""
     from privclust.queries.spark import SparkRows
 
-    rng = np.random.default_rng(6)
-    truth = rng.uniform(-0.6, 0.6, (4, 6))
-    X = np.clip(truth[rng.integers(0, 4, 4000)] + rng.normal(0, 0.05, (4000, 6)), -1, 1)
-    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=13, public_n=4000)
+    X, params = _greedy_job(seed=6, random_state=13)
     tasks = []
     plain = SparkRows._tasks
     monkeypatch.setattr(SparkRows, "_tasks", lambda self, machines: tasks.append(plain(self, machines)) or tasks[-1])

@@ -11,7 +11,8 @@ rows themselves -- so it is post-processing of public values and releases:
   PE-means).  With its soft-thresholded weights and its zoom (algorithms.evolve) it beat FastLloyd
   on most held-out 2-d cells below 100 from k = 4 (docs/choosing.md, "evolve in the plane"); from
   100 on the refined greedy below beat it on 6 of 8 cells with n epsilon / k from 100 to 240
-  (docs/benchmarks.md, "The greedy refined in the plane"; it had beaten the plain greedy up to 300).  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
+  (docs/benchmarks.md, "The greedy refined in the plane"; it had beaten the plain greedy up to
+  300).  At k <= 3, and with 150 rows or fewer, it lost by up to 1.7x, so the greedy or FastLloyd
   stays there;
 * d <= 2 and k < ``EVOLVE_MIN_K``: FastLloyd at every signal -- with its rows clipped onto shrinking
   radii it was level with the greedy or ahead of it on every held-out 2-d set with k <= 3;
@@ -19,7 +20,8 @@ rows themselves -- so it is post-processing of public values and releases:
   every cluster it can see, in ``REFINED_GREEDY_SHARE`` of the budget, its centers then refined by
   ``lloyd.FEW_ROUNDS`` clipped FastLloyd rounds whose radii fall from 0.2 to 0.05 of the diagonal
   over sqrt(k) (``PLANE_REFINED``: the greedy's cells are about a cluster wide, so a few short
-  moves are what its centers lack; Birch2 at epsilon 1: 1.10x -> 1.06x k-means++ on the reporting seeds);
+  moves are what its centers lack; Birch2 at epsilon 1: 1.10x -> 1.06x k-means++ on the reporting
+  seeds);
 * d = 3 and n epsilon / k >= ``GREEDY_SIGNAL``: FastLloyd from the greedy's centers
   (``algorithm_params={**AUTO_FASTLLOYD, "init": "greedy"}``, the greedy in ``DEFAULT_INIT_SHARE`` of the
   budget): the greedy finds the clusters, FastLloyd's steps refine them;
