@@ -54,10 +54,17 @@ def test_box_holds_nearly_all_rows_and_is_not_far_looser_than_the_data(seed):
     assert np.all(np.isfinite(box.lower)) and np.all(np.isfinite(box.upper))
 
 
-def test_secure_noise_box_holds_nearly_all_rows():
+def test_secure_noise_box_clips_about_clip_share_a_side():
+    """OpenDP's samplers cannot be seeded, so the bound must hold for every draw, not one.  An edge moves past
+    outer bins only while their noisy count plus EDGE_Z deviations stays within CLIP_SHARE of the total, so a
+    side clips more than twice CLIP_SHARE only if the noise of the bins passed falls short by CLIP_SHARE of the
+    rows plus those deviations: here 200 rows plus 2 sigma at sigma ~21 a bin, five deviations or more.  (The
+    whole box may clip up to 2 d CLIP_SHARE by design: 1 in 200 draws clipped over 2% of these rows.)"""
     X = blobs(1)
-    box = private_bounds(X, 0.5, 1e-6)  # OpenDP's samplers
-    assert outside(X, box) <= 0.02
+    box = private_bounds(X, 0.5, 1e-6)
+    per_side = np.concatenate([np.mean(X < box.lower, axis=0), np.mean(X > box.upper, axis=0)])
+    assert np.all(per_side <= 2 * pb.CLIP_SHARE), per_side
+    assert outside(X, box) <= 2 * X.shape[1] * pb.CLIP_SHARE
 
 
 @pytest.mark.parametrize("seed", range(4))
