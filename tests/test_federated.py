@@ -27,6 +27,7 @@ from privclust.federated.ring import FRACTION_BITS, LIMIT, RingOverflowError, de
 from privclust.federated.secagg import SecAggParty
 from privclust.federated.server import PROTOCOL_VERSION
 from privclust.federated.wire import Kind, receive, send
+from privclust.privacy.noise import SeededNoise
 
 PARTIES = 3
 
@@ -204,6 +205,8 @@ def test_a_silent_connection_delays_nobody(certs, data):
 
 
 def test_server_sees_only_uniform_values_whatever_the_data(certs, data):
+    # Fresh masks each run: three tests at level 1e-6 each alarm falsely with probability 3e-6 (at 1e-4 each,
+    # 3e-4 a run); unmasked or reused pads put the values near 0 and 1, far below any such level.
     X, parts = data
     seen = []
     for shift in (0.0, 0.5):
@@ -212,9 +215,9 @@ def test_server_sees_only_uniform_values_whatever_the_data(certs, data):
         _, errors = run_in_threads(certs, shifted, server_kwargs={"record": record})
         assert not errors, errors
         values = np.concatenate([r[2] for r in record]).astype(np.float64) / 2**64
-        assert stats.kstest(values, "uniform").pvalue > 1e-4
+        assert stats.kstest(values, "uniform").pvalue > 1e-6
         seen.append(values)
-    assert stats.ks_2samp(*seen).pvalue > 1e-4
+    assert stats.ks_2samp(*seen).pvalue > 1e-6
 
 
 def test_pre_shared_group_key(certs, data):
@@ -483,10 +486,22 @@ def test_server_and_three_client_processes_on_loopback(certs, data, tmp_path):
 
 
 @pytest.mark.parametrize("algorithm", ["greedy", "auto"])
-def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, data, algorithm):
-    """Not a fixed pair: the job checks the algorithm's plan (a value) against the party's capabilities."""
+def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, data, algorithm, monkeypatch):
+    """Not a fixed pair: the job checks the algorithm's plan (a value) against the party's capabilities.
+
+    The run is seeded (the server's noise and the public geometry): a center near each cluster is what this
+    draw gives, not what every draw gives -- auto's FastLloyd (k = 3) ends with two centers on one cluster and
+    one between the other two in about 1.8% of seeded central fits of these rows at this budget (18 of 1,000),
+    so under secure noise this test failed about once in 55 runs.  The noise and masks themselves are tested
+    above with the secure sampler."""
     X, parts = data
-    out, errors = run_in_threads(certs, parts, job=Job(3, 2.0, 1e-6, [-1, 1], algorithm=algorithm))
+    monkeypatch.setattr(crypto, "geometry_seed", lambda group_secret, session: 12345)
+    out, errors = run_in_threads(
+        certs,
+        parts,
+        job=Job(3, 2.0, 1e-6, [-1, 1], algorithm=algorithm),
+        server_kwargs={"noise": SeededNoise(np.random.SeedSequence(0))},
+    )
     assert not errors, errors
     for i in range(PARTIES):
         np.testing.assert_array_equal(out[i].centers, out[0].centers)

@@ -24,6 +24,7 @@ from privclust.federated.ring import encode
 from privclust.federated.secagg import SecAggParty, check_material, remove_masks
 from privclust.federated.server import PROTOCOL_VERSION
 from privclust.federated.wire import Kind, ProtocolError, receive, send
+from privclust.privacy.noise import SeededNoise
 
 TRUE_CENTERS = np.array([[-0.6, -0.5], [0.55, -0.4], [0.0, 0.6]])
 PARTIES = 5
@@ -239,8 +240,19 @@ def test_fewer_than_threshold_reveals_cannot_unmask():
 # --- dropouts in real runs -------------------------------------------------------------------------
 
 
-def test_five_parties_one_dropout_release_correct_centers(certs, parts):
-    server, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1]), callbacks={4: leave_after(2)})
+def test_five_parties_one_dropout_release_correct_centers(certs, parts, monkeypatch):
+    # Seeded (the server's noise and the public geometry): the last check is on the centers of one draw.
+    # FastLloyd's data-independent start sometimes splits a cluster and leaves a center between two others;
+    # under secure noise fewer than two centers ended on a cluster in 3 of 5,000 seeded central fits of
+    # these rows at this budget, so the test failed about once in 1,700 runs.
+    monkeypatch.setattr(crypto, "geometry_seed", lambda group_secret, session: 12345)
+    server, out, errors = run(
+        certs,
+        parts,
+        Job(3, 1.0, 1e-6, [-1, 1]),
+        callbacks={4: leave_after(2)},
+        server_kwargs={"noise": SeededNoise(np.random.SeedSequence(0))},
+    )
     assert set(errors) == {4} and isinstance(errors[4], Leave), errors
     report = out["server"]
     assert report.dropouts == {4: 3}  # rounds: 0 the row count, 1 and 2 the first iterations, 3 without it
@@ -255,8 +267,7 @@ def test_five_parties_one_dropout_release_correct_centers(certs, parts):
         assert out[i].rounds == report.rounds
         assert out[i].contributors == contributors and out[i].party_counts == report.party_counts
     assert report.privacy_spent["epsilon"] == pytest.approx(1.0)
-    # Secure noise: FastLloyd's data-independent start sometimes splits a cluster and leaves a center
-    # between two others, but wrongly unmasked sums would put no center on any cluster.
+    # Wrongly unmasked sums would put no center on any cluster.
     on_cluster = np.linalg.norm(first[:, None] - TRUE_CENTERS[None], axis=-1).min(1) < 0.1
     assert on_cluster.sum() >= 2
 
