@@ -106,6 +106,27 @@ def test_spark_input_is_checked_before_anything_is_spent(spark):
     assert ledger.spends == []
 
 
+def test_rows_reach_the_executors_the_same_through_the_jvms_arrow_batches_and_through_map_in_arrow(spark, monkeypatch):
+    """Columns of any name and numeric type, by position: the JVM's Arrow batches (the default path) and
+    mapInArrow (where the JVM lacks toArrowBatchRdd) hand the executors the same rows, in memory's sums."""
+    X = np.random.default_rng(3).uniform(-1.2, 1.2, (500, 3))
+    X[:, 1] = np.round(X[:, 1] * 10)  # whole numbers, for the int column
+    frame = spark.createDataFrame(
+        [(float(a), int(b), float(c)) for a, b, c in X], "`a.b` double, `c d` int, e double"
+    ).selectExpr("`a.b`", "`c d`", "cast(e as decimal(20, 10)) as `e`")
+    X[:, 2] = np.round(X[:, 2], 10)
+    queries = [count_query(), SumQuery("all", 1, (Block("sums", 3, 20.0),), lambda r: (np.zeros(len(r), int), r))]
+    expected = MemoryRows(X, 3).sums(queries)
+    arrow = SparkRows(frame)
+    assert arrow._arrow_rdd() is not None  # this Spark has the JVM's Arrow batches
+    answers = [arrow.sums(queries)]
+    monkeypatch.setattr(SparkRows, "_arrow_rdd", lambda self: None)
+    answers.append(SparkRows(frame).sums(queries))
+    for (count, sums), ((want_count, want_sums)) in zip(answers, [expected] * 2):
+        assert count[0, 0] == want_count[0, 0] == 500
+        assert np.allclose(sums, want_sums)
+
+
 def test_only_spark_frames_take_the_spark_path(spark):
     frame = _frame(spark, np.zeros((2, 2)))
     assert is_spark_frame(frame) and not is_spark_frame(np.zeros((2, 2)))
