@@ -142,6 +142,25 @@ def test_a_private_n_and_the_greedy_start_share_the_budget():
     assert model.privacy_spent_.delta <= 1e-6
 
 
+def test_autos_rest_takes_all_that_its_count_leaves_once_composed():
+    """The count in 5% of (epsilon, delta), the algorithm in the largest epsilon beside it: the count with any
+    candidate (even paired adaptively: the union of their covers) composes to the whole budget, where 95% of
+    (epsilon, delta) for the rest left part of it unspent; every fit stays within it."""
+    from privclust.opendp import make_private_kmeans
+
+    X = blobs(6_000, 3, 4)
+    for epsilon in (0.1, 1.0):
+        params = dict(bounds=(-1, 1), epsilon=epsilon, delta=1e-6)
+        assert make_private_kmeans(KMeans(4, **params), n_features=3).map(1)[0] == pytest.approx(epsilon, rel=1e-6)
+        model = KMeans(4, random_state=0, **params).fit(X)
+        steps = model.privacy_spent_.steps
+        count = next(s.mu for s in steps if s.label == "rows/count")
+        rest = compose_mu(*(s.mu for s in steps if s.mu and s.label != "rows/count"))
+        assert count == pytest.approx(gdp_mu(0.05 * epsilon, 0.05e-6))
+        assert model.privacy_spent_.epsilon <= epsilon * (1 + 1e-9)
+        assert rest >= gdp_mu(0.95 * epsilon, 0.95e-6) * (1 - 1e-9)  # never less than the 95:5 split gave
+
+
 def test_a_refused_auto_fit_spends_nothing_not_even_its_count():
     X = blobs(6_000, 3, 4)
     shared = PrivacyAccountant(Budget(1.2, 1e-6))

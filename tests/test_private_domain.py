@@ -529,3 +529,21 @@ def test_the_box_takes_what_the_algorithms_plan_leaves_of_the_budget(delta, algo
         )
     else:
         assert box.epsilon == pytest.approx(share * budget.epsilon)
+
+
+def test_the_box_beside_autos_plans_fits_their_union_not_each_alone():
+    """With a private n, auto chooses its plan from a noisy count -- adaptively -- and such a choice can pair one
+    plan's Gaussian mu with another's selection delta: the box must fit beside the union of the plans' covers.
+    Checked against each plan alone, the box let that union reach epsilon 1.026 at (1, 1e-6) in d = 3."""
+    from privclust.privacy.budget import Cover
+
+    budget, share, d = Budget(1.0, 1e-6), 0.1, 3
+    model = KMeans(4, epsilon=1.0, delta=1e-6, bounds=None)  # auto, n private
+    rest = Budget(budget.epsilon * (1 - share), budget.delta * (1 - share))
+    plans = model._planned(model._check_params()[1], rest, d)
+    assert len(plans) > 1 and len({Cover.of(p) for p in plans}) > 1  # plans of different shapes
+    box = stage.box_spends(stage.box_budget_beside(budget, share, plans, d), d)
+    union = PrivacyAccountant(budget).guarantee(budget.delta, box + Cover.of_any(plans).spends("any"))[0]
+    assert union == pytest.approx(budget.epsilon, rel=1e-6)
+    each = max(PrivacyAccountant(budget).guarantee(budget.delta, box + plan)[0] for plan in plans)
+    assert each < 0.99 * budget.epsilon  # each alone would have left room: the per-plan check overspends

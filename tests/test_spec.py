@@ -108,6 +108,13 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
     staged = auto_module.staged_spec(ctx)
     count, rest = staged.stages
     assert count.fraction == ctx.count_fraction and rest.fraction == pytest.approx(1 - ctx.count_fraction)
+    # the rest's epsilon: all that the count leaves once composed, not 95% of it -- and no more: the ledger
+    # refuses the plan with 1% more
+    assert rest.epsilon_fraction > 1 - ctx.count_fraction
+    ctx.oracle.check(staged)
+    greedier = Stage(rest.fraction, rest.options, epsilon_fraction=rest.epsilon_fraction * 1.01)
+    with pytest.raises(BudgetExceededError):
+        ctx.oracle.check(Staged("auto", (count, greedier)))
     assert [s.what for s in rest.options] == [
         "the greedy (histogram selection)",
         "FastLloyd (mean start)",  # auto's FastLloyd starts at the rows' noisy mean

@@ -40,8 +40,7 @@ from sklearn.base import clone
 
 from .algorithms.base import NON_PRIVATE
 from .estimator import KMeans
-from .privacy.budget import PrivacyAccountant
-from .privacy.ledger import Cover
+from .privacy.budget import Cover, PrivacyAccountant
 
 __all__ = ["make_private_kmeans", "MEASURES"]
 
@@ -99,10 +98,7 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
         # plans (each composed at delta) is no bound -- the choice can pair one plan's Gaussian mu with another's
         # selection delta.  Every plan's trade-off dominates the one of their union cover (the largest mu, and
         # the largest epsilon and delta of the other releases), so that cover's composition bounds any choice.
-        cover = Cover.of(plans[0])
-        for spends in plans[1:]:
-            cover = cover.union(Cover.of(spends))
-        epsilon = PrivacyAccountant().guarantee(delta, cover.spends("the plans' union"))[0]
+        epsilon = PrivacyAccountant().guarantee(delta, Cover.of_any(plans).spends("the plans' union"))[0]
 
     def privacy_map(d_in):
         k = int(d_in)

@@ -55,7 +55,7 @@ from .geometry.private_box import (
     signed_octave_buckets,
     within_outer,
 )
-from .privacy.budget import Budget, PrivacyAccountant, Spend
+from .privacy.budget import Budget, PrivacyAccountant, Spend, largest_epsilon
 from .privacy.noise import NoiseSource, Randomness
 from .privacy.unit import ROW, PrivacyUnit, UserBound
 from .queries.central import CentralOracle
@@ -311,24 +311,13 @@ def box_budget_beside(
 
     Splitting (epsilon, delta) by ``share`` is what basic composition needs; Gaussian releases compose in
     GDP, where the algorithm's mu at ``(1 - share)`` of the budget leaves much more: at (1, 1e-6) and share
-    0.1 the box may have about 19% of mu^2 beside FastLloyd or the greedy and 26% beside ``auto`` (whose
-    count is a stage of its own), not the 1% that ``share`` of (epsilon, delta) alone converts to: noise
+    0.1 the box may have about 19% of mu^2 beside FastLloyd, the greedy or ``auto``, not the 1% that ``share`` of (epsilon, delta) alone converts to: noise
     4-5x smaller.  The box's epsilon is the largest at which its spends (a value, from its plan) compose
     with every plan within ``budget``, found by bisection on the composed guarantee, so it holds for any
     mix of spends; pure-epsilon releases compose by basic composition, where it stays at ``share`` of
     epsilon."""
-    ledger = PrivacyAccountant(budget)
     delta = budget.delta * share
-    allowed = budget.epsilon * (1.0 - 1e-9)
-
-    def fits(epsilon: float) -> bool:
-        box = box_spends(Budget(epsilon, delta), d, unit)
-        return all(ledger.guarantee(budget.delta, box + plan)[0] <= allowed for plan in plans)
-
-    low, high = budget.epsilon * share, budget.epsilon
-    if not fits(low):  # basic composition's split: the accountant's check decides
-        return Budget(low, delta)
-    for _ in range(50):
-        middle = (low + high) / 2.0
-        low, high = (middle, high) if fits(middle) else (low, middle)
-    return Budget(low, delta)
+    epsilon = largest_epsilon(
+        budget, budget.epsilon * share, lambda e: [box_spends(Budget(e, delta), d, unit) + plan for plan in plans]
+    )
+    return Budget(epsilon, delta)

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..privacy.budget import Budget
+from ..privacy.budget import Budget, largest_epsilon
 from ..privacy.gdp import gdp_mu
 from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
@@ -125,6 +125,7 @@ CHOICES = {
     "evolve": ("evolve", None),
 }
 MEAN_START = "fastlloyd-mean-start"
+PRIVATE_SELECTION = "private selection"  # the plan of the private choice among SELECTION_CANDIDATES
 # What a private selection runs where the rule cannot tell them apart (``selects``), each in its share of one pool.
 # Not the greedy start: below its signal it is rarely the best (1.11x FastLloyd's NICV on the bundled d >= 4 sets,
 # 1.28x on held-out mixtures, at the full budget), and a third share cost the two others more than it brought
@@ -242,7 +243,7 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
         "evolve": evolve_spec(known),
     }
     if private and ctx.n_features >= 4:
-        specs["private selection"] = _selection(known).spec
+        specs[PRIVATE_SELECTION] = _selection(known).spec
     return specs
 
 
@@ -266,12 +267,29 @@ def _without_params(ctx: FitContext) -> FitContext:
 
 def staged_spec(ctx: FitContext) -> Staged:
     """``auto`` with a private n: the count in ``count_fraction`` of (epsilon, delta), then the chosen
-    algorithm in the rest -- a plan whose second stage is one of the candidates' plans."""
+    algorithm in all that the count leaves once composed -- a plan whose second stage is one of the
+    candidates' plans.  The rest of delta is ``1 - count_fraction`` of it; its epsilon the largest at which
+    the count and every candidate compose within the budget (``privacy.budget.largest_epsilon``): in GDP
+    the whole budget, where 95% of (epsilon, delta) left about 5% of epsilon unspent (0.949 of it at
+    (1, 1e-6) and 5% for the count)."""
     f, budget = ctx.count_fraction, ctx.budget
-    count = Stage(f, (Spec("the row count", (Part(ROW_COUNT_PART, share=1.0),)),))
-    rest_budget = Budget(budget.epsilon * (1.0 - f), budget.delta * (1.0 - f))  # the candidates plan within it
-    rest = dataclasses.replace(ctx, oracle=ctx.oracle.with_pool(rest_budget), budget=rest_budget)
-    return Staged("auto", (count, Stage(1.0 - f, tuple(candidate_specs(rest).values()))))
+    counting = Spec("the row count", (Part(ROW_COUNT_PART, share=1.0),))
+    count = Stage(f, (counting,))
+    counted = ctx.oracle.stage(count).spends(counting)[0]
+    rest_delta = budget.delta * (1.0 - f)
+
+    def rest(epsilon: float) -> FitContext:
+        within = Budget(epsilon, rest_delta)  # the candidates plan within it
+        return dataclasses.replace(ctx, oracle=ctx.oracle.with_pool(within), budget=within)
+
+    def spends_at(epsilon: float) -> list[list]:
+        candidates = rest(epsilon)
+        return [counted + candidates.oracle.spends(spec)[0] for spec in candidate_specs(candidates).values()]
+
+    # at its smaller share of delta the rest may even take a little more than the whole epsilon
+    epsilon = largest_epsilon(budget, budget.epsilon * (1.0 - f), spends_at, high=2.0 * budget.epsilon)
+    options = tuple(candidate_specs(rest(epsilon)).values())
+    return Staged("auto", (count, Stage(1.0 - f, options, epsilon_fraction=epsilon / budget.epsilon)))
 
 
 def _noisy_rows(ctx: FitContext) -> tuple[float, FitContext]:
@@ -297,7 +315,9 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
         return greedy_spec(_without_params(ctx)).plan_spec  # as auto runs it: with the greedy's own defaults
     if ctx.public_n is None:
         return staged_spec(ctx)
-    return Staged("auto", (Stage(1.0, tuple(candidate_specs(ctx).values())),))
+    # a public n: the choice is a public function of the parameters, so the plan is the one that runs
+    chosen, _ = decide(ctx, float(ctx.public_n), ctx.budget)
+    return Staged("auto", (Stage(1.0, (candidate_specs(ctx)[chosen],)),))
 
 
 def _one_round_takes_no_start(ctx: FitContext) -> None:
@@ -316,7 +336,7 @@ def auto(ctx: FitContext) -> FitResult:
         raise ValueError(
             "algorithm='auto' chooses among the private algorithms; use 'nonprivate-lloyd' for the baseline"
         )
-    mode = algorithm_params(ctx, "auto")["choice"]  # and the options every candidate takes, and a start
+    algorithm_params(ctx, "auto")  # checks the options every candidate takes, and a start
     adaptive = ADAPTIVE in ctx.oracle.capabilities
     if not adaptive:
         _one_round_takes_no_start(ctx)
@@ -326,24 +346,36 @@ def auto(ctx: FitContext) -> FitResult:
         n, run_ctx = _noisy_rows(ctx)
     else:
         n, run_ctx = None, ctx  # one round only: the choice needs no n
-    start = _has_start(ctx)
-    undecided = (
-        not start and mode != "rule" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
-    )
-    if undecided and (mode == "private" or precise(n, run_ctx.budget)):
+    chosen, why = decide(ctx, n, run_ctx.budget)
+    if chosen == PRIVATE_SELECTION:
         return _select_privately(run_ctx, n)
-    if start:
-        chosen, why = "fastlloyd", FROM_START
-    else:
-        chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
-    if undecided:
-        why += f"; a private choice on these n and budget could not tell the candidates apart (its noise > {SELECTION_NOISE:g})"
     algorithm, params = CHOICES[chosen]
     result = ALGORITHMS[algorithm](dataclasses.replace(run_ctx, options={**run_ctx.options, "params": params}))
     result.info["auto"] = {"chose": chosen, "because": why, "algorithm": algorithm, "algorithm_params": params}
     if result.n_estimate is None:
         result.n_estimate = n
     return result
+
+
+def decide(ctx: FitContext, n: float | None, budget: Budget) -> tuple[str, str]:
+    """What ``auto`` runs for ``n`` (public, or the noisy count) and ``budget`` (what is left for it): one of
+    ``CHOICES``, or ``PRIVATE_SELECTION`` where the rule cannot tell (``selects``) and the comparison is
+    precise enough or asked for -- and why.  Public values only: with a public n, :func:`auto_spec` plans
+    exactly this."""
+    mode = algorithm_params(ctx, "auto")["choice"]
+    adaptive = ADAPTIVE in ctx.oracle.capabilities
+    start = _has_start(ctx)
+    undecided = (
+        not start and mode != "rule" and selects(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    )
+    if undecided and (mode == "private" or precise(n, budget)):
+        return PRIVATE_SELECTION, "a private selection among the candidates"
+    if start:
+        return "fastlloyd", FROM_START
+    chosen, why = choose(n, ctx.n_features, ctx.n_clusters, ctx.budget.epsilon, adaptive)
+    if undecided:
+        why += f"; a private choice on these n and budget could not tell the candidates apart (its noise > {SELECTION_NOISE:g})"
+    return chosen, why
 
 
 def _select_privately(ctx: FitContext, n: float) -> FitResult:

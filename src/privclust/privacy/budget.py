@@ -42,13 +42,23 @@ import math
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .errors import BudgetExceededError
 from .gdp import compose_mu, gdp_epsilon
 from .unit import is_user_relation, rows_per_unit, user_relation
 
-__all__ = ["Budget", "Spend", "PrivacyAccountant", "BudgetExceededError", "PrivacyReport", "ADD_REMOVE", "REPLACE_ONE"]
+__all__ = [
+    "Budget",
+    "Spend",
+    "PrivacyAccountant",
+    "BudgetExceededError",
+    "PrivacyReport",
+    "ADD_REMOVE",
+    "REPLACE_ONE",
+    "largest_epsilon",
+    "Cover",
+]
 
 ADD_REMOVE, REPLACE_ONE = "add/remove", "replace-one"  # neighbouring data sets: one row added or removed; replaced
 
@@ -341,3 +351,78 @@ class PrivacyAccountant:
             steps=self.spends,
             relation=relation,
         )
+
+
+@dataclass(frozen=True)
+class Cover:
+    """A bound on a list of spends, one number per way the file composes them: the Gaussian spends'
+    composed mu, and the other spends' summed epsilon and delta.  The file's total is monotone in
+    each, so spends within a cover cost at most what the cover does, beside anything else."""
+
+    mu: float = 0.0
+    epsilon: float = 0.0
+    delta: float = 0.0
+
+    @classmethod
+    def of(cls, spends: Iterable[Spend]) -> "Cover":
+        spends = list(spends)
+        return cls(
+            mu=math.sqrt(math.fsum(s.mu**2 for s in spends if s.is_gdp)),
+            epsilon=math.fsum(s.epsilon for s in spends if not s.is_gdp),
+            delta=math.fsum(s.delta for s in spends if not s.is_gdp),
+        )
+
+    def within(self, other: "Cover") -> bool:
+        slack = 1.0 + 1e-9  # rounding in the sums, far below any meaningful privacy difference
+        return (
+            self.mu <= other.mu * slack and self.epsilon <= other.epsilon * slack and self.delta <= other.delta * slack
+        )
+
+    def union(self, other: "Cover") -> "Cover":
+        return Cover(max(self.mu, other.mu), max(self.epsilon, other.epsilon), max(self.delta, other.delta))
+
+    @classmethod
+    def of_any(cls, plans: Iterable[Iterable[Spend]]) -> "Cover":
+        """The union of the plans' covers: a bound on what a choice among them may spend, even an adaptive
+        one (made on earlier releases), which can pair one plan's Gaussian mu with another's selection delta
+        -- where the largest of the plans' own guarantees is no bound."""
+        plans = [list(spends) for spends in plans]
+        cover = cls.of(plans[0])
+        for spends in plans[1:]:
+            cover = cover.union(cls.of(spends))
+        return cover
+
+    def spends(self, entry_id: str) -> list[Spend]:
+        label = f"reserved by {entry_id} (running, or ended without settling)"
+        out = [Spend(label, mu=self.mu)] if self.mu > 0 else []
+        if self.epsilon > 0 or self.delta > 0:
+            out.append(Spend(label, epsilon=self.epsilon, delta=self.delta))
+        return out
+
+
+def largest_epsilon(
+    budget: Budget, low: float, spends_at: Callable[[float], Iterable[list[Spend]]], high: float | None = None
+) -> float:
+    """The largest epsilon in ``[low, high]`` (``high``: ``budget.epsilon`` unless given) at which the lists of
+    spends that ``spends_at(epsilon)`` gives -- the plans a run may choose among, even adaptively -- compose
+    within ``budget``: their union cover (:meth:`Cover.of_any`), GDP composed exactly and converted at
+    ``budget.delta``, found by bisection on the composed guarantee.  For a part planned beside others: splitting
+    (epsilon, delta) as basic composition does (``low``) leaves room in GDP, which this gives to the part.
+    ``low`` is returned where even it does not fit, or where a spend is stated for other neighbours than
+    add/remove (a cover composes those only); the ledger's check decides then (pure-epsilon spends compose by
+    basic composition, so they stay at ``low``)."""
+    allowed = budget.epsilon * (1.0 - _TOLERANCE)
+
+    def fits(epsilon: float) -> bool:
+        plans = [list(spends) for spends in spends_at(epsilon)]
+        if any(s.relation != ADD_REMOVE for spends in plans for s in spends):
+            return False
+        return _guarantee(Cover.of_any(plans).spends("any"), budget.delta)[0] <= allowed
+
+    high = budget.epsilon if high is None else high
+    if not fits(low):
+        return low
+    for _ in range(50):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low

@@ -50,12 +50,11 @@ import tempfile
 import threading
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .budget import ADD_REMOVE, Budget, BudgetExceededError, PrivacyAccountant, PrivacyReport, Spend
+from .budget import ADD_REMOVE, Budget, BudgetExceededError, Cover, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import gdp_mu
 
 __all__ = ["LedgerAccountant", "LedgerError", "inspect_ledger", "upgrade_ledger"]
@@ -475,42 +474,6 @@ def _reserved(entry: dict) -> list[dict]:
     if not reserved:
         return []
     return list(reserved) if isinstance(reserved, list) else [reserved]
-
-
-@dataclass(frozen=True)
-class Cover:
-    """A bound on a list of spends, one number per way the file composes them: the Gaussian spends'
-    composed mu, and the other spends' summed epsilon and delta.  The file's total is monotone in
-    each, so spends within a cover cost at most what the cover does, beside anything else."""
-
-    mu: float = 0.0
-    epsilon: float = 0.0
-    delta: float = 0.0
-
-    @classmethod
-    def of(cls, spends: Iterable[Spend]) -> "Cover":
-        spends = list(spends)
-        return cls(
-            mu=math.sqrt(math.fsum(s.mu**2 for s in spends if s.is_gdp)),
-            epsilon=math.fsum(s.epsilon for s in spends if not s.is_gdp),
-            delta=math.fsum(s.delta for s in spends if not s.is_gdp),
-        )
-
-    def within(self, other: "Cover") -> bool:
-        slack = 1.0 + 1e-9  # rounding in the sums, far below any meaningful privacy difference
-        return (
-            self.mu <= other.mu * slack and self.epsilon <= other.epsilon * slack and self.delta <= other.delta * slack
-        )
-
-    def union(self, other: "Cover") -> "Cover":
-        return Cover(max(self.mu, other.mu), max(self.epsilon, other.epsilon), max(self.delta, other.delta))
-
-    def spends(self, entry_id: str) -> list[Spend]:
-        label = f"reserved by {entry_id} (running, or ended without settling)"
-        out = [Spend(label, mu=self.mu)] if self.mu > 0 else []
-        if self.epsilon > 0 or self.delta > 0:
-            out.append(Spend(label, epsilon=self.epsilon, delta=self.delta))
-        return out
 
 
 class _LedgerRun(PrivacyAccountant):

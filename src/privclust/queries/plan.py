@@ -184,15 +184,22 @@ def shared_pool(what: str, *stages: tuple[Spec, float]) -> Spec:
 @dataclass(frozen=True)
 class Stage:
     """One stage of a :class:`Staged` plan: ``fraction`` of the budget's (epsilon, delta), a pool of its own,
-    and the plans it may run -- one of ``options``, chosen by public post-processing of the stages before."""
+    and the plans it may run -- one of ``options``, chosen by public post-processing of the stages before.
+
+    ``epsilon_fraction``, where given, is the stage's share of epsilon instead: more than ``fraction`` where
+    GDP composes the stages into less than basic composition's sum (``privacy.budget.largest_epsilon``);
+    ``Oracle.check`` holds every combination of the stages to the ledger either way."""
 
     fraction: float
     options: tuple[Spec, ...]
+    epsilon_fraction: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "options", tuple(self.options))
         if not (0 < self.fraction <= 1) or not self.options:
             raise ValueError("a stage needs a fraction in (0, 1] of the budget and at least one plan")
+        if self.epsilon_fraction is not None and not self.epsilon_fraction > 0:
+            raise ValueError("a stage's epsilon_fraction must be positive")
 
 
 @dataclass(frozen=True)
@@ -200,9 +207,10 @@ class Staged:
     """Stages that split the budget: stage i plans within (fraction_i epsilon, fraction_i delta), a pool of its
     own (``Oracle.stage``), so a later stage may depend on an earlier one's releases -- and choose among
     its options by them.  The fractions add up to at most 1, so any choice is (epsilon, delta)-DP by basic
-    composition (the shared ledger reports it exactly, in GDP).  ``Oracle.check`` checks every combination
-    of the stages' options against the ledger before anything is released.  Example: ``auto``'s noisy row
-    count and then the algorithm it chooses by it."""
+    composition (the shared ledger reports it exactly, in GDP); a stage's ``epsilon_fraction`` may take what
+    GDP's tighter composition leaves beyond that.  ``Oracle.check`` checks every combination of the stages'
+    options against the ledger before anything is released.  Example: ``auto``'s noisy row count and then
+    the algorithm it chooses by it."""
 
     what: str
     stages: tuple[Stage, ...]
@@ -388,7 +396,8 @@ class Oracle(ABC):
         """This oracle planning within ``stage``'s fraction of its budget (a pool of its own)."""
         if self.budget is None:
             return self
-        return self.with_pool(Budget(self.budget.epsilon * stage.fraction, self.budget.delta * stage.fraction))
+        epsilon = stage.fraction if stage.epsilon_fraction is None else stage.epsilon_fraction
+        return self.with_pool(Budget(self.budget.epsilon * epsilon, self.budget.delta * stage.fraction))
 
     def _unchecked(self, spec: Spec) -> Plan:
         self.require(spec.needs, spec.what)
