@@ -21,7 +21,9 @@ X = np.clip(truth[rng.integers(0, 3, 6_000)] + rng.normal(0, 0.06, (6_000, 2)), 
 parts = np.array_split(X, 3)  # one hospital's rows each
 
 with tempfile.TemporaryDirectory() as workdir:
-    out = run_local(parts, workdir, timeout=1800, k=3, epsilon=1.0, delta=1e-6, bounds="-1,1", max_iter=2)
+    out = run_local(
+        parts, workdir, timeout=1800, k=3, epsilon=1.0, delta=1e-6, bounds="-1,1", algorithm="fastlloyd", max_iter=2
+    )
 
 server, clients = out["server"], out["clients"]
 print(f"{server['rounds']} rounds in {out['seconds']:.0f} s; contributors per round: {server['contributors']}")

@@ -56,7 +56,7 @@ def run_in_threads(certs, parts, job=None, server_kwargs=None, client_kwargs=Non
     """Server and parties in threads (real sockets on loopback); returns (results, errors).
 
     ``before_parties(server)`` runs once the server is serving, before any party connects."""
-    job = job or Job(3, 1.0, 1e-6, [-1, 1])
+    job = job or Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd")
     server_kwargs = {"timeout": 10, **(server_kwargs or {})}
     server = FederatedServer(job, len(parts), ssl_context=tls(certs, "server", True), **server_kwargs)
     out, errors = {}, {}
@@ -154,7 +154,10 @@ def test_without_noise_the_protocol_is_bit_exact(certs, data):
     crypto.geometry_seed = hook
     try:
         out, errors = run_in_threads(
-            certs, parts, Job(3, 1.0, 1e-6, [-1, 1], public_n=6000), server_kwargs={"add_noise": False}
+            certs,
+            parts,
+            Job(3, 1.0, 1e-6, [-1, 1], public_n=6000, algorithm="fastlloyd"),
+            server_kwargs={"add_noise": False},
         )
     finally:
         crypto.geometry_seed = hook.original
@@ -173,7 +176,7 @@ def test_federated_centers_follow_the_central_distribution(certs, data):
 
     federated = []
     for _ in range(12):
-        out, errors = run_in_threads(certs, parts, Job(3, 0.3, 1e-6, [-1, 1]))
+        out, errors = run_in_threads(certs, parts, Job(3, 0.3, 1e-6, [-1, 1], algorithm="fastlloyd"))
         assert not errors, errors
         federated.append(cost(out[0].centers))
     # The federated job runs FastLloyd as its paper states it; the central default (auto) clips far rows and
@@ -272,7 +275,11 @@ class Scripted:
 
 def start_server(certs, parties=2, **kw):
     server = FederatedServer(
-        Job(3, 1.0, 1e-6, [-1, 1]), parties, ssl_context=tls(certs, "server", True), timeout=kw.pop("timeout", 3), **kw
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
+        parties,
+        ssl_context=tls(certs, "server", True),
+        timeout=kw.pop("timeout", 3),
+        **kw,
     )
     result = {}
 

@@ -142,7 +142,7 @@ def serve_in_thread(job, threaded: dict, parties=2, callbacks: dict | None = Non
 
 def test_join_refuses_an_epsilon_over_its_limit(rows, tmp_path):
     X = np.loadtxt(rows, delimiter=",")
-    server, threads, results = serve_in_thread(Job(3, 5.0, 1e-6, [-1, 1]), {1: X})
+    server, threads, results = serve_in_thread(Job(3, 5.0, 1e-6, [-1, 1], algorithm="fastlloyd"), {1: X})
     out = invoke(*join_args(rows, server.address[1], "-o", tmp_path / "c.csv", "--max-epsilon", 1))
     for t in threads:
         t.join(30)
@@ -153,7 +153,7 @@ def test_join_refuses_an_epsilon_over_its_limit(rows, tmp_path):
 
 def test_join_writes_the_centers_whole_under_their_name(rows, tmp_path):
     X = np.loadtxt(rows, delimiter=",")
-    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1]), {1: X})
+    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), {1: X})
     folder = tmp_path / "out"
     folder.mkdir()
     out = invoke(*join_args(rows, server.address[1], "-o", folder / "c.csv", "--k", 3, "--bounds", "-1,1"))
@@ -201,7 +201,7 @@ def test_serve_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
         t.start()
     out = invoke(
         "serve", "--parties", 3, "--k", 3, "--bounds", "-1,1", "--port", 0, "--port-file", port_file,
-        "--insecure-plain-tcp", "--timeout", 10,
+        "--insecure-plain-tcp", "--timeout", 10, "--algorithm", "fastlloyd",
     )  # fmt: skip
     for t in threads:
         t.join(60)
@@ -217,7 +217,10 @@ def test_serve_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
 def test_join_reports_each_rounds_parties_in_its_json(three_parts, tmp_path):
     parts = three_parts
     server, threads, results = serve_in_thread(
-        Job(3, 1.0, 1e-6, [-1, 1]), {1: parts[1], 2: parts[2]}, parties=3, callbacks={2: leave_after(1)}
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
+        {1: parts[1], 2: parts[2]},
+        parties=3,
+        callbacks={2: leave_after(1)},
     )
     np.savetxt(tmp_path / "p0.csv", parts[0], delimiter=",")
     out = invoke(

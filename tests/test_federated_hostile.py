@@ -59,7 +59,10 @@ class Run:
     def __init__(self, certs, job=None, parties=2, **server_kwargs):
         server_kwargs = {"timeout": 10, **server_kwargs}
         self.server = FederatedServer(
-            job or Job(3, 1.0, 1e-6, [-1, 1]), parties, ssl_context=tls(certs, "server", True), **server_kwargs
+            job or Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
+            parties,
+            ssl_context=tls(certs, "server", True),
+            **server_kwargs,
         )
         self.certs, self.out, self.errors, self.threads = certs, {}, {}, []
         self._start(self._serve)
@@ -192,18 +195,18 @@ def test_invalid_noise_parameters_abort_with_a_clear_reason_to_every_party(certs
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: Job(0, 1.0, 1e-6, [-1, 1]), "k must be a positive integer"),
-        (lambda: Job(3, 1.0, 1e-6, [1, -1]), "empty"),
-        (lambda: Job(3, 1.0, 0.0, [-1, 1]), "delta must be positive"),
-        (lambda: Job(3, float("inf"), 1e-6, [-1, 1]), "epsilon"),
-        (lambda: Job(3, 1.0, 1e-6, [-1, float("nan")]), "finite"),
-        (lambda: Job(3, 1.0, 1e-6, "data"), "declared bounds"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 2, max_bytes=-1), "message limit"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 2, timeout=0), "timeout"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 2, port=99999), "port"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 1), "parties"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 5, threshold=2), "majority"),
-        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1]), 5, threshold=6), "majority"),
+        (lambda: Job(0, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), "k must be a positive integer"),
+        (lambda: Job(3, 1.0, 1e-6, [1, -1], algorithm="fastlloyd"), "empty"),
+        (lambda: Job(3, 1.0, 0.0, [-1, 1], algorithm="fastlloyd"), "delta must be positive"),
+        (lambda: Job(3, float("inf"), 1e-6, [-1, 1], algorithm="fastlloyd"), "epsilon"),
+        (lambda: Job(3, 1.0, 1e-6, [-1, float("nan")], algorithm="fastlloyd"), "finite"),
+        (lambda: Job(3, 1.0, 1e-6, "data", algorithm="fastlloyd"), "declared bounds"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 2, max_bytes=-1), "message limit"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 2, timeout=0), "timeout"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 2, port=99999), "port"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 1), "parties"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 5, threshold=2), "majority"),
+        (lambda: FederatedServer(Job(3, 1, 1e-6, [-1, 1], algorithm="fastlloyd"), 5, threshold=6), "majority"),
     ],
 )
 def test_the_job_and_server_are_validated_when_the_server_starts(make, message):
@@ -214,10 +217,14 @@ def test_the_job_and_server_are_validated_when_the_server_starts(make, message):
 @pytest.mark.parametrize(
     "job, limits, message",
     [
-        (Job(3, 1000.0, 1e-6, [-1, 1]), JobLimits(max_epsilon=1.0), "epsilon 1000.0, above this party's limit"),
-        (Job(3, 1.0, 1e-3, [-1, 1]), JobLimits(max_delta=1e-6), "delta 0.001, above"),
-        (Job(4, 1.0, 1e-6, [-1, 1]), JobLimits(n_clusters=3), "k = 4, this party expects 3"),
-        (Job(3, 1.0, 1e-6, [-2, 2]), JobLimits(bounds=(-1, 1)), "bounds"),
+        (
+            Job(3, 1000.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
+            JobLimits(max_epsilon=1.0),
+            "epsilon 1000.0, above this party's limit",
+        ),
+        (Job(3, 1.0, 1e-3, [-1, 1], algorithm="fastlloyd"), JobLimits(max_delta=1e-6), "delta 0.001, above"),
+        (Job(4, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), JobLimits(n_clusters=3), "k = 4, this party expects 3"),
+        (Job(3, 1.0, 1e-6, [-2, 2], algorithm="fastlloyd"), JobLimits(bounds=(-1, 1)), "bounds"),
     ],
 )
 def test_a_party_refuses_a_job_beyond_its_limits_before_sending_data(certs, parts, job, limits, message):

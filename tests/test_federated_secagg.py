@@ -249,7 +249,7 @@ def test_five_parties_one_dropout_release_correct_centers(certs, parts, monkeypa
     server, out, errors = run(
         certs,
         parts,
-        Job(3, 1.0, 1e-6, [-1, 1]),
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
         callbacks={4: leave_after(2)},
         server_kwargs={"noise": SeededNoise(np.random.SeedSequence(0))},
     )
@@ -291,7 +291,7 @@ def test_with_a_dropout_the_release_is_exactly_the_survivors_sum(certs, parts):
 
     crypto.geometry_seed = capture
     try:
-        job = Job(3, 1.0, 1e-6, [-1, 1], public_n=6000)
+        job = Job(3, 1.0, 1e-6, [-1, 1], public_n=6000, algorithm="fastlloyd")
         _, out, errors = run(certs, parts, job, callbacks={4: leave_after(2)}, server_kwargs={"add_noise": False})
     finally:
         crypto.geometry_seed = original
@@ -306,7 +306,7 @@ def test_with_a_dropout_the_release_is_exactly_the_survivors_sum(certs, parts):
 
 def test_more_dropouts_than_tolerated_abort_and_release_nothing(certs, parts):
     callbacks = {i: leave_after(1) for i in (2, 3, 4)}  # threshold 3 of 5: two may drop, not three
-    server, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1]), callbacks=callbacks)
+    server, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), callbacks=callbacks)
     assert "server" not in out and 0 not in out and 1 not in out
     assert "fewer than the threshold 3" in str(errors["server"])
     for i in (0, 1):
@@ -333,7 +333,10 @@ def test_a_party_dropping_at_the_reveal_step_is_covered_by_the_others(certs, par
     client_module.MaskedAggregation.aggregate = aggregate
     try:
         _, out, errors = run(
-            certs, parts, Job(3, 1.0, 1e-6, [-1, 1], public_n=6000), server_kwargs={"add_noise": False}
+            certs,
+            parts,
+            Job(3, 1.0, 1e-6, [-1, 1], public_n=6000, algorithm="fastlloyd"),
+            server_kwargs={"add_noise": False},
         )
     finally:
         client_module.MaskedAggregation.aggregate = original
@@ -353,7 +356,7 @@ def test_a_party_refuses_a_result_naming_other_contributors_than_it_unmasked(cer
         return original(self, p, kind, header, payload)
 
     monkeypatch.setattr(server_module.FederatedServer, "_send", send_)
-    _, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1]))
+    _, out, errors = run(certs, parts, Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"))
     assert set(errors) == {0}, errors
     assert "names other survivors than it unmasked" in str(errors[0])
     assert out["server"].dropouts == {0: 1}
@@ -378,7 +381,7 @@ def test_a_server_repeating_its_nonce_gets_fresh_masks(certs, parts, monkeypatch
 
     monkeypatch.setattr(server_module, "secrets", Fixed)
     key = os.urandom(32)
-    job = Job(3, 1.0, 1e-6, [-1, 1])
+    job = Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd")
     views = []
     for _ in range(2):
         record = []
@@ -409,7 +412,7 @@ def test_a_party_refuses_a_session_without_its_nonce(parts):
         _, hello, _, _ = receive(conn, expect=Kind.HELLO)
         welcome = {
             "version": PROTOCOL_VERSION,
-            "job": Job(3, 1.0, 1e-6, [-1, 1]).as_dict(),
+            "job": Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd").as_dict(),
             "parties": 2,
             "threshold": 2,
             "timeout": 5.0,

@@ -68,7 +68,11 @@ def test_limbs_through_flowers_quantization_give_the_exact_ring_sum():
 
 def _clients(parts, limits=None):
     clients = [ClientRounds() for _ in parts]
-    announced = {"job": Job(3, 1.0, 1e-6, [-1, 1], public_n=3000, max_iter=3).as_dict(), "parties": 3, "threshold": 2}
+    announced = {
+        "job": Job(3, 1.0, 1e-6, [-1, 1], public_n=3000, max_iter=3, algorithm="fastlloyd").as_dict(),
+        "parties": 3,
+        "threshold": 2,
+    }
     nonces = [c.hello(json.loads(json.dumps(announced)), limits or JobLimits(), 2) for c in clients]
     return clients, nonces
 
@@ -174,11 +178,15 @@ def test_what_the_server_sees_is_masked_by_the_clients_output_masks(parts):
 
 
 def test_a_client_refuses_what_would_weaken_its_masks_or_its_limits(parts):
-    announced = {"job": Job(3, 2.0, 1e-6, [-1, 1]).as_dict(), "parties": 3, "threshold": 2}
+    announced = {"job": Job(3, 2.0, 1e-6, [-1, 1], algorithm="fastlloyd").as_dict(), "parties": 3, "threshold": 2}
     with pytest.raises(ValueError, match="above this party's limit"):
         ClientRounds().hello(announced, JobLimits(max_epsilon=1.0), 2)
     with pytest.raises(ValueError, match="requires at least 3"):
-        ClientRounds().hello({**announced, "job": Job(3, 1.0, 1e-6, [-1, 1]).as_dict()}, JobLimits(min_threshold=3), 2)
+        ClientRounds().hello(
+            {**announced, "job": Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd").as_dict()},
+            JobLimits(min_threshold=3),
+            2,
+        )
 
     clients, nonces = _clients(parts)
     c, p = clients[0], parts[0]
@@ -204,7 +212,9 @@ def test_a_flower_federation_of_three_supernodes_on_loopback(parts, tmp_path):
     ledger and every client's match the plan."""
     from privclust.flower.local import run_local
 
-    out = run_local(parts, tmp_path, timeout=600, k=3, epsilon=1.0, delta=1e-6, public_n=3000, max_iter=1)
+    out = run_local(
+        parts, tmp_path, timeout=600, k=3, epsilon=1.0, delta=1e-6, public_n=3000, max_iter=1, algorithm="fastlloyd"
+    )
     results, server = out["clients"], out["server"]
     assert all(r is not None for r in results)
     assert server["rounds"] == 1 and server["contributors"] == [[0, 1, 2]]

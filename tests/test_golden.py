@@ -69,7 +69,9 @@ def test_federated(tmp_path):
         make = server_context if server else client_context
         return make(certs / f"{who}.pem", certs / f"{who}.key", certs / "ca.pem")
 
-    server = FederatedServer(Job(3, 1.0, 1e-6, [-1, 1]), 2, ssl_context=tls("server", True), timeout=60)
+    server = FederatedServer(
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), 2, ssl_context=tls("server", True), timeout=60
+    )
     errors = []
 
     def party(i):

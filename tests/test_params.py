@@ -88,8 +88,8 @@ def test_auto_takes_only_what_every_candidate_takes():
 def test_the_estimator_and_the_federated_server_share_one_iteration_cap():
     _refused(f"max_iter must be an integer between 1 and {MAX_ITER} ", algorithm="fastlloyd", max_iter=MAX_ITER + 1)
     with pytest.raises(ValueError, match=f"between 1 and {MAX_ITER} "):
-        Job(2, 1.0, 1e-6, [-1, 1], max_iter=MAX_ITER + 1)
-    assert Job(2, 1.0, 1e-6, [-1, 1], max_iter=MAX_ITER).max_iter == MAX_ITER
+        Job(2, 1.0, 1e-6, [-1, 1], max_iter=MAX_ITER + 1, algorithm="fastlloyd")
+    assert Job(2, 1.0, 1e-6, [-1, 1], max_iter=MAX_ITER, algorithm="fastlloyd").max_iter == MAX_ITER
 
 
 def test_a_federated_glloyd_job_refuses_an_alpha_it_would_ignore():

@@ -29,7 +29,7 @@ def federated_run(rows0: np.ndarray, rows1: np.ndarray, rounds: int = ROUNDS) ->
     from ..federated import FederatedServer, Job, join
 
     record: list[tuple] = []
-    job = Job(1, 8.0, 1e-5, [-1, 1], public_n=len(rows0) + len(rows1), max_iter=rounds)
+    job = Job(1, 8.0, 1e-5, [-1, 1], public_n=len(rows0) + len(rows1), max_iter=rounds, algorithm="fastlloyd")
     server = FederatedServer(job, 2, timeout=30, record=record)
     errors: list[BaseException] = []
 

@@ -58,7 +58,7 @@ def _party(args):
 def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max_iter: int | None = None) -> dict:
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
-    job = Job(k, 1.0, bench_delta(len(X)), [-1.0, 1.0], max_iter=max_iter)
+    job = Job(k, 1.0, bench_delta(len(X)), [-1.0, 1.0], max_iter=max_iter, algorithm="fastlloyd")  # the paper's
     server = FederatedServer(
         job,
         parties,
@@ -172,6 +172,7 @@ def run_flower_one(name: str, X: np.ndarray, k: int, parties: int, max_iter: int
             epsilon=1.0,
             delta=delta,
             bounds="-1,1",
+            algorithm="fastlloyd",
             max_iter=max_iter or 0,
         )
     server = out["server"]

@@ -111,8 +111,9 @@ def serve(
     delta: float = typer.Option(1e-6, help="Privacy budget delta of the run."),
     bounds: str = typer.Option(..., help="Public per-feature bounds 'LOWER,UPPER'."),
     algorithm: str = typer.Option(
-        "fastlloyd",
-        help="Any algorithm whose plan is dense Gaussian rounds: fastlloyd (default), glloyd, greedy, auto.",
+        "auto",
+        help="Any algorithm whose plan is dense Gaussian rounds: auto (default: the central default's choice), "
+        "fastlloyd (the paper's), glloyd, greedy.",
     ),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(7790, help="Port to listen on (0: any free port)."),

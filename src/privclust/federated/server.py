@@ -109,7 +109,7 @@ class Job:
     delta: float
     bounds: object
     n_features: int | None = None
-    algorithm: str = "fastlloyd"
+    algorithm: str = "auto"
     alpha: float = DEFAULT_ALPHA
     public_n: int | None = None
     max_iter: int | None = None

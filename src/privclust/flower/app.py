@@ -98,7 +98,7 @@ def job_from_run_config(config) -> tuple[Job, int, int, float]:
         epsilon=float(config["epsilon"]),
         delta=float(config["delta"]),
         bounds=bounds,
-        algorithm=str(config.get("algorithm", "fastlloyd")),
+        algorithm=str(config.get("algorithm", "auto")),
         max_iter=optional("max-iter"),
         public_n=optional("public-n"),
     )
