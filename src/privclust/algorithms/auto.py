@@ -67,8 +67,9 @@ the greedy can run (one round of reports).
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
-from ..privacy.budget import Budget, largest_epsilon
+from ..privacy.budget import Budget, composes_within, largest_epsilon
 from ..privacy.gdp import gdp_mu
 from ..queries.base import count_query
 from ..queries.plan import ADAPTIVE, Part, Spec, Stage, Staged
@@ -282,13 +283,19 @@ def staged_spec(ctx: FitContext) -> Staged:
         within = Budget(epsilon, rest_delta)  # the candidates plan within it
         return dataclasses.replace(ctx, oracle=ctx.oracle.with_pool(within), budget=within)
 
-    def spends_at(epsilon: float) -> list[list]:
-        candidates = rest(epsilon)
-        return [counted + candidates.oracle.spends(spec)[0] for spec in candidate_specs(candidates).values()]
+    def beside_the_count(options: tuple[Spec, ...]) -> Callable[[float], list[list]]:
+        """The count's spends with each of ``options`` (plans by shares of their pool) in a pool of epsilon."""
+        return lambda epsilon: [counted + rest(epsilon).oracle.spends(option)[0] for option in options]
 
-    # at its smaller share of delta the rest may even take a little more than the whole epsilon
-    epsilon = largest_epsilon(budget, budget.epsilon * (1.0 - f), spends_at, high=2.0 * budget.epsilon)
+    # the candidates' plans made once, at basic composition's split, and priced at each epsilon the bisection
+    # tries (at its smaller share of delta the rest may take a little more than the whole epsilon); then made
+    # at the epsilon found, and kept only if they fit there too -- else the split
+    low = budget.epsilon * (1.0 - f)
+    first = tuple(candidate_specs(rest(low)).values())
+    epsilon = largest_epsilon(budget, low, beside_the_count(first), high=2.0 * budget.epsilon)
     options = tuple(candidate_specs(rest(epsilon)).values())
+    if not composes_within(budget, beside_the_count(options)(epsilon)):
+        epsilon, options = low, first
     return Staged("auto", (count, Stage(1.0 - f, options, epsilon_fraction=epsilon / budget.epsilon)))
 
 

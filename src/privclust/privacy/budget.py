@@ -57,6 +57,7 @@ __all__ = [
     "ADD_REMOVE",
     "REPLACE_ONE",
     "largest_epsilon",
+    "composes_within",
     "Cover",
 ]
 
@@ -400,6 +401,16 @@ class Cover:
         return out
 
 
+def composes_within(budget: Budget, plans: Iterable[list[Spend]]) -> bool:
+    """Whether any choice among ``plans`` -- even an adaptive one -- stays within ``budget``: their union cover
+    (:meth:`Cover.of_any`) composed at ``budget.delta``.  False where a spend is stated for other neighbours
+    than add/remove (a cover composes those only)."""
+    plans = [list(spends) for spends in plans]
+    if any(s.relation != ADD_REMOVE for spends in plans for s in spends):
+        return False
+    return _guarantee(Cover.of_any(plans).spends("any"), budget.delta)[0] <= budget.epsilon * (1.0 - _TOLERANCE)
+
+
 def largest_epsilon(
     budget: Budget, low: float, spends_at: Callable[[float], Iterable[list[Spend]]], high: float | None = None
 ) -> float:
@@ -411,18 +422,14 @@ def largest_epsilon(
     ``low`` is returned where even it does not fit, or where a spend is stated for other neighbours than
     add/remove (a cover composes those only); the ledger's check decides then (pure-epsilon spends compose by
     basic composition, so they stay at ``low``)."""
-    allowed = budget.epsilon * (1.0 - _TOLERANCE)
 
     def fits(epsilon: float) -> bool:
-        plans = [list(spends) for spends in spends_at(epsilon)]
-        if any(s.relation != ADD_REMOVE for spends in plans for s in spends):
-            return False
-        return _guarantee(Cover.of_any(plans).spends("any"), budget.delta)[0] <= allowed
+        return composes_within(budget, spends_at(epsilon))
 
     high = budget.epsilon if high is None else high
     if not fits(low):
         return low
-    for _ in range(50):
+    while high - low > 1e-7 * budget.epsilon:  # about 24 halvings: what is left unused is below 1e-7 of it
         middle = (low + high) / 2.0
         low, high = (middle, high) if fits(middle) else (low, middle)
     return low
