@@ -115,6 +115,33 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
     greedier = Stage(rest.fraction, rest.options, epsilon_fraction=rest.epsilon_fraction * 1.01)
     with pytest.raises(BudgetExceededError):
         ctx.oracle.check(Staged("auto", (count, greedier)))
+
+
+def test_a_stage_beyond_basic_compositions_split_is_held_to_the_union_of_its_options():
+    """Each combination of count and candidate may fit while their union does not (the greedy's selection delta
+    beside FastLloyd's larger mu): the check refuses that, since the choice is made on the count."""
+    from privclust.privacy.budget import composes_within
+
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    ctx = FitContext(oracle, 3, budget, Randomness(0))  # d = 3: the greedy start is a candidate
+    count, rest = auto_module.staged_spec(ctx).stages
+
+    def combinations(fraction):
+        staged = Staged("auto", (count, Stage(rest.fraction, rest.options, epsilon_fraction=fraction)))
+        return staged, oracle.spends(staged)
+
+    # the largest fraction at which each combination alone fits, found by bisection on the ledger's own check
+    low, high = rest.epsilon_fraction, 2.0
+    for _ in range(40):
+        middle = (low + high) / 2
+        fits = all(composes_within(ctx.budget, [plan]) for plan in combinations(middle)[1])
+        low, high = (middle, high) if fits else (low, middle)
+    assert low > rest.epsilon_fraction * 1.001  # each alone leaves room beyond the union's fraction
+    staged, plans = combinations((low + rest.epsilon_fraction) / 2)
+    assert all(composes_within(ctx.budget, [plan]) for plan in plans)
+    with pytest.raises(BudgetExceededError):
+        oracle.check(staged)
     assert [s.what for s in rest.options] == [
         "the greedy (histogram selection)",
         "FastLloyd (mean start)",  # auto's FastLloyd starts at the rows' noisy mean

@@ -278,9 +278,10 @@ def find_fit_domain(
     ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
     the box's releases (at what the algorithm leaves of the budget, :func:`box_budget_beside`) together
     with each plan the algorithm may make in ``1 - share`` of it (``planned(rest, d)``, its plans as
-    values).  It returns a :class:`PrivateDomain` -- ``make_domain`` takes it as the bounds, and ``queries.curator`` attaches the fit's oracle to it -- that
-    spends the box's share through that oracle when the rows are first read (in memory, memory-mapped or
-    on Spark), and the rest of the budget for the algorithm."""
+    values).  It returns a :class:`PrivateDomain` -- ``make_domain`` takes it as the bounds, and
+    ``queries.curator`` attaches the fit's oracle to it -- that spends the box's share through that oracle
+    when the rows are first read (in memory, memory-mapped or on Spark), and the rest of the budget for the
+    algorithm."""
     if not is_private_domain_request(bounds):
         return bounds, budget
     outer, share = parse_request(bounds)
@@ -311,10 +312,11 @@ def box_budget_beside(
 
     Splitting (epsilon, delta) by ``share`` is what basic composition needs; Gaussian releases compose in
     GDP, where the algorithm's mu at ``(1 - share)`` of the budget leaves much more: at (1, 1e-6) and share
-    0.1 the box may have about 19% of mu^2 beside FastLloyd, the greedy or ``auto``, not the 1% that ``share`` of (epsilon, delta) alone converts to: noise
-    4-5x smaller.  The box's epsilon is the largest at which its spends (a value, from its plan) compose
-    with every plan within ``budget``, found by bisection on the composed guarantee, so it holds for any
-    mix of spends; pure-epsilon releases compose by basic composition, where it stays at ``share`` of
+    0.1 the box may have about 19% of mu^2 beside FastLloyd, the greedy or ``auto``, not the 1% that ``share``
+    of (epsilon, delta) alone converts to: noise 4-5x smaller.  The box's epsilon is the largest at which its
+    spends (a value, from its plan) compose within ``budget`` beside the union of the plans
+    (``privacy.budget.largest_epsilon``: ``auto`` may choose among them on its noisy count), so it holds for
+    any mix of spends; pure-epsilon releases compose by basic composition, where it stays at ``share`` of
     epsilon."""
     delta = budget.delta * share
     epsilon = largest_epsilon(

@@ -56,7 +56,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
-from ..privacy.budget import Budget, PrivacyAccountant, Spend
+from ..privacy.budget import Budget, Cover, PrivacyAccountant, Spend
 from ..privacy.gdp import gdp_mu
 from ..privacy.unit import EXACT_AT_USER_LEVEL, ROW, PrivacyUnit
 from .base import Released, SumQuery
@@ -373,9 +373,14 @@ class Oracle(ABC):
 
     def check(self, spec: "Spec | Staged") -> None:
         """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
-        afford; for a :class:`Staged` plan, every combination of its stages' options."""
-        for spends in self.spends(spec):
+        afford; for a :class:`Staged` plan, every combination of its stages' options -- and, where a stage takes
+        more epsilon than basic composition's split, their union cover: a choice made on an earlier stage's
+        release can pair one combination's mu with another's delta."""
+        plans = self.spends(spec)
+        for spends in plans:
             self.accountant.check(spends)
+        if isinstance(spec, Staged) and any((s.epsilon_fraction or 0.0) > s.fraction for s in spec.stages):
+            self.accountant.check(Cover.of_any(plans).spends(spec.what))
 
     def spends(self, spec: "Spec | Staged") -> list[list[Spend]]:
         """What serving ``spec`` may spend at most, without consulting the ledger: one list of spends, or for
