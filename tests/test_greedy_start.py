@@ -9,7 +9,7 @@ from test_lloyd import pld_epsilon_of, spy  # noqa: F401  (the fixture)
 from privclust import Budget, BudgetExceededError, KMeans, PrivacyAccountant
 from privclust.algorithms import greedy as greedy_module
 from privclust.algorithms import lloyd as lloyd_module
-from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE
+from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE, START_SELECTION_DELTA
 from privclust.local.oracle import LocalOracle
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 from privclust.privacy.noise import SecureNoise
@@ -50,12 +50,12 @@ def test_the_split_is_charged_exactly_as_documented(blobs, spy, share, public_n)
     assert pld_epsilon_of(spy, delta) == pytest.approx(eps, rel=0.02)
 
 
-def test_the_greedys_selection_delta_is_half_its_share_of_delta():
+def test_the_greedys_selection_delta_is_half_its_part_of_delta():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, (2000, 9))
     m = greedy_start(share=0.4, epsilon=1.0, delta=1e-6, public_n=2000, random_state=0).fit(X)
     selection = sum(st.delta for st in m.privacy_spent_.steps if not st.is_gdp)
-    assert selection == pytest.approx(0.4 * 1e-6 / 2)
+    assert selection == pytest.approx(0.4 * START_SELECTION_DELTA * 1e-6 / 2)
     assert m.fit_info_["init"]["delta"]["greedy selection"] == pytest.approx(selection)
     assert m.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
     assert m.privacy_spent_.delta <= 1e-6

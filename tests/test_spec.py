@@ -118,38 +118,62 @@ def test_autos_staged_plan_holds_the_count_and_every_candidate():
 
 
 def test_a_stage_beyond_basic_compositions_split_is_held_to_the_union_of_its_options():
-    """Each combination of count and candidate may fit while their union does not (the greedy's selection delta
-    beside FastLloyd's larger mu): the check refuses that, since the choice is made on the count."""
-    from privclust.privacy.budget import composes_within
+    """Each combination of count and option may fit while their union does not (a selection delta beside another
+    option's larger mu): the check refuses that, since the choice is made on the count."""
+    from privclust.privacy.budget import composes_within, largest_epsilon
 
     budget = Budget(1.0, 1e-6)
     oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
-    ctx = FitContext(oracle, 3, budget, Randomness(0))  # d = 3: the greedy start is a candidate
-    count, rest = auto_module.staged_spec(ctx).stages
+    count = Stage(0.05, (Spec("the row count", (Part("row count", share=1.0),)),))
+    gaussian = Spec("all Gaussian", (Part("sums", share=1.0),))
+    selecting = Spec("a selection", (Part("sums", share=0.5), Part("levels", share=0.5, delta=budget.delta / 2)))
 
     def combinations(fraction):
-        staged = Staged("auto", (count, Stage(rest.fraction, rest.options, epsilon_fraction=fraction)))
+        staged = Staged("two", (count, Stage(0.95, (gaussian, selecting), epsilon_fraction=fraction)))
         return staged, oracle.spends(staged)
 
+    union = largest_epsilon(budget, 0.95, lambda fraction: combinations(fraction)[1], high=2.0)
+    oracle.check(combinations(union)[0])
     # the largest fraction at which each combination alone fits, found by bisection on the ledger's own check
-    low, high = rest.epsilon_fraction, 2.0
+    low, high = union, 2.0
     for _ in range(40):
         middle = (low + high) / 2
-        fits = all(composes_within(ctx.budget, [plan]) for plan in combinations(middle)[1])
+        fits = all(composes_within(budget, [plan]) for plan in combinations(middle)[1])
         low, high = (middle, high) if fits else (low, middle)
-    assert low > rest.epsilon_fraction * 1.001  # each alone leaves room beyond the union's fraction
-    staged, plans = combinations((low + rest.epsilon_fraction) / 2)
-    assert all(composes_within(ctx.budget, [plan]) for plan in plans)
+    assert low > union * 1.01  # each alone leaves room beyond the union's fraction
+    staged, plans = combinations((low + union) / 2)
+    assert all(composes_within(budget, [plan]) for plan in plans)
     with pytest.raises(BudgetExceededError):
         oracle.check(staged)
-    assert [s.what for s in rest.options] == [
-        "the greedy (histogram selection)",
-        "FastLloyd (mean start)",  # auto's FastLloyd starts at the rows' noisy mean
-        "FastLloyd (greedy start)",
-        "FastLloyd (greedy start, in the plane)",  # the greedy in 80%, refined by a few short rounds
-        "evolve",
-    ]
+
+
+@pytest.mark.parametrize(
+    "d, k, expected",
+    [
+        (3, 3, ["FastLloyd (mean start)", "FastLloyd (greedy start)"]),
+        (8, 3, ["FastLloyd (mean start)", "FastLloyd (greedy start)"]),
+        (2, 2, ["FastLloyd (mean start)"]),  # k < EVOLVE_MIN_K in the plane: FastLloyd at every n
+        (2, 5, ["FastLloyd (mean start)", "FastLloyd (greedy start, in the plane)", "evolve"]),
+    ],
+)
+def test_autos_staged_plan_holds_only_what_its_rule_can_choose(d, k, expected):
+    """The union of the options bounds an adaptive choice, so an option the rule never takes in several rounds --
+    the greedy, whose partition selection holds half of delta -- would cost the others their delta."""
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, d)), d), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    _, rest = auto_module.staged_spec(FitContext(oracle, k, budget, Randomness(0))).stages
+    assert [s.what for s in rest.options] == expected
     assert all(not any(p.name == "row count" for p in s.parts) for s in rest.options)  # n is known by then
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 9])
+@pytest.mark.parametrize("k", [2, 3, 4, 10, 64])
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0, 8.0])
+def test_reachable_names_every_choice_the_rule_makes_at_some_n(d, k, epsilon):
+    grid = np.unique(np.concatenate([np.geomspace(1, 2.0**53, 4000), np.arange(1, 3000)]))
+    for adaptive in (True, False):
+        made = {auto_module.choose(float(n), d, k, epsilon, adaptive)[0] for n in grid}
+        assert set(auto_module.reachable(d, k, epsilon, adaptive)) == made
 
 
 def test_a_refused_auto_fit_spends_nothing_not_even_the_count():

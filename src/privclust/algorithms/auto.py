@@ -67,6 +67,7 @@ the greedy can run (one round of reports).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 from ..privacy.budget import Budget, composes_within, largest_epsilon
@@ -221,11 +222,28 @@ def precise(n: float, budget: Budget) -> bool:
     return comparison_noise(n, mu, len(SELECTION_CANDIDATES)) <= SELECTION_NOISE
 
 
-def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
-    """The plan of every algorithm ``auto`` may choose, with n known (``auto`` counts first): values,
-    computed from public parameters; nothing is checked or read.  With a public start: FastLloyd's only.
+def reachable(d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, ...]:
+    """Every one of ``CHOICES`` that :func:`choose` makes for some n in [1, ``MAX_ROW_ESTIMATE``] (the range of
+    the noisy count) with these public d, k, epsilon: ``choose`` is constant in n between the n at which its
+    thresholds fall, so it is asked at each of those and between each two.  Public values only."""
+    if not adaptive:
+        return ("greedy",)
+    signals = (EVOLVE_SIGNAL, GREEDY_SIGNAL, GREEDY_START_SIGNAL)
+    cuts = sorted({1.0, MAX_ROW_ESTIMATE, float(EVOLVE_MIN_N), *(s * k / epsilon for s in signals)})
+    cuts = [n for n in cuts if 1.0 <= n <= MAX_ROW_ESTIMATE]
+    asked = cuts + [math.sqrt(low * high) for low, high in zip(cuts, cuts[1:])]
+    made = {choose(n, d, k, epsilon, adaptive)[0] for n in asked}
+    return tuple(name for name in CHOICES if name in made)
+
+
+def candidate_specs(ctx: FitContext, epsilon: float) -> dict[str, Spec]:
+    """The plan of every algorithm ``auto`` may choose (:func:`reachable`, the rule's reach at the fit's ``epsilon``;
+    ``ctx`` plans in what is left for the algorithm), with n known (``auto`` counts first):
+    values, computed from public parameters; nothing is checked or read.  With a public start: FastLloyd's only.
     With a private choice (``choice`` other than "rule") in d >= 4, the private selection's plan too (it may
-    run wherever the count falls below the signal)."""
+    run wherever the count falls below the signal).  Only what the rule can reach: an adaptive choice is
+    bounded by the union of its options' covers (``privacy.budget.Cover.of_any``), so a plan that can never
+    run -- the greedy's half of delta for its partition selection, in several rounds -- would cost the others."""
     private = algorithm_params(ctx, "auto")["choice"] != "rule"
     start = _has_start(ctx)
     ctx = _without_params(ctx)  # each candidate with its own defaults
@@ -234,15 +252,17 @@ def candidate_specs(ctx: FitContext) -> dict[str, Spec]:
     fastlloyd = fastlloyd_spec(dataclasses.replace(known, options={**known.options, "params": AUTO_FASTLLOYD}))
     if start:
         return {"fastlloyd": fastlloyd}
-    specs = {
-        "greedy": greedy_spec(ctx).plan_spec,
-        "fastlloyd": fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
-        GREEDY_START: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
-        PLANE_REFINED: dataclasses.replace(
+    plans: dict[str, Callable[[], Spec]] = {
+        "greedy": lambda: greedy_spec(ctx).plan_spec,
+        "fastlloyd": lambda: fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
+        GREEDY_START: lambda: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
+        PLANE_REFINED: lambda: dataclasses.replace(
             greedy_start(ctx, REFINED_GREEDY_SHARE, counted=False).spec, what="FastLloyd (greedy start, in the plane)"
         ),
-        "evolve": evolve_spec(known),
+        "evolve": lambda: evolve_spec(known),
     }
+    adaptive = ADAPTIVE in ctx.oracle.capabilities
+    specs = {name: plans[name]() for name in reachable(ctx.n_features, ctx.n_clusters, epsilon, adaptive)}
     if private and ctx.n_features >= 4:
         specs[PRIVATE_SELECTION] = _selection(known).spec
     return specs
@@ -291,9 +311,9 @@ def staged_spec(ctx: FitContext) -> Staged:
     # tries (at its smaller share of delta the rest may take a little more than the whole epsilon); then made
     # at the epsilon found, and kept only if they fit there too -- else the split
     low = budget.epsilon * (1.0 - f)
-    first = tuple(candidate_specs(rest(low)).values())
+    first = tuple(candidate_specs(rest(low), budget.epsilon).values())
     epsilon = largest_epsilon(budget, low, beside_the_count(first), high=2.0 * budget.epsilon)
-    options = tuple(candidate_specs(rest(epsilon)).values())
+    options = tuple(candidate_specs(rest(epsilon), budget.epsilon).values())
     if not composes_within(budget, beside_the_count(options)(epsilon)):
         epsilon, options = low, first
     return Staged("auto", (count, Stage(1.0 - f, options, epsilon_fraction=epsilon / budget.epsilon)))
@@ -324,7 +344,7 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
         return staged_spec(ctx)
     # a public n: the choice is a public function of the parameters, so the plan is the one that runs
     chosen, _ = decide(ctx, float(ctx.public_n), ctx.budget)
-    return Staged("auto", (Stage(1.0, (candidate_specs(ctx)[chosen],)),))
+    return Staged("auto", (Stage(1.0, (candidate_specs(ctx, ctx.budget.epsilon)[chosen],)),))
 
 
 def _one_round_takes_no_start(ctx: FitContext) -> None:

@@ -76,7 +76,11 @@ centers in the rest.  Both are one plan, fixed before any row is read (neither
 part's shape depends on a release): the greedy's parts at s times their shares
 of the pool, FastLloyd's (its noisy count, if any, and its iterations) at
 1 - s times theirs, and the greedy's partition-selection delta is half of
-s delta.  ``oracle.plan`` checks the whole plan against the capabilities and the
+s delta times ``START_SELECTION_DELTA`` = 0.1 (a tenth of what the greedy
+alone keeps for it: beside ``auto``'s other candidates -- whose union bounds its adaptive
+choice -- a selection delta is taken from every candidate's Gaussian parts, and
+a tenth cost the greedy start nothing measurable; docs/choosing.md).
+``oracle.plan`` checks the whole plan against the capabilities and the
 ledger, so a refused fit spends nothing.  Privacy: every pooled release is
 Gaussian, so in the central model they compose in GDP to mu = GDP mu of
 (eps, delta - delta_sel) -- the greedy's parts take s mu^2, FastLloyd's
@@ -158,6 +162,7 @@ __all__ = [
     "mean_start_spec",
     "INITS",
     "DEFAULT_INIT_SHARE",
+    "START_SELECTION_DELTA",
     "AUTO_FASTLLOYD",
     "ROUNDS",
     "log_rounds",
@@ -419,6 +424,9 @@ MEAN_START_RADIUS = 0.1  # the k centers' distance from the noisy mean (unit box
 MEAN_START_MIN_ITERATIONS = 6
 START_SAMPLE_SIGNAL = 20_000.0  # n eps / k of the rows the greedy start reads: more is sampled down to it
 DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measured, docs/choosing.md
+# ... of which the greedy's budget keeps this part of delta (half of it the partition selection's): beside auto's
+# other candidates, whose union is its bound, the greedy's delta is taken from theirs (measured: docs/choosing.md)
+START_SELECTION_DELTA = 0.1
 INIT_SHARE_RANGE = (0.05, 0.95)
 
 
@@ -550,8 +558,9 @@ def greedy_start(ctx: FitContext, share: float, counted: bool | None = None) -> 
     if ctx.budget is None:
         raise ValueError("the greedy start is a private mechanism: it needs a budget")
     # The greedy with its own defaults (FastLloyd's parameters are not its, nor is its progress FastLloyd's);
-    # its budget is the start's share, which sets its partition-selection delta (half of share * delta).
-    start_budget = Budget(ctx.budget.epsilon * share, ctx.budget.delta * share)
+    # its budget is the start's share of epsilon, and START_SELECTION_DELTA of that share of delta, which sets its
+    # partition-selection delta (half of it); FastLloyd's Gaussian parts convert at the rest.
+    start_budget = Budget(ctx.budget.epsilon * share, ctx.budget.delta * share * START_SELECTION_DELTA)
     greedy_ctx = dataclasses.replace(ctx, budget=start_budget, options={}, callback=None)
     greedy = greedy_spec(greedy_ctx)
     lloyd = lloyd_spec(ctx, "gaussian", "FastLloyd", counted)
