@@ -510,3 +510,36 @@ def test_choosing_a_center_forbids_exactly_the_listed_balls_within_reach(monkeyp
         within = np.linalg.norm(table.level.centers(table.level.decode(table.ids)) - center, axis=1)
         np.testing.assert_array_equal(~alive, within <= 2.0 * table.level.radius)
     assert any((~alive).any() for alive in greedy_._alive)
+
+
+def test_on_many_rows_the_greedys_levels_read_a_poisson_sample_and_its_lifting_every_row(blobs, monkeypatch):
+    from privclust.algorithms import greedy as greedy_module
+
+    X, _ = blobs  # 3,000 rows, k = 3: n eps / k = 1000 at eps = 1
+    read = []
+    original = greedy_module.select_and_lift
+
+    def select_and_lift(ctx, plan, spec, rng, run, reach, levels=None):
+        read.append((plan.oracle.rows.count(), (levels or plan).oracle.rows.count()))
+        return original(ctx, plan, spec, rng, run, reach, levels)
+
+    monkeypatch.setattr(greedy_module, "select_and_lift", select_and_lift)
+    fits = {}
+    for signal in (math.inf, 100.0):  # 100: the levels read rows kept with probability 100 * 3 / 3000 = 0.1
+        monkeypatch.setattr(greedy_module, "SAMPLE_SIGNAL", signal)
+        fits[signal] = KMeans(
+            3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", public_n=3000, random_state=3
+        ).fit(X)
+    (everything, also_everything), (lifted, sampled) = read
+    assert everything == also_everything == lifted == 3000
+    assert 300 - 5 * 16 < sampled < 300 + 5 * 16  # Binomial(3000, 0.1): sd 16.4
+    assert fits[math.inf].fit_info_["levels_sample_rate"] == 1.0
+    assert fits[100.0].fit_info_["levels_sample_rate"] == pytest.approx(0.1)
+    # the same price: a DP release on a data-independent sample costs what it costs on all rows
+    steps = [[(st.label, st.mu, st.epsilon, st.delta) for st in fits[s].privacy_spent_.steps] for s in fits]
+    assert steps[0] == steps[1]
+    # the lifting reads every row: the noisy cell sizes add up to about n, not a tenth of it
+    assert abs(fits[100.0].cluster_sizes_.sum() - 3000) < 300
+    # with a private n there is no n to set a rate by: every row
+    private = KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="greedy", random_state=3).fit(X)
+    assert private.fit_info_["levels_sample_rate"] == 1.0

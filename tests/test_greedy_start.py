@@ -158,7 +158,7 @@ def test_on_many_rows_the_greedy_reads_a_poisson_sample_at_the_same_price(blobs,
     monkeypatch.setattr(lloyd_module, "run_greedy", run_greedy)  # where the greedy start calls it
     fits = {}
     for signal in (math.inf, 100.0):  # 100: the greedy reads rows kept with probability 100 * 3 / 3000 = 0.1
-        monkeypatch.setattr(lloyd_module, "START_SAMPLE_SIGNAL", signal)
+        monkeypatch.setattr(greedy_module, "SAMPLE_SIGNAL", signal)
         fits[signal] = greedy_start(epsilon=1.0, delta=1e-6, public_n=3000, random_state=3).fit(X)
     everything, sample = read
     assert everything.count() == 3000 and fits[math.inf].fit_info_["init"]["sample_rate"] == 1.0

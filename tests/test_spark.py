@@ -348,6 +348,24 @@ def test_the_default_start_reads_a_poisson_sample_on_spark_as_in_memory(spark):
     assert np.linalg.norm(distributed.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.05
 
 
+def test_the_mpc_greedys_levels_read_a_poisson_sample_on_spark_as_in_memory(spark, monkeypatch):
+    from privclust.algorithms import greedy as greedy_module
+
+    monkeypatch.setattr(greedy_module, "SAMPLE_SIGNAL", 2_000.0)  # the levels read a fifth of 20,000 rows at k = 2
+    rng = np.random.default_rng(4)
+    truth = np.array([[-0.6, -0.6, 0.0], [0.6, 0.6, 0.0]])
+    X = np.clip(truth[rng.integers(0, 2, 20_000)] + rng.normal(0, 0.05, (20_000, 3)), -1, 1)
+    params = dict(epsilon=1.0, delta=1e-6, bounds=(-1, 1), public_n=20_000, algorithm="greedy", random_state=2)
+    local = KMeans(2, **params).fit(X)
+    distributed = KMeans(2, **params).fit(_frame(spark, X, partitions=4))
+    assert distributed.fit_info_["mpc"] and distributed.fit_info_["levels_sample_rate"] == pytest.approx(0.2)
+    assert local.fit_info_["levels_sample_rate"] == pytest.approx(0.2)
+    spent, planned = distributed.privacy_spent_, local.privacy_spent_
+    assert (spent.epsilon, spent.delta) == pytest.approx((planned.epsilon, planned.delta))
+    assert np.linalg.norm(distributed.cluster_centers_[:, None] - truth[None], axis=-1).min(1).max() < 0.05
+    assert abs(distributed.cluster_sizes_.sum() - 20_000) < 2_000  # the lifting reads every row
+
+
 @pytest.mark.parametrize("kind", ["text", "float"])
 def test_a_missing_user_id_on_spark_is_refused_as_in_memory_before_anything_is_spent(spark, kind):
     """Null ids were one "user" bounded to m rows on Spark, where the in-memory fit refuses them."""

@@ -95,7 +95,19 @@ from ..geometry.projection import BallProjection, ChunkMemo
 from ..privacy.mechanisms import sample_exponential
 from ..privacy.noise import NoiseSource
 from ..queries.base import Block, SumQuery
-from ..queries.plan import ADAPTIVE, DENSE, DISTRIBUTED, EXACT, SPARSE, CapabilityError, Oracle, Part, Plan, Spec
+from ..queries.plan import (
+    ADAPTIVE,
+    DENSE,
+    DISTRIBUTED,
+    EXACT,
+    SAMPLED,
+    SPARSE,
+    CapabilityError,
+    Oracle,
+    Part,
+    Plan,
+    Spec,
+)
 from ..queries.reduce import Reduction
 from ..queries.voronoi import moment_values, nearest_center, projected_cells_query
 from .base import FitContext, FitResult, algorithm_params, register, weighted_kmeans
@@ -766,9 +778,16 @@ def greedy_centers(round_: GreedyRound, answers: list, rng: np.random.Generator)
 
 
 def select_and_lift(
-    ctx: FitContext, plan: Plan, spec: GreedySpec, rng: np.random.Generator, run: int, reach: float
+    ctx: FitContext,
+    plan: Plan,
+    spec: GreedySpec,
+    rng: np.random.Generator,
+    run: int,
+    reach: float,
+    levels: Plan | None = None,
 ) -> tuple[np.ndarray, "Lifted"]:
-    """One private greedy run through ``plan``: its centers (in the projected space) and their lifting.
+    """One private greedy run through ``plan``: its centers (in the projected space) and their lifting; the
+    levels' histograms through ``levels`` where given (the plan on a sample), the lifting through ``plan``.
 
     With adaptive rounds the lifting is a second release over the chosen centers' cells; without (the
     local model) it is asked in the selection's round, over the cells of a public grid, and the chosen
@@ -785,10 +804,10 @@ def select_and_lift(
 
         centers, lifted = plan.run_exact([spec.selection_part(run)], mechanism), None
     elif spec.mpc:
-        tables = mpc_tables(plan, round_.levels, round_.project, spec, run)
+        tables = mpc_tables(levels or plan, round_.levels, round_.project, spec, run)
         centers, lifted = histogram_centers(spec, tables, uniform_fallback(spec, d, rng)), None
-    else:
-        centers, lifted = greedy_centers(round_, plan.release_many(round_.requests), rng)
+    else:  # (without adaptive rounds the requests hold the lifting too: no sampled ``levels`` is given then)
+        centers, lifted = greedy_centers(round_, (levels or plan).release_many(round_.requests), rng)
     if lifted is None:
         lifted = lift(plan, spec.lift_part(run), round_.project, centers, spec, d, reach)
     return centers, lifted
@@ -1062,15 +1081,42 @@ def projection_for(spec: GreedySpec, d: int, rng: np.random.Generator):
     return ChunkMemo(BallProjection.draw(d, spec.projection_dim, rng))  # one projection per chunk for all levels
 
 
+SAMPLE_SIGNAL = 20_000.0  # n eps / k of the rows the greedy's levels read: more rows are sampled down to it
+
+
+def sample_rate(epsilon: float, k: int, n: float | None, oracle: Oracle) -> float:
+    """The Poisson rate of the rows the greedy's levels read: ``SAMPLE_SIGNAL`` k / (epsilon n) where that is below
+    1, n is known (public or a noisy count) and ``oracle`` can sample; else 1.  A function of public values.
+
+    Why: the levels find the clusters, which takes a signal n epsilon / k, not more (``auto`` uses the greedy
+    from 100 in the plane and its start from 10,000 above); beyond it more rows cost time and, where the
+    rows are distributed, a shuffle of the non-empty balls that grows with n.  Each release on the sample
+    costs what it costs on all rows (``Plan.on_sample``: no amplification is claimed)."""
+    if n is None:
+        return 1.0
+    rate = SAMPLE_SIGNAL * k / (epsilon * n)
+    return rate if rate < 1.0 and SAMPLED in oracle.capabilities else 1.0
+
+
 @register("greedy", spec=lambda ctx: greedy_spec(ctx).plan_spec)
 def greedy(ctx: FitContext) -> FitResult:
-    """The private greedy; see the module docstring for the steps and the privacy argument."""
+    """The private greedy; see the module docstring for the steps and the privacy argument.  With a public n its
+    levels read a Poisson sample of the rows (:func:`sample_rate`); the lifting reads them all."""
     spec = greedy_spec(ctx)
-    return run_greedy(ctx, spec, spec.open(ctx.oracle))
+    plan = spec.open(ctx.oracle)
+    rate = 1.0
+    if ctx.budget is not None and spec.selection == "histogram" and spec.adaptive_lifting:
+        rate = sample_rate(ctx.budget.epsilon, ctx.n_clusters, ctx.public_n, plan.oracle)
+    levels = plan.on_sample(rate, ctx.randomness.secret()) if rate < 1.0 else plan
+    result = run_greedy(ctx, spec, plan, levels)
+    result.info["levels_sample_rate"] = rate
+    return result
 
 
-def run_greedy(ctx: FitContext, spec: GreedySpec, plan: Plan) -> FitResult:
-    """The greedy's releases through an already opened ``plan`` (``spec.open``), and its k centers in the unit box.
+def run_greedy(ctx: FitContext, spec: GreedySpec, plan: Plan, levels: Plan | None = None) -> FitResult:
+    """The greedy's releases through an already opened ``plan`` (``spec.open``), and its k centers in the unit box;
+    ``levels``: the same plan answered on a sample (``Plan.on_sample``) for the levels' releases, the lifting's
+    through ``plan``.
 
     For callers that must check this plan together with others against the ledger before anything is
     released (FastLloyd's greedy start)."""
@@ -1078,7 +1124,7 @@ def run_greedy(ctx: FitContext, spec: GreedySpec, plan: Plan) -> FitResult:
     rng = ctx.randomness.geometry()
     best, best_cost, sizes, estimates = None, math.inf, None, []
     for run in range(spec.restarts):
-        _, lifted = select_and_lift(ctx, plan, spec, rng, run, fastlloyd_eta(d, ctx.n_clusters))
+        _, lifted = select_and_lift(ctx, plan, spec, rng, run, fastlloyd_eta(d, ctx.n_clusters), levels or plan)
         final, cost = solution_cost(lifted, ctx.n_clusters, rng)
         estimates.append(cost)
         if best is None or cost < best_cost:

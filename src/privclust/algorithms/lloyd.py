@@ -96,8 +96,8 @@ about 0.75 eps spent -- the same guarantee with more noise.)  The split is
 public and ``fit_info_["init"]`` records the start, s and each part's mu.
 
 On many rows the greedy start reads a Poisson sample: with n (public or the
-noisy count) above ``START_SAMPLE_SIGNAL`` k / eps, the greedy's releases are
-answered on rows kept independently with probability q = START_SAMPLE_SIGNAL k /
+noisy count) above ``greedy.SAMPLE_SIGNAL`` k / eps, the greedy's releases are
+answered on rows kept independently with probability q = SAMPLE_SIGNAL k /
 (eps n), a public function of public values (``Plan.on_sample``; the coins are
 secret and the sample's size is never released).  Each release costs what it
 costs on all rows -- a DP mechanism run on a data-independent sample is DP for
@@ -126,10 +126,10 @@ from ..geometry.domain import fold
 from ..geometry.init import sphere_packing
 from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
-from ..queries.plan import ADAPTIVE, SAMPLED, Part, Plan, Spec, shared_pool
+from ..queries.plan import ADAPTIVE, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
 from .base import BASELINE, NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
-from .greedy import GreedySpec, greedy_spec, run_greedy
+from .greedy import GreedySpec, greedy_spec, run_greedy, sample_rate
 from .params import (
     ALPHA,
     RADIUS_STRATEGY,
@@ -422,7 +422,6 @@ MEAN_START_RADIUS = 0.1  # the k centers' distance from the noisy mean (unit box
 # together at the mean and need steps to reach their clusters, and a move that is mostly noise is shrunk to nearly
 # none, so a step costs little where the noise wins.  Measured: docs/algorithms.md, "dead centers"
 MEAN_START_MIN_ITERATIONS = 6
-START_SAMPLE_SIGNAL = 20_000.0  # n eps / k of the rows the greedy start reads: more is sampled down to it
 DEFAULT_INIT_SHARE = 0.3  # the greedy start's share of (epsilon, delta): measured, docs/choosing.md
 # ... of which the greedy's budget keeps this part of delta (half of it the partition selection's): beside auto's
 # other candidates, whose union is its bound, the greedy's delta is taken from theirs (measured: docs/choosing.md)
@@ -529,8 +528,7 @@ class GreedyStart:
     def sample_rate(self, epsilon: float, k: int, n: float, plan: Plan) -> float:
         """The Poisson rate of the rows the greedy reads: below 1 when n eps / k is far above what the start
         needs (see the module docstring) and the plan's oracle can sample; a function of public values."""
-        rate = START_SAMPLE_SIGNAL * k / (epsilon * n)
-        return rate if rate < 1.0 and SAMPLED in plan.oracle.capabilities else 1.0
+        return sample_rate(epsilon, k, n, plan.oracle)
 
     def info(self, plan: Plan, sample_rate: float) -> dict:
         """The start and the split, from public parameters only (the plan's allotments and the rate)."""
