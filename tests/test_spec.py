@@ -216,3 +216,33 @@ def test_planned_spends_takes_declared_per_feature_bounds():
     assert per_feature.planned_spends(2) == KMeans(3, bounds=(-1, 1), algorithm="fastlloyd").planned_spends(2)
     with pytest.raises(ValueError, match="needs declared bounds"):
         KMeans(3, bounds={"outer": (-5, 5)}).planned_spends(2)
+
+
+def test_a_stage_opens_only_plans_within_the_union_it_was_checked_with():
+    """The guarantee of a staged run is checked, on values, before its first stage releases; a later stage that
+    opened a plan outside its options' union (a bug: a choice the plan did not hold) would run under a bound
+    nobody checked, and the ledger alone would not see it (the stage's epsilon is beyond basic composition's)."""
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    gaussian = Spec("all Gaussian", (Part("sums", share=1.0),))
+    selecting = Spec("a selection", (Part("sums", share=0.5), Part("levels", share=0.5, delta=budget.delta / 2)))
+    stage = Stage(0.95, (gaussian,), epsilon_fraction=0.99)
+    view = oracle.stage(stage)
+    view.open(Spec("the same plan, renamed", gaussian.parts))  # within the union: opened
+    with pytest.raises(RuntimeError, match="not one of the plans this stage was checked with"):
+        view.open(selecting)  # its selection delta is outside the union of the stage's one option
+    assert oracle.accountant.spends == []
+
+
+def test_auto_runs_only_what_its_staged_plan_holds(monkeypatch):
+    rng = np.random.default_rng(0)
+    X = np.clip(np.repeat([[-0.5, -0.5, 0.0], [0.5, 0.5, 0.0]], 1000, axis=0) + rng.normal(0, 0.05, (2000, 3)), -1, 1)
+    KMeans(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), random_state=0).fit(X)  # the greedy start, as planned
+    monkeypatch.setattr(auto_module, "reachable", lambda *args: ("fastlloyd",))  # a reach that misses it
+    with pytest.raises(RuntimeError, match="not one of the plans this stage was checked with"):
+        KMeans(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), random_state=0).fit(X)
+
+
+def test_autos_plan_with_a_public_n_beyond_the_counts_range_is_the_one_it_runs():
+    plans = KMeans(1000, epsilon=1e-9, delta=1e-6, bounds=(-1, 1), public_n=2 * 10**16).planned_spends(4)
+    assert len(plans) == 1 and any(s.label.endswith("(selection)") for s in plans[0])  # the greedy start's

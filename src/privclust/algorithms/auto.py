@@ -236,36 +236,43 @@ def reachable(d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, ...]
     return tuple(name for name in CHOICES if name in made)
 
 
-def candidate_specs(ctx: FitContext, epsilon: float) -> dict[str, Spec]:
-    """The plan of every algorithm ``auto`` may choose (:func:`reachable`, the rule's reach at the fit's ``epsilon``;
-    ``ctx`` plans in what is left for the algorithm), with n known (``auto`` counts first):
-    values, computed from public parameters; nothing is checked or read.  With a public start: FastLloyd's only.
-    With a private choice (``choice`` other than "rule") in d >= 4, the private selection's plan too (it may
-    run wherever the count falls below the signal).  Only what the rule can reach: an adaptive choice is
-    bounded by the union of its options' covers (``privacy.budget.Cover.of_any``), so a plan that can never
-    run -- the greedy's half of delta for its partition selection, in several rounds -- would cost the others."""
-    private = algorithm_params(ctx, "auto")["choice"] != "rule"
-    start = _has_start(ctx)
+def choices(ctx: FitContext, epsilon: float) -> tuple[str, ...]:
+    """What ``auto`` may run in ``ctx`` for some n (:func:`decide`'s reach): with a public start FastLloyd only;
+    else :func:`reachable` at the fit's ``epsilon``, and the private selection where a private choice
+    (``choice`` other than "rule") may take it (d >= 4, wherever the count falls below the signal)."""
+    if _has_start(ctx):
+        return ("fastlloyd",)
+    adaptive = ADAPTIVE in ctx.oracle.capabilities
+    names = reachable(ctx.n_features, ctx.n_clusters, epsilon, adaptive)
+    if algorithm_params(ctx, "auto")["choice"] != "rule" and ctx.n_features >= 4:
+        names += (PRIVATE_SELECTION,)
+    return names
+
+
+def candidate_specs(ctx: FitContext, names: tuple[str, ...]) -> dict[str, Spec]:
+    """The plan of each of ``names`` (``choices``, or the one ``decide`` made) as ``auto`` runs it, ``ctx`` planning
+    in what is left for the algorithm, with n known (``auto`` counts first): values, computed from public
+    parameters; nothing is checked or read.  A staged plan holds only what the rule can reach: an adaptive
+    choice is bounded by the union of its options' covers (``privacy.budget.Cover.of_any``), so a plan that can
+    never run -- the greedy's half of delta for its partition selection, in several rounds -- would cost the
+    others."""
     ctx = _without_params(ctx)  # each candidate with its own defaults
     # the plan's shape does not depend on n's value, only on n being known (a count made before it)
     known = ctx if ctx.public_n is not None else dataclasses.replace(ctx, public_n=1)
-    fastlloyd = fastlloyd_spec(dataclasses.replace(known, options={**known.options, "params": AUTO_FASTLLOYD}))
-    if start:
-        return {"fastlloyd": fastlloyd}
     plans: dict[str, Callable[[], Spec]] = {
         "greedy": lambda: greedy_spec(ctx).plan_spec,
-        "fastlloyd": lambda: fastlloyd,  # as auto runs it: its start by d (the mean start's plan from d = 32)
+        # as auto runs it: its start by d (the mean start's plan from d = 32)
+        "fastlloyd": lambda: fastlloyd_spec(
+            dataclasses.replace(known, options={**known.options, "params": AUTO_FASTLLOYD})
+        ),
         GREEDY_START: lambda: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
         PLANE_REFINED: lambda: dataclasses.replace(
             greedy_start(ctx, REFINED_GREEDY_SHARE, counted=False).spec, what="FastLloyd (greedy start, in the plane)"
         ),
         "evolve": lambda: evolve_spec(known),
+        PRIVATE_SELECTION: lambda: _selection(known).spec,
     }
-    adaptive = ADAPTIVE in ctx.oracle.capabilities
-    specs = {name: plans[name]() for name in reachable(ctx.n_features, ctx.n_clusters, epsilon, adaptive)}
-    if private and ctx.n_features >= 4:
-        specs[PRIVATE_SELECTION] = _selection(known).spec
-    return specs
+    return {name: plans[name]() for name in names}
 
 
 def selection_candidates(d: int) -> dict:
@@ -311,9 +318,9 @@ def staged_spec(ctx: FitContext) -> Staged:
     # tries (at its smaller share of delta the rest may take a little more than the whole epsilon); then made
     # at the epsilon found, and kept only if they fit there too -- else the split
     low = budget.epsilon * (1.0 - f)
-    first = tuple(candidate_specs(rest(low), budget.epsilon).values())
+    first = tuple(candidate_specs(rest(low), choices(ctx, budget.epsilon)).values())
     epsilon = largest_epsilon(budget, low, beside_the_count(first), high=2.0 * budget.epsilon)
-    options = tuple(candidate_specs(rest(epsilon), budget.epsilon).values())
+    options = tuple(candidate_specs(rest(epsilon), choices(ctx, budget.epsilon)).values())
     if not composes_within(budget, beside_the_count(options)(epsilon)):
         epsilon, options = low, first
     return Staged("auto", (count, Stage(1.0 - f, options, epsilon_fraction=epsilon / budget.epsilon)))
@@ -344,7 +351,7 @@ def auto_spec(ctx: FitContext) -> Spec | Staged:
         return staged_spec(ctx)
     # a public n: the choice is a public function of the parameters, so the plan is the one that runs
     chosen, _ = decide(ctx, float(ctx.public_n), ctx.budget)
-    return Staged("auto", (Stage(1.0, (candidate_specs(ctx, ctx.budget.epsilon)[chosen],)),))
+    return Staged("auto", (Stage(1.0, (candidate_specs(ctx, (chosen,))[chosen],)),))
 
 
 def _one_round_takes_no_start(ctx: FitContext) -> None:

@@ -352,6 +352,9 @@ class Oracle(ABC):
     capabilities: frozenset[str] = frozenset()
     model = "this privacy model"
     unit: PrivacyUnit = ROW
+    # In a stage's view (:meth:`stage`): the plans the stage was checked with -- a plan opened there must be
+    # within their union cover, or the guarantee checked before the first stage released is not the run's.
+    _stage_options: tuple = ()
 
     def __init__(self, n_features: int, budget: Budget | None, accountant: PrivacyAccountant):
         self.n_features = int(n_features)
@@ -368,8 +371,19 @@ class Oracle(ABC):
         """Check that this oracle can serve ``spec`` within the budget and return its :class:`Plan`; raises
         before any row is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
         plan = self._unchecked(spec)
-        self.accountant.check(self.reserved(plan))
+        reserved = self.reserved(plan)
+        if self._stage_options and not Cover.of(reserved).within(self._stage_cover()):
+            # a bug in the caller, never a data-dependent event: the stage ran a plan it was not checked with
+            raise RuntimeError(
+                f"{spec.what} is not one of the plans this stage was checked with "
+                f"({', '.join(option.what for option in self._stage_options)}): nothing was released for it"
+            )
+        self.accountant.check(reserved)
         return plan
+
+    def _stage_cover(self) -> Cover:
+        """The union cover of this stage's options, priced in this view (as :meth:`spends` priced them)."""
+        return Cover.of_any(self.reserved(self._unchecked(option)) for option in self._stage_options)
 
     def check(self, spec: "Spec | Staged") -> None:
         """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
@@ -398,11 +412,15 @@ class Oracle(ABC):
         return out
 
     def stage(self, stage: Stage) -> "Oracle":
-        """This oracle planning within ``stage``'s fraction of its budget (a pool of its own)."""
+        """This oracle planning within ``stage``'s fraction of its budget (a pool of its own), for one of the stage's
+        options: a plan opened through it must lie within their union cover (:meth:`open`), the bound every
+        combination was checked with before the first stage released."""
         if self.budget is None:
             return self
         epsilon = stage.fraction if stage.epsilon_fraction is None else stage.epsilon_fraction
-        return self.with_pool(Budget(self.budget.epsilon * epsilon, self.budget.delta * stage.fraction))
+        view = self.with_pool(Budget(self.budget.epsilon * epsilon, self.budget.delta * stage.fraction))
+        view._stage_options = stage.options  # what :meth:`open` holds a plan to
+        return view
 
     def _unchecked(self, spec: Spec) -> Plan:
         self.require(spec.needs, spec.what)
