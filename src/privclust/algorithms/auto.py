@@ -55,8 +55,9 @@ count is released.  Measured in docs/choosing.md ("A private choice"), which say
 Privacy: with a private n, the count is released from its own part of the pool (epsilon f,
 delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (epsilon (1 - f),
 delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
-their own (``Oracle.stage``).  The whole -- the count with each candidate -- is checked against the
-ledger as a value before the count is released; the shared ledger composes the two stages' spends,
+their own (``Oracle.stage``).  The whole -- the count with each candidate the rule can reach at these d, k
+and epsilon (:func:`reachable`), and their union cover, since the choice is made on the count -- is checked
+against the ledger as a value before the count is released, and the rest's stage opens no other plan; the shared ledger composes the two stages' spends,
 which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
 
 A public start (the estimator's ``init=<array>``, option ``start``) is a public parameter too:
