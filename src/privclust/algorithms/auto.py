@@ -57,8 +57,9 @@ delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (
 delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
 their own (``Oracle.stage``).  The whole -- the count with each candidate the rule can reach at these d, k
 and epsilon (:func:`reachable`), and their union cover, since the choice is made on the count -- is checked
-against the ledger as a value before the count is released, and the rest's stage opens no other plan; the shared ledger composes the two stages' spends,
-which is (epsilon, delta)-DP by basic composition and reported exactly in GDP.
+against the ledger as a value before the count is released, and the rest's stage opens no other plan; the
+shared ledger composes the two stages' spends, which is (epsilon, delta)-DP by basic composition and
+reported exactly in GDP.
 
 A public start (the estimator's ``init=<array>``, option ``start``) is a public parameter too:
 given one, ``auto`` runs FastLloyd from it (the greedy takes no start), and refuses it where only
@@ -318,10 +319,10 @@ def staged_spec(ctx: FitContext) -> Staged:
     # the candidates' plans made once, at basic composition's split, and priced at each epsilon the bisection
     # tries (at its smaller share of delta the rest may take a little more than the whole epsilon); then made
     # at the epsilon found, and kept only if they fit there too -- else the split
-    low = budget.epsilon * (1.0 - f)
-    first = tuple(candidate_specs(rest(low), choices(ctx, budget.epsilon)).values())
+    low, names = budget.epsilon * (1.0 - f), choices(ctx, budget.epsilon)
+    first = tuple(candidate_specs(rest(low), names).values())
     epsilon = largest_epsilon(budget, low, beside_the_count(first), high=2.0 * budget.epsilon)
-    options = tuple(candidate_specs(rest(epsilon), choices(ctx, budget.epsilon)).values())
+    options = tuple(candidate_specs(rest(epsilon), names).values())
     if not composes_within(budget, beside_the_count(options)(epsilon)):
         epsilon, options = low, first
     return Staged("auto", (count, Stage(1.0 - f, options, epsilon_fraction=epsilon / budget.epsilon)))

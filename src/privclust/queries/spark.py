@@ -8,9 +8,9 @@ chunks, which the executors map through the public ``transform`` (clip to the
 declared bounds, normalise) and cache.  The batches come from the JVM's own
 Arrow encoding of the frame (``Dataset.toArrowBatchRdd``, what PySpark's
 ``toPandas`` collects), one hop into the Python workers: 10^7 x 10 rows were
-read and cached in 9 s this way against 24 s through ``mapInArrow`` and
-``DataFrame.rdd`` (two hops more), which remains the path where the JVM lacks
-that method.  For each query the driver ships the query itself (pickled: its
+read and cached 2.7x faster this way than through ``mapInArrow`` and
+``DataFrame.rdd`` (two hops more; the same session, docs/benchmarks.md), which
+remains the path where the JVM lacks that method.  For each query the driver ships the query itself (pickled: its
 public geometry and clipping bounds) to the executors, which return *exact*
 per-bucket sums of their chunks; the driver adds them, and
 :class:`~privclust.queries.central.CentralOracle` -- the very oracle of
