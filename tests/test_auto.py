@@ -11,11 +11,13 @@ from privclust.algorithms.auto import (
     GREEDY_SIGNAL,
     GREEDY_START,
     GREEDY_START_SIGNAL,
+    OVERCLUSTER_SIGNAL,
+    OVERCLUSTERED,
     PLANE_REFINED,
     REFINED_GREEDY_SHARE,
     choose,
 )
-from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, FEW_ROUNDS
+from privclust.algorithms.lloyd import AUTO_FASTLLOYD, DEFAULT_INIT_SHARE, FEW_ROUNDS, merged_rounds
 from privclust.privacy.gdp import compose_mu, gdp_epsilon, gdp_mu
 
 
@@ -37,14 +39,14 @@ def test_the_rule():
     assert choose(n * 0.99, 1, 20, 0.5, adaptive=True)[0] == "evolve"
     # too few clusters for evolve: FastLloyd at every signal; too few rows: FastLloyd below the greedy's signal
     assert choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[0] == "fastlloyd"
-    assert choose(100_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == "fastlloyd"
+    assert choose(100_000, 2, EVOLVE_MIN_K - 1, 1.0, adaptive=True)[0] == OVERCLUSTERED  # FastLloyd, overclustered
     assert choose(EVOLVE_MIN_N - 1, 2, 4, 0.5, adaptive=True)[0] == "fastlloyd"
     assert choose(EVOLVE_MIN_N - 1, 2, 4, 100.0, adaptive=True)[0] == PLANE_REFINED
     assert choose(EVOLVE_MIN_N, 2, 4, 0.5, adaptive=True)[0] == "evolve"
     why = choose(1_000, 2, EVOLVE_MIN_K - 1, 0.1, adaptive=True)[1]
     assert f"k = {EVOLVE_MIN_K - 1} < {EVOLVE_MIN_K}" in why
     assert choose(10_000, 3, 10, 0.05, adaptive=True)[0] == "fastlloyd"  # evolve only in the plane
-    assert choose(99_000, 4, 10, 1.0, adaptive=True)[0] == "fastlloyd"  # d > 3: 9,900 is not yet enough
+    assert choose(99_000, 4, 10, 1.0, adaptive=True)[0] == OVERCLUSTERED  # d > 3: 9,900 is not yet enough
     n = GREEDY_SIGNAL * 4 / 0.5
     # d = 3: FastLloyd from the greedy's centers once n epsilon / k reaches the same signal, else plain FastLloyd
     assert choose(n, 3, 4, 0.5, adaptive=True)[0] == GREEDY_START
@@ -53,8 +55,31 @@ def test_the_rule():
     # d >= 4: the greedy start only from a hundred times the signal
     n = GREEDY_START_SIGNAL * 3 / 0.5
     assert choose(n, 6, 3, 0.5, adaptive=True)[0] == GREEDY_START
-    assert choose(n * 0.99, 6, 3, 0.5, adaptive=True)[0] == "fastlloyd"
+    assert choose(n * 0.99, 6, 3, 0.5, adaptive=True)[0] == OVERCLUSTERED
     assert choose(n, 784, 3, 0.5, adaptive=True)[0] == GREEDY_START
+
+
+def test_fastlloyd_is_overclustered_from_its_signal_below_the_mean_starts_dimensions():
+    n = OVERCLUSTER_SIGNAL * 3 / 0.5
+    for d in (1, 2, 8):
+        chosen, why = choose(n, d, 3, 0.5, adaptive=True)
+        assert chosen == OVERCLUSTERED and f">= {OVERCLUSTER_SIGNAL:g}" in why
+        assert choose(n * 0.99, d, 3, 0.5, adaptive=True)[0] == "fastlloyd"
+    # in d = 3 the greedy start takes over at the same signal; from the mean start's d = 32 FastLloyd stays plain
+    assert choose(n, 3, 3, 0.5, adaptive=True)[0] == GREEDY_START
+    assert choose(n, 32, 3, 0.5, adaptive=True)[0] == "fastlloyd"
+    # the greedy and evolve are never overclustered
+    assert choose(n, 2, 10, 10.0, adaptive=True)[0] == PLANE_REFINED
+
+
+def test_auto_runs_fastlloyd_overclustered_and_says_so():
+    X = blobs(1_200, 2, 3, seed=4)
+    model = KMeans(3, epsilon=1.0, bounds=(-1, 1), public_n=1_200, random_state=0).fit(X)
+    auto = model.fit_info_["auto"]
+    assert auto["chose"] == OVERCLUSTERED and auto["algorithm_params"]["overcluster"] == 2
+    over = model.fit_info_["overcluster"]
+    assert over["centers"] == 6 and over["merged after round"] == over["rounds"] - merged_rounds(over["rounds"])
+    assert model.cluster_centers_.shape == (3, 2) and model.cluster_sizes_.shape == (3,)
 
 
 def test_auto_is_the_default_and_says_what_it_chose():
@@ -97,7 +122,7 @@ def test_a_private_n_is_paid_for_inside_the_budget_and_a_public_one_is_free():
     shared = PrivacyAccountant()
     model = KMeans(3, bounds=(-1, 1), epsilon=1.0, delta=1e-6, accountant=shared).fit(X)
     labels = [s.label for s in model.privacy_spent_.steps]
-    assert model.fit_info_["auto"]["chose"] == "fastlloyd" and "rows/count" in labels
+    assert model.fit_info_["auto"]["algorithm"] == "fastlloyd" and "rows/count" in labels
     assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
     public = KMeans(3, bounds=(-1, 1), public_n=3_000).fit(X)
     assert "rows/count" not in [s.label for s in public.privacy_spent_.steps]

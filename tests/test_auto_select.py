@@ -93,7 +93,7 @@ def test_auto_chooses_privately_says_what_and_spends_one_budget():
 def test_the_default_keeps_the_public_rule():
     X = blobs(3_000, 5, 3)
     model = KMeans(3, bounds=(-1, 1), public_n=3_000, random_state=0).fit(X)
-    assert model.fit_info_["auto"]["chose"] == "fastlloyd" and "selection" not in model.fit_info_["auto"]
+    assert model.fit_info_["auto"]["algorithm"] == "fastlloyd" and "selection" not in model.fit_info_["auto"]
 
 
 def test_with_a_private_n_the_count_then_the_selection_fit_the_budget():
@@ -147,7 +147,7 @@ def test_precise_selects_privately_only_where_the_comparison_can_tell():
 
     few = KMeans(3, bounds=(-1, 1), public_n=300, random_state=0, algorithm_params={"choice": "precise"})
     few.fit(blobs(300, 5, 3))
-    assert few.fit_info_["auto"]["chose"] == "fastlloyd" and "could not tell" in few.fit_info_["auto"]["because"]
+    assert few.fit_info_["auto"]["algorithm"] == "fastlloyd" and "could not tell" in few.fit_info_["auto"]["because"]
     assert "selection/cost" not in {s.label for s in few.privacy_spent_.steps}
     many = KMeans(3, bounds=(-1, 1), public_n=20_000, random_state=0, algorithm_params={"choice": "precise"})
     many.fit(blobs(20_000, 5, 3))  # n epsilon / k = 6,667: below the greedy start's signal, and precise

@@ -403,3 +403,56 @@ def test_radii_options_are_checked_before_any_row_is_read(blobs, spy, params, me
     with pytest.raises(ValueError, match=message):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, random_state=0).fit(blobs[0])
     assert spy == []
+
+
+def test_overclustered_rounds_release_m_k_cells_then_k_at_the_same_noise(blobs, spy):
+    from privclust.algorithms.lloyd import AUTO_FASTLLOYD, merged_rounds
+
+    X, _ = blobs
+    plain_params, over_params = AUTO_FASTLLOYD, {**AUTO_FASTLLOYD, "overcluster": 2}
+    fits = {}
+    for name, params in (("plain", plain_params), ("over", over_params)):
+        spy.clear()
+        model = KMeans(3, epsilon=0.7, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, max_iter=5)
+        fits[name] = (model.fit(X), [r for r in spy if r.query.label.startswith("iteration")])
+    over, rounds = fits["over"]
+    assert [r.query.n_buckets for r in rounds] == [6, 6, 6, 3, 3]  # the last third of the rounds, at least 2
+    assert over.fit_info_["overcluster"] == {"centers": 6, "merged after round": 3, "rounds": 5}
+    assert [merged_rounds(T) for T in (2, 4, 6, 7, 8, 11, 12)] == [2, 2, 2, 2, 3, 4, 4]
+    assert over.cluster_centers_.shape == (3, X.shape[1]) and over.cluster_sizes_.shape == (3,)
+    # the cells' number changes no release's sensitivity or noise, so the spend is the plain fit's
+    plain, plain_rounds = fits["plain"]
+    stds = [[(m.sensitivity, m.std) for m in r.mechanisms] for r in rounds]
+    assert stds == [[(m.sensitivity, m.std) for m in r.mechanisms] for r in plain_rounds]
+    assert over.privacy_spent_.epsilon == pytest.approx(plain.privacy_spent_.epsilon, rel=1e-12)
+
+
+def test_merging_cells_is_weighted_k_means_of_their_centers():
+    from privclust.algorithms.lloyd import merge_cells
+
+    centers = np.array([[-0.6, 0.0], [-0.4, 0.0], [0.5, 0.5], [0.5, 0.7], [0.9, -0.9], [0.0, 0.0]])
+    sizes = np.array([100.0, 300.0, 50.0, 150.0, 80.0, -4.0])  # the last cell's noisy size is below zero: empty
+    merged = merge_cells(centers, sizes, 3, np.random.default_rng(0))
+    expected = [[-0.45, 0.0], [0.5, 0.65], [0.9, -0.9]]  # the weighted means; the empty cell pulls nothing
+    np.testing.assert_allclose(merged[np.argsort(merged[:, 0])], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"init": "greedy", "overcluster": 2}, "the greedy start gives k"),
+        ({"overcluster": 2, "max_iter": 1}, "max_iter >= 2"),
+        ({"overcluster": 1}, "overcluster must be an integer between 2 and 8"),
+    ],
+)
+def test_overcluster_options_are_checked_before_any_row_is_read(blobs, spy, params, message):
+    params = dict(params)
+    max_iter = params.pop("max_iter", None)
+    with pytest.raises(ValueError, match=message):
+        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, max_iter=max_iter).fit(blobs[0])
+    assert spy == []
+    with pytest.raises(ValueError, match="a public start"):
+        KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"overcluster": 2}, init=blobs[0][:3]).fit(
+            blobs[0]
+        )
+    assert spy == []

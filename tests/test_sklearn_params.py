@@ -100,7 +100,7 @@ def test_auto_runs_fastlloyd_from_an_init(blobs, starts):
     np.testing.assert_array_equal(starts[-1], init)
     assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
     without = KMeans(3, bounds=(-1, 1)).fit(X).fit_info_
-    assert without["auto"]["chose"] == "fastlloyd" and without["init"]["start"] == "noisy mean"
+    assert without["auto"]["algorithm"] == "fastlloyd" and without["init"]["start"] == "noisy mean"
 
 
 @pytest.mark.parametrize("model", ["local", "shuffle"])

@@ -28,7 +28,13 @@ rows themselves -- so it is post-processing of public values and releases:
 * d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
   dimensions the greedy needs far more rows per cluster before its centers are a better start
   than the sphere packing;
-* otherwise FastLloyd, which wins on small or high-dimensional data.
+* otherwise FastLloyd, which wins on small or high-dimensional data -- wherever it runs, below
+  ``MEAN_START_MIN_D`` dimensions and from n epsilon / k >= ``OVERCLUSTER_SIGNAL``, with overclustered
+  first rounds (``OVERCLUSTERED``: ``OVERCLUSTER`` k centers, their cells merged into k before the last
+  third of the rounds, ``lloyd.merged_rounds``).  With few, unequal clusters k clipped centers settle in a local
+  optimum in about a third of the fits (LSun at epsilon 1: 1.20x k-means++ -> 1.04x on tuning seeds);
+  below that signal the cells are too small for their noise and it lost as often as it won
+  (docs/benchmarks.md, "Overclustered first rounds").
 
 FastLloyd always runs as ``lloyd.AUTO_FASTLLOYD``: rows beyond the radius clipped onto it, radii shrinking
 over log2(n epsilon / k) rounds, the start about the rows' noisy mean (algorithms.lloyd).
@@ -94,6 +100,9 @@ __all__ = [
     "EVOLVE_MIN_N",
     "GREEDY_START",
     "PLANE_REFINED",
+    "OVERCLUSTERED",
+    "OVERCLUSTER",
+    "OVERCLUSTER_SIGNAL",
     "REFINED_GREEDY_SHARE",
     "CHOICES",
     "MEAN_START",
@@ -109,7 +118,10 @@ EVOLVE_SIGNAL = 100.0  # n epsilon / k below which evolve beats the refined gree
 EVOLVE_MIN_K = 4  # ... with at least this many clusters (at k <= 3 it lost by up to 1.7x on held-out mixtures)
 EVOLVE_MIN_N = 300  # ... and this many rows (n: public or the noisy count): fewer leave its population too coarse
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
+OVERCLUSTER_SIGNAL = 100.0  # n epsilon / k from which FastLloyd's first rounds are overclustered (below: mixed)
+OVERCLUSTER = 2  # ... with this many centers per cluster
 GREEDY_START = "fastlloyd-greedy-start"
+OVERCLUSTERED = "fastlloyd-overclustered"
 PLANE_REFINED = "greedy-refined"
 REFINED_GREEDY_SHARE = 0.8  # the greedy's share of the budget in PLANE_REFINED; FastLloyd's rounds the rest
 # PLANE_REFINED's FastLloyd: the greedy's centers, FEW_ROUNDS rounds, radii by the room a cluster has
@@ -124,6 +136,7 @@ REFINED = {
 CHOICES = {
     "greedy": ("greedy", None),
     "fastlloyd": ("fastlloyd", AUTO_FASTLLOYD),
+    OVERCLUSTERED: ("fastlloyd", {**AUTO_FASTLLOYD, "overcluster": OVERCLUSTER}),
     GREEDY_START: ("fastlloyd", {**AUTO_FASTLLOYD, "init": "greedy"}),
     PLANE_REFINED: ("fastlloyd", REFINED),
     "evolve": ("evolve", None),
@@ -169,7 +182,20 @@ def _has_start(ctx: FitContext) -> bool:
 
 
 def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
-    """(one of ``CHOICES``, why) from public parameters."""
+    """(one of ``CHOICES``, why) from public parameters: :func:`_algorithm`'s choice, FastLloyd overclustered
+    first where the signal affords it."""
+    chosen, why = _algorithm(n, d, k, epsilon, adaptive)
+    signal = None if n is None else n * epsilon / k
+    if chosen == "fastlloyd" and d < MEAN_START_MIN_D and signal >= OVERCLUSTER_SIGNAL:
+        return OVERCLUSTERED, (
+            f"{why}; with n epsilon / k = {signal:.3g} >= {OVERCLUSTER_SIGNAL:g} its first rounds move "
+            f"{OVERCLUSTER} k centers, merged into k before the last rounds: fewer fits end in a local optimum"
+        )
+    return chosen, why
+
+
+def _algorithm(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, str]:
+    """The algorithm ``choose`` runs, and why."""
     if not adaptive:
         return "greedy", "this privacy model answers one round of queries: the greedy asks all of its at once"
     signal = n * epsilon / k
@@ -230,7 +256,7 @@ def reachable(d: int, k: int, epsilon: float, adaptive: bool) -> tuple[str, ...]
     thresholds fall, so it is asked at each of those and between each two.  Public values only."""
     if not adaptive:
         return ("greedy",)
-    signals = (EVOLVE_SIGNAL, GREEDY_SIGNAL, GREEDY_START_SIGNAL)
+    signals = (EVOLVE_SIGNAL, GREEDY_SIGNAL, GREEDY_START_SIGNAL, OVERCLUSTER_SIGNAL)
     cuts = sorted({1.0, MAX_ROW_ESTIMATE, float(EVOLVE_MIN_N), *(s * k / epsilon for s in signals)})
     cuts = [n for n in cuts if 1.0 <= n <= MAX_ROW_ESTIMATE]
     asked = cuts + [math.sqrt(low * high) for low, high in zip(cuts, cuts[1:])]
@@ -264,8 +290,9 @@ def candidate_specs(ctx: FitContext, names: tuple[str, ...]) -> dict[str, Spec]:
     plans: dict[str, Callable[[], Spec]] = {
         "greedy": lambda: greedy_spec(ctx).plan_spec,
         # as auto runs it: its start by d (the mean start's plan from d = 32)
-        "fastlloyd": lambda: fastlloyd_spec(
-            dataclasses.replace(known, options={**known.options, "params": AUTO_FASTLLOYD})
+        "fastlloyd": lambda: _as_run(known, "fastlloyd"),
+        OVERCLUSTERED: lambda: dataclasses.replace(
+            _as_run(known, OVERCLUSTERED), what="FastLloyd (mean start, overclustered)"
         ),
         GREEDY_START: lambda: greedy_start(ctx, DEFAULT_INIT_SHARE, counted=False).spec,
         PLANE_REFINED: lambda: dataclasses.replace(
@@ -275,6 +302,11 @@ def candidate_specs(ctx: FitContext, names: tuple[str, ...]) -> dict[str, Spec]:
         PRIVATE_SELECTION: lambda: _selection(known).spec,
     }
     return {name: plans[name]() for name in names}
+
+
+def _as_run(ctx: FitContext, name: str) -> Spec:
+    """FastLloyd's plan with the parameters ``CHOICES[name]`` runs it with."""
+    return fastlloyd_spec(dataclasses.replace(ctx, options={**ctx.options, "params": CHOICES[name][1]}))
 
 
 def selection_candidates(d: int) -> dict:

@@ -109,6 +109,20 @@ rows.  On Spark the executors toss the coins on their cached chunks and cache
 the sample (``SparkRows.poisson_sample``), so there too the start's levels read
 only the kept rows.
 
+Overclustered first rounds (``algorithm_params={"overcluster": m}``, what ``auto`` runs where the
+signal n eps / k is at least ``auto.OVERCLUSTER_SIGNAL``).  The first rounds move m k centers
+(the start's shape with m k points), whose released cells are then merged into k by weighted
+k-means on their centers, weighted by their noisy sizes (:func:`merge_cells`), and the last third
+of the rounds (at least 2: :func:`merged_rounds`) move those k.  Why: with rows clipped onto shrinking radii, k centers settle in a
+local optimum in about a third of the fits on few, unequal clusters (two centers in one cluster,
+one between two others, which both pull it equally); m k cells leave every cluster at least one
+center, and the merge of a few dozen weighted points finds the k-clustering of the cells that
+Lloyd's steps could not reach; the last rounds then move k centers with k cells' noise.  Privacy:
+every round releases one Voronoi query, whatever its number of cells -- each row adds at most the
+radius to one cell's sum and 1 to its count -- so the plan, the noise and the argument above are
+unchanged; the merge reads only released sums, counts and public randomness (post-processing).
+Measured in docs/benchmarks.md ("Overclustered first rounds").
+
 Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
 stays where it was.  This reads only released values (post-processing), so
 it leaks nothing.
@@ -118,6 +132,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +151,7 @@ from .params import (
     START,
     Boolean,
     Centers,
+    Integer,
     Interval,
     OneOf,
     Param,
@@ -239,10 +255,12 @@ def run_lloyd(
     part: str = LLOYD_PART,
     reseed: bool = False,
     shrink: bool = False,
+    merge_after: int | None = None,
 ) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Run the planned iterations, each drawing 1/len(steps) of ``part``; returns the final centers
     (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``).
-    ``shrink``: :func:`shrink_moves` on every update; ``reseed``: :func:`reseed_dead` between iterations."""
+    ``shrink``: :func:`shrink_moves` on every update; ``reseed``: :func:`reseed_dead` between iterations;
+    ``merge_after``: after that many iterations the centers (more than k) are merged into k (:func:`merge_cells`)."""
     done, counts = 0, None
     for t, step in enumerate(steps):
         released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
@@ -263,6 +281,8 @@ def run_lloyd(
         new = _postprocess(new, postprocess)
         if reseed and t + 1 < len(steps):
             new = reseed_dead(new, counts, released.std.get("count", 0.0), step, ctx.randomness.geometry())
+        if merge_after == t + 1:
+            new = merge_cells(new, counts, ctx.n_clusters, ctx.randomness.geometry())
         done = t + 1
         if ctx.callback is not None:
             ctx.callback(done, len(steps))
@@ -343,6 +363,28 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
     return out
 
 
+# The rounds that move k centers after the overclustered ones are merged: a third of them, at least 2 (measured:
+# with many rounds the merged centers need more than 2 of the last, short radii to settle; Adult, Breast)
+MERGED_SHARE, MIN_MERGED_ROUNDS = 1.0 / 3.0, 2
+MERGE_STARTS = 10  # the merge's k-means++ starts: a few dozen weighted points, so many cost nothing
+
+
+def merge_cells(centers: np.ndarray, sizes: np.ndarray, k: int, rng) -> np.ndarray:
+    """k centers from more released cells: weighted k-means (scikit-learn's, ``MERGE_STARTS`` k-means++ starts
+    drawn from the public ``rng``) on the cells' centers, each weighted by its noisy size (below zero: none).
+    Post-processing of released values and public randomness."""
+    from sklearn.cluster import KMeans as SkKMeans
+    from sklearn.exceptions import ConvergenceWarning
+
+    weights = np.maximum(sizes, 0.0) + 1e-9  # a noisy size below zero is an empty cell: no weight
+    with warnings.catch_warnings():  # cells clipped onto one corner: fewer distinct points than k, which is fine
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = SkKMeans(k, n_init=MERGE_STARTS, random_state=int(rng.integers(2**31))).fit(
+            centers, sample_weight=weights
+        )
+    return np.clip(fitted.cluster_centers_, -1.0, 1.0)
+
+
 def shrinking_radii(d: int, T: int, first: float, final: float) -> list[float]:
     """T radii falling geometrically from ``first`` to ``final`` of the unit box's diagonal (one round: ``final``)."""
     diagonal = 2.0 * math.sqrt(d)
@@ -381,11 +423,12 @@ def _checked_start(ctx: FitContext, params: dict) -> np.ndarray | None:
     return start
 
 
-def _initial_centers(ctx: FitContext, start: np.ndarray | None = None) -> np.ndarray:
-    """The public start mapped into the unit box (clipped to it), else public sphere-packing centers."""
+def _initial_centers(ctx: FitContext, start: np.ndarray | None = None, centers: int | None = None) -> np.ndarray:
+    """The public start mapped into the unit box (clipped to it), else public sphere-packing centers (``centers``
+    of them, k by default)."""
     if start is None:
         return sphere_packing(
-            ctx.n_clusters,
+            centers or ctx.n_clusters,
             ctx.n_features,
             ctx.randomness.geometry(),
             progress=ctx.stage("placing the starting centers"),
@@ -455,6 +498,7 @@ FAR_ROWS = ("drop", "clip")  # a row beyond the step's radius: left out (the pap
 # ("shrinking") or of the diagonal over sqrt(k) ("per-cluster")
 RADII = ("paper", "shrinking", "per-cluster")
 FIRST_RADIUS, FINAL_RADIUS = 0.2, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
+MAX_OVERCLUSTER = 8  # overcluster's largest factor: centers per cluster in the first rounds
 PER_CLUSTER_RADII = (0.2, 0.05)  # radii="per-cluster"'s ends, in units of the diagonal over sqrt(k) (measured)
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
@@ -478,6 +522,7 @@ declare(
             "radii": Param(OneOf(RADII), "paper"),
             "first_radius": Param(Interval(1e-3, 1.0)),
             "final_radius": Param(Interval(1e-3, 1.0)),
+            "overcluster": Param(Integer(2, MAX_OVERCLUSTER)),
         },
     )
 )
@@ -575,8 +620,8 @@ def mean_start_spec(ctx: FitContext, share: float) -> Spec:
     return shared_pool("FastLloyd (mean start)", (lloyd, 1.0 - share), (mean, share))
 
 
-def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
-    """k centers about the rows' noisy mean, shrunk towards the box's center (``shrunk_mean``): below
+def mean_start(ctx: FitContext, plan: Plan, centers: int | None = None) -> np.ndarray:
+    """k (or ``centers``) centers about the rows' noisy mean, shrunk towards the box's center (``shrunk_mean``): below
     ``MEAN_START_MIN_D`` dimensions sphere packing pulled in by ``COMPACT_SCALE`` (:func:`compact`) and moved
     there; from it, at ``MEAN_START_RADIUS`` in public random directions.
 
@@ -595,10 +640,10 @@ def mean_start(ctx: FitContext, plan: Plan) -> np.ndarray:
         MEAN_START_PART,
     )
     mean = shrunk_mean(released["sum"][0], float(released["count"][0, 0]), float(np.max(released.std["sum"])))
-    rng = ctx.randomness.geometry()
+    rng, m = ctx.randomness.geometry(), centers or ctx.n_clusters
     if d < MEAN_START_MIN_D:
-        return np.clip(mean + compact(sphere_packing(ctx.n_clusters, d, rng)), -1.0, 1.0)
-    directions = rng.normal(size=(ctx.n_clusters, d))
+        return np.clip(mean + compact(sphere_packing(m, d, rng)), -1.0, 1.0)
+    directions = rng.normal(size=(m, d))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     return np.clip(mean + MEAN_START_RADIUS * directions, -1.0, 1.0)
 
@@ -670,12 +715,41 @@ def _fastlloyd_start(ctx: FitContext, params: dict) -> tuple[str, float | None, 
     """FastLloyd's start (``init``, its share, the greedy start if any) and its whole plan, a value."""
     _radius_ends(params)  # its options checked with the start's, before anything is planned
     init, share = _init_option(params, ctx.n_features)
+    _check_overcluster(params, init)
     if init == "greedy":  # one plan for both: checked as a whole before either releases
         start = greedy_start(ctx, share)
         return init, share, start, start.spec
     if init == "mean":
         return init, share, None, mean_start_spec(ctx, share)
     return init, share, None, lloyd_spec(ctx, "gaussian", "FastLloyd")
+
+
+def _check_overcluster(params: dict, init: str) -> None:
+    """``overcluster`` needs a start with as many centers as it likes and rounds to merge before; public
+    options only, refused before anything is planned."""
+    if params["overcluster"] is None:
+        return
+    if params[START] is not None or init == "greedy":
+        given = "a public start (init=<array>)" if params[START] is not None else "the greedy start"
+        raise ValueError(
+            f"overcluster starts from m k centers, and {given} gives k: use init 'sphere', 'compact', 'mean' or "
+            "'auto' with it, or drop overcluster"
+        )
+    if params["max_iter"] == 1:
+        raise ValueError("overcluster merges its cells after a round and moves the k centers after it: max_iter >= 2")
+
+
+def overclustered(params: dict, k: int, T: int) -> tuple[int, int | None]:
+    """(the centers of the first rounds, the round after which they are merged into k -- None: no merge):
+    ``overcluster`` k centers for all but the last ``merged_rounds(T)`` rounds (at least one).  Public values."""
+    if params["overcluster"] is None:
+        return k, None
+    return params["overcluster"] * k, max(T - merged_rounds(T), 1)
+
+
+def merged_rounds(T: int) -> int:
+    """The rounds of T that move the k merged centers: ``MERGED_SHARE`` of them, at least ``MIN_MERGED_ROUNDS``."""
+    return max(MIN_MERGED_ROUNDS, round(T * MERGED_SHARE))
 
 
 def fastlloyd_spec(ctx: FitContext) -> Spec:
@@ -692,15 +766,7 @@ def fastlloyd(ctx: FitContext) -> FitResult:
     init, share, start, spec = _fastlloyd_start(ctx, params)
     public_start = _checked_start(ctx, params)
     plan = ctx.oracle.open(spec)
-    if init in PUBLIC_INITS:
-        centers = _initial_centers(ctx, public_start)
     n = estimate_rows(ctx, plan)
-    if start is not None:
-        sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
-        centers = start.run(ctx, plan, sample_rate)
-    elif init == "mean":
-        centers = mean_start(ctx, plan)
-
     sigma = 1.0 / plan.allotment(LLOYD_PART).mu
     beta = 2.0 * math.sqrt(d)
     eta = fastlloyd_eta(d, k, alpha)
@@ -716,12 +782,27 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         T = max(estimate, MEAN_START_MIN_ITERATIONS)
     else:
         T = estimate
+    first_k, merge_after = overclustered(params, k, T)
+    if init in PUBLIC_INITS:
+        centers = _initial_centers(ctx, public_start, first_k)
+    elif start is not None:
+        sample_rate = start.sample_rate(ctx.budget.epsilon, k, n, plan)
+        centers = start.run(ctx, plan, sample_rate)
+    else:  # init == "mean"
+        centers = mean_start(ctx, plan, first_k)
     if init == "compact":  # (a public start, init=<array>, is the user's and never moved: refused with it)
         centers = compact(centers)
     radii = _radii(params, d, k, T, eta if strategy == "constant" else beta / 2.0, eta)
     steps = [fastlloyd_step(d, r, clip=params["far_rows"] == "clip") for r in radii]
     centers, done, sizes = run_lloyd(
-        ctx, plan, centers, steps, postprocess, reseed=params["reseed"], shrink=params["shrink"]
+        ctx,
+        plan,
+        centers,
+        steps,
+        postprocess,
+        reseed=params["reseed"],
+        shrink=params["shrink"],
+        merge_after=merge_after,
     )
     sigma_r = sigma * math.sqrt(spread) / (4.0 * d) ** 0.25
     sigma_c = sigma * math.sqrt(spread)
@@ -740,6 +821,8 @@ def fastlloyd(ctx: FitContext) -> FitResult:
         info["init"] = {"start": "compact sphere packing", "scale": COMPACT_SCALE}
     else:
         info["init"] = {"start": "sphere packing" if public_start is None else "public centers (init)"}
+    if merge_after is not None:
+        info["overcluster"] = {"centers": first_k, "merged after round": merge_after, "rounds": T}
     return FitResult(centers, done, n, info)
 
 
