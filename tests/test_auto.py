@@ -11,6 +11,7 @@ from privclust.algorithms.auto import (
     GREEDY_SIGNAL,
     GREEDY_START,
     GREEDY_START_SIGNAL,
+    OVERCLUSTER_MIN_K,
     OVERCLUSTER_SIGNAL,
     OVERCLUSTERED,
     PLANE_REFINED,
@@ -65,6 +66,8 @@ def test_fastlloyd_is_overclustered_from_its_signal_below_the_mean_starts_dimens
         chosen, why = choose(n, d, 3, 0.5, adaptive=True)
         assert chosen == OVERCLUSTERED and f">= {OVERCLUSTER_SIGNAL:g}" in why
         assert choose(n * 0.99, d, 3, 0.5, adaptive=True)[0] == "fastlloyd"
+    # two clusters have no third to be stuck between: plain FastLloyd
+    assert choose(n, 8, OVERCLUSTER_MIN_K - 1, 0.5, adaptive=True)[0] == "fastlloyd"
     # in d = 3 the greedy start takes over at the same signal; from the mean start's d = 32 FastLloyd stays plain
     assert choose(n, 3, 3, 0.5, adaptive=True)[0] == GREEDY_START
     assert choose(n, 32, 3, 0.5, adaptive=True)[0] == "fastlloyd"

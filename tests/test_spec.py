@@ -150,10 +150,10 @@ def test_a_stage_beyond_basic_compositions_split_is_held_to_the_union_of_its_opt
 @pytest.mark.parametrize(
     "d, k, expected",
     [
-        (3, 3, ["FastLloyd (mean start)", "FastLloyd (greedy start)"]),
+        (3, 3, ["FastLloyd (mean start)", "FastLloyd (greedy start)"]),  # d = 3: the greedy start from the signal
         (8, 3, ["FastLloyd (mean start)", "FastLloyd (mean start, overclustered)", "FastLloyd (greedy start)"]),
-        # k < EVOLVE_MIN_K in the plane: FastLloyd at every n, overclustered from its signal
-        (2, 2, ["FastLloyd (mean start)", "FastLloyd (mean start, overclustered)"]),
+        # k < EVOLVE_MIN_K in the plane: FastLloyd at every n (two clusters: never overclustered)
+        (2, 2, ["FastLloyd (mean start)"]),
         (2, 5, ["FastLloyd (mean start)", "FastLloyd (greedy start, in the plane)", "evolve"]),
     ],
 )

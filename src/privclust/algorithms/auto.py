@@ -28,12 +28,13 @@ rows themselves -- so it is post-processing of public values and releases:
 * d >= 4 and n epsilon / k >= ``GREEDY_START_SIGNAL``: the same greedy start -- in more
   dimensions the greedy needs far more rows per cluster before its centers are a better start
   than the sphere packing;
-* otherwise FastLloyd, which wins on small or high-dimensional data -- wherever it runs, below
-  ``MEAN_START_MIN_D`` dimensions and from n epsilon / k >= ``OVERCLUSTER_SIGNAL``, with overclustered
-  first rounds (``OVERCLUSTERED``: ``OVERCLUSTER`` k centers, their cells merged into k before the last
-  third of the rounds, ``lloyd.merged_rounds``).  With few, unequal clusters k clipped centers settle in a local
-  optimum in about a third of the fits (LSun at epsilon 1: 1.20x k-means++ -> 1.04x on tuning seeds);
-  below that signal the cells are too small for their noise and it lost as often as it won
+* otherwise FastLloyd, which wins on small or high-dimensional data -- below ``MEAN_START_MIN_D``
+  dimensions, with k >= ``OVERCLUSTER_MIN_K`` and from n epsilon / k >= ``OVERCLUSTER_SIGNAL``, with
+  overclustered first rounds (``OVERCLUSTERED``: ``OVERCLUSTER`` k centers, their cells merged into k
+  before the last third of the rounds, ``lloyd.merged_rounds``).  With few, unequal clusters k clipped
+  centers settle in a local optimum in about a third of the fits (LSun at epsilon 1: 1.18x k-means++ ->
+  1.05x on tuning seeds); below that signal the cells are too small for their noise and it lost as
+  often as it won, and with two clusters there is no such optimum to leave: it was level
   (docs/benchmarks.md, "Overclustered first rounds").
 
 FastLloyd always runs as ``lloyd.AUTO_FASTLLOYD``: rows beyond the radius clipped onto it, radii shrinking
@@ -103,6 +104,7 @@ __all__ = [
     "OVERCLUSTERED",
     "OVERCLUSTER",
     "OVERCLUSTER_SIGNAL",
+    "OVERCLUSTER_MIN_K",
     "REFINED_GREEDY_SHARE",
     "CHOICES",
     "MEAN_START",
@@ -119,6 +121,7 @@ EVOLVE_MIN_K = 4  # ... with at least this many clusters (at k <= 3 it lost by u
 EVOLVE_MIN_N = 300  # ... and this many rows (n: public or the noisy count): fewer leave its population too coarse
 GREEDY_START_SIGNAL = 10_000.0  # n epsilon / k from which the greedy's centers start FastLloyd best in d >= 4
 OVERCLUSTER_SIGNAL = 100.0  # n epsilon / k from which FastLloyd's first rounds are overclustered (below: mixed)
+OVERCLUSTER_MIN_K = 3  # ... with at least this many clusters (the local optimum it mends needs three)
 OVERCLUSTER = 2  # ... with this many centers per cluster
 GREEDY_START = "fastlloyd-greedy-start"
 OVERCLUSTERED = "fastlloyd-overclustered"
@@ -186,10 +189,11 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     first where the signal affords it."""
     chosen, why = _algorithm(n, d, k, epsilon, adaptive)
     signal = None if n is None else n * epsilon / k
-    if chosen == "fastlloyd" and d < MEAN_START_MIN_D and signal >= OVERCLUSTER_SIGNAL:
+    if chosen == "fastlloyd" and d < MEAN_START_MIN_D and k >= OVERCLUSTER_MIN_K and signal >= OVERCLUSTER_SIGNAL:
         return OVERCLUSTERED, (
-            f"{why}; with n epsilon / k = {signal:.3g} >= {OVERCLUSTER_SIGNAL:g} its first rounds move "
-            f"{OVERCLUSTER} k centers, merged into k before the last rounds: fewer fits end in a local optimum"
+            f"{why}; with k = {k} >= {OVERCLUSTER_MIN_K} and n epsilon / k = {signal:.3g} >= {OVERCLUSTER_SIGNAL:g} "
+            f"its first rounds move {OVERCLUSTER} k centers, merged into k before the last rounds: fewer fits end in "
+            "a local optimum"
         )
     return chosen, why
 
