@@ -33,9 +33,10 @@ rows themselves -- so it is post-processing of public values and releases:
   overclustered first rounds (``OVERCLUSTERED``: ``OVERCLUSTER`` k centers, their cells merged into k
   before the last third of the rounds, ``lloyd.merged_rounds``).  With few, unequal clusters k clipped
   centers settle in a local optimum in about a third of the fits (LSun at epsilon 1: 1.18x k-means++ ->
-  1.05x on tuning seeds); below that signal the cells are too small for their noise and it lost as
-  often as it won, and with two clusters there is no such optimum to leave: it was level
-  (docs/benchmarks.md, "Overclustered first rounds").
+  1.05x on tuning seeds); below that signal it was mixed (it won on most held-out mixtures from 50 and
+  cost House 3% at 61; below 50 the cells are too small for their noise), from d = 32 mixed too, and
+  with two clusters there is no such optimum to leave: it was level (docs/benchmarks.md,
+  "Overclustered first rounds").
 
 FastLloyd always runs as ``lloyd.AUTO_FASTLLOYD``: rows beyond the radius clipped onto it, radii shrinking
 over log2(n epsilon / k) rounds, the start about the rows' noisy mean (algorithms.lloyd).
@@ -188,8 +189,10 @@ def choose(n: float | None, d: int, k: int, epsilon: float, adaptive: bool) -> t
     """(one of ``CHOICES``, why) from public parameters: :func:`_algorithm`'s choice, FastLloyd overclustered
     first where the signal affords it."""
     chosen, why = _algorithm(n, d, k, epsilon, adaptive)
-    signal = None if n is None else n * epsilon / k
-    if chosen == "fastlloyd" and d < MEAN_START_MIN_D and k >= OVERCLUSTER_MIN_K and signal >= OVERCLUSTER_SIGNAL:
+    if chosen != "fastlloyd":  # (FastLloyd runs in several rounds only: n is then known)
+        return chosen, why
+    signal = n * epsilon / k
+    if d < MEAN_START_MIN_D and k >= OVERCLUSTER_MIN_K and signal >= OVERCLUSTER_SIGNAL:
         return OVERCLUSTERED, (
             f"{why}; with k = {k} >= {OVERCLUSTER_MIN_K} and n epsilon / k = {signal:.3g} >= {OVERCLUSTER_SIGNAL:g} "
             f"its first rounds move {OVERCLUSTER} k centers, merged into k before the last rounds: fewer fits end in "

@@ -119,8 +119,11 @@ def algorithm_params(ctx: FitContext, algorithm: str) -> dict:
     return {**{key: value for key, value in checked.items() if key != "params"}, **checked["params"]}
 
 
-def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Non-private weighted k-means of released points (post-processing); keeps the heaviest if at most k weigh."""
+def weighted_kmeans(
+    points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator, starts: int = 3
+) -> np.ndarray:
+    """Non-private weighted k-means of released points (post-processing), from ``starts`` k-means++ starts drawn
+    from the public ``rng``; keeps the heaviest if at most k weigh."""
     import warnings
 
     from sklearn.cluster import KMeans as SkKMeans
@@ -129,7 +132,7 @@ def weighted_kmeans(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
     heavy = np.flatnonzero(weights > 0)
     if heavy.size <= k:
         return points[np.argsort(-weights, kind="stable")[:k]]
-    model = SkKMeans(n_clusters=k, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
+    model = SkKMeans(n_clusters=k, n_init=starts, random_state=int(rng.integers(0, 2**31 - 1)))
     with warnings.catch_warnings(), one_thread():  # a few released points: threads cost more than they save
         warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate released points are expected
         return model.fit(points[heavy], sample_weight=weights[heavy]).cluster_centers_

@@ -113,7 +113,7 @@ Overclustered first rounds (``algorithm_params={"overcluster": m}``, what ``auto
 signal n eps / k is at least ``auto.OVERCLUSTER_SIGNAL``).  The first rounds move m k centers
 (the start's shape with m k points), whose released cells are then merged into k by weighted
 k-means on their centers, weighted by their noisy sizes (:func:`merge_cells`), and the last third
-of the rounds (at least 2: :func:`merged_rounds`) move those k.  Why: with rows clipped onto shrinking radii, k centers settle in a
+of the rounds (at least 2, and 1 of 2: :func:`merged_rounds`) move those k.  Why: with rows clipped onto shrinking radii, k centers settle in a
 local optimum in about a third of the fits on few, unequal clusters (two centers in one cluster,
 one between two others, which both pull it equally); m k cells leave every cluster at least one
 center, and the merge of a few dozen weighted points finds the k-clustering of the cells that
@@ -132,7 +132,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +142,17 @@ from ..privacy.budget import Budget
 from ..queries.base import Block, SumQuery, voronoi_query
 from ..queries.plan import ADAPTIVE, Part, Plan, Spec, shared_pool
 from ..queries.voronoi import VoronoiCells
-from .base import BASELINE, NEARLY_EMPTY, FitContext, FitResult, algorithm_params, count_part, estimate_rows, register
+from .base import (
+    BASELINE,
+    NEARLY_EMPTY,
+    FitContext,
+    FitResult,
+    algorithm_params,
+    count_part,
+    estimate_rows,
+    register,
+    weighted_kmeans,
+)
 from .greedy import GreedySpec, greedy_spec, run_greedy, sample_rate
 from .params import (
     ALPHA,
@@ -261,6 +270,8 @@ def run_lloyd(
     (unit box), the iterations run and the last release's noisy cell sizes (``cluster_sizes_``).
     ``shrink``: :func:`shrink_moves` on every update; ``reseed``: :func:`reseed_dead` between iterations;
     ``merge_after``: after that many iterations the centers (more than k) are merged into k (:func:`merge_cells`)."""
+    if merge_after is not None and stop_when_stable:
+        raise ValueError("a fit that merges its cells runs every planned round: it cannot stop when stable")
     done, counts = 0, None
     for t, step in enumerate(steps):
         released = plan.release(_step_query(centers, step, t), part, 1.0 / len(steps))
@@ -279,7 +290,7 @@ def run_lloyd(
             long = length > bound
             new[long] = centers[long] + move[long] * (bound / length[long])[:, None]
         new = _postprocess(new, postprocess)
-        if reseed and t + 1 < len(steps):
+        if reseed and t + 1 < len(steps) and merge_after != t + 1:  # merged cells need no reseeding
             new = reseed_dead(new, counts, released.std.get("count", 0.0), step, ctx.randomness.geometry())
         if merge_after == t + 1:
             new = merge_cells(new, counts, ctx.n_clusters, ctx.randomness.geometry())
@@ -370,19 +381,11 @@ MERGE_STARTS = 10  # the merge's k-means++ starts: a few dozen weighted points, 
 
 
 def merge_cells(centers: np.ndarray, sizes: np.ndarray, k: int, rng) -> np.ndarray:
-    """k centers from more released cells: weighted k-means (scikit-learn's, ``MERGE_STARTS`` k-means++ starts
-    drawn from the public ``rng``) on the cells' centers, each weighted by its noisy size (below zero: none).
-    Post-processing of released values and public randomness."""
-    from sklearn.cluster import KMeans as SkKMeans
-    from sklearn.exceptions import ConvergenceWarning
-
-    weights = np.maximum(sizes, 0.0) + 1e-9  # a noisy size below zero is an empty cell: no weight
-    with warnings.catch_warnings():  # cells clipped onto one corner: fewer distinct points than k, which is fine
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        fitted = SkKMeans(k, n_init=MERGE_STARTS, random_state=int(rng.integers(2**31))).fit(
-            centers, sample_weight=weights
-        )
-    return np.clip(fitted.cluster_centers_, -1.0, 1.0)
+    """k centers from more released cells: weighted k-means (``MERGE_STARTS`` k-means++ starts drawn from the
+    public ``rng``, one thread, so that federated parties merge alike) on the cells' centers, each weighted by
+    its noisy size (a cell whose size is at most zero weighs nothing; with at most k that weigh, the heaviest
+    k).  Post-processing of released values and public randomness."""
+    return np.clip(weighted_kmeans(centers, np.maximum(sizes, 0.0), k, rng, starts=MERGE_STARTS), -1.0, 1.0)
 
 
 def shrinking_radii(d: int, T: int, first: float, final: float) -> list[float]:
@@ -741,7 +744,8 @@ def _check_overcluster(params: dict, init: str) -> None:
 
 def overclustered(params: dict, k: int, T: int) -> tuple[int, int | None]:
     """(the centers of the first rounds, the round after which they are merged into k -- None: no merge):
-    ``overcluster`` k centers for all but the last ``merged_rounds(T)`` rounds (at least one).  Public values."""
+    ``overcluster`` k centers for all but the last ``merged_rounds(T)`` rounds, and at least the first (of two
+    rounds, one of each).  Public values."""
     if params["overcluster"] is None:
         return k, None
     return params["overcluster"] * k, max(T - merged_rounds(T), 1)
