@@ -451,6 +451,9 @@ def test_overcluster_options_are_checked_before_any_row_is_read(blobs, spy, para
     with pytest.raises(ValueError, match=message):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params=params, max_iter=max_iter).fit(blobs[0])
     assert spy == []
+
+
+def test_overcluster_refuses_a_public_start_before_any_row_is_read(blobs, spy):
     with pytest.raises(ValueError, match="a public start"):
         KMeans(3, bounds=(-1, 1), algorithm="fastlloyd", algorithm_params={"overcluster": 2}, init=blobs[0][:3]).fit(
             blobs[0]

@@ -109,18 +109,19 @@ rows.  On Spark the executors toss the coins on their cached chunks and cache
 the sample (``SparkRows.poisson_sample``), so there too the start's levels read
 only the kept rows.
 
-Overclustered first rounds (``algorithm_params={"overcluster": m}``, what ``auto`` runs where the
-signal n eps / k is at least ``auto.OVERCLUSTER_SIGNAL``).  The first rounds move m k centers
-(the start's shape with m k points), whose released cells are then merged into k by weighted
-k-means on their centers, weighted by their noisy sizes (:func:`merge_cells`), and the last third
-of the rounds (at least 2, and 1 of 2: :func:`merged_rounds`) move those k.  Why: with rows clipped onto shrinking radii, k centers settle in a
-local optimum in about a third of the fits on few, unequal clusters (two centers in one cluster,
-one between two others, which both pull it equally); m k cells leave every cluster at least one
-center, and the merge of a few dozen weighted points finds the k-clustering of the cells that
-Lloyd's steps could not reach; the last rounds then move k centers with k cells' noise.  Privacy:
-every round releases one Voronoi query, whatever its number of cells -- each row adds at most the
-radius to one cell's sum and 1 to its count -- so the plan, the noise and the argument above are
-unchanged; the merge reads only released sums, counts and public randomness (post-processing).
+Overclustered first rounds (``algorithm_params={"overcluster": m}``; ``auto`` runs m = 2 below
+``MEAN_START_MIN_D`` dimensions, with k >= 3 and n eps / k >= 100: ``auto.OVERCLUSTERED``).  The
+first rounds move m k centers (the start's shape with m k points), whose released cells are then
+merged into k by weighted k-means on their centers, weighted by their noisy sizes
+(:func:`merge_cells`), and the last third of the rounds (at least 2, and 1 of 2: :func:`merged_rounds`)
+move those k.  Why: with rows clipped onto shrinking radii, k centers settle in a local optimum in
+about a third of the fits on few, unequal clusters (two centers in one cluster, one between two
+others, which both pull it equally); m k cells leave every cluster at least one center, and the
+merge of a few dozen weighted points finds the k-clustering of the cells that Lloyd's steps could
+not reach; the last rounds then move k centers with k cells' noise.  Privacy: every round releases
+one Voronoi query, whatever its number of cells -- each row adds at most the radius to one cell's
+sum and 1 to its count -- so the plan, the noise and the argument above are unchanged; the merge
+reads only released sums, counts and public randomness (post-processing).
 Measured in docs/benchmarks.md ("Overclustered first rounds").
 
 Empty or tiny clusters: if a noisy count is at most ``min_count`` the center
@@ -377,6 +378,7 @@ def reseed_dead(centers: np.ndarray, counts: np.ndarray, count_std, step: LloydS
 # The rounds that move k centers after the overclustered ones are merged: a third of them, at least 2 (measured:
 # with many rounds the merged centers need more than 2 of the last, short radii to settle; Adult, Breast)
 MERGED_SHARE, MIN_MERGED_ROUNDS = 1.0 / 3.0, 2
+MAX_OVERCLUSTER = 8  # overcluster's largest factor: centers per cluster in the first rounds
 MERGE_STARTS = 10  # the merge's k-means++ starts: a few dozen weighted points, so many cost nothing
 
 
@@ -501,7 +503,6 @@ FAR_ROWS = ("drop", "clip")  # a row beyond the step's radius: left out (the pap
 # ("shrinking") or of the diagonal over sqrt(k) ("per-cluster")
 RADII = ("paper", "shrinking", "per-cluster")
 FIRST_RADIUS, FINAL_RADIUS = 0.2, 0.1  # the shrinking radii's ends, in units of the unit box's diagonal (measured)
-MAX_OVERCLUSTER = 8  # overcluster's largest factor: centers per cluster in the first rounds
 PER_CLUSTER_RADII = (0.2, 0.05)  # radii="per-cluster"'s ends, in units of the diagonal over sqrt(k) (measured)
 _START = Param(Centers())  # the user's public initial centers (init=<array>); None: the algorithm's own start
 _POSTPROCESS = OneOf(POSTPROCESS)
