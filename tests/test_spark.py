@@ -12,7 +12,7 @@ from privclust.geometry.private_box import DOMAIN_LABELS
 from privclust.privacy import PrivacyAccountant
 from privclust.privacy.budget import Budget
 from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
-from privclust.queries.spark import SparkRows, is_spark_frame, spark_session
+from privclust.queries.spark import SparkRows, is_local_master, is_spark_frame, spark_session
 from privclust.queries.voronoi import VoronoiCells
 
 # createDataFrame in these tests goes through PySpark's pandas checks; privclust's own path does not.
@@ -32,6 +32,17 @@ def spark():
         os.environ.pop("PYSPARK_PYTHON", None)
     else:
         os.environ["PYSPARK_PYTHON"] = previous
+
+
+def test_local_session_jvm_collects_without_adaptive_sizing(spark):
+    # The options reach the JVM the session started (not only its conf): its collectors are the parallel ones,
+    # and adaptive sizing, which grew the heap with the rows passing through, is off.
+    jvm = spark.sparkContext._jvm
+    collectors = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:-UseAdaptiveSizePolicy" in arguments
+    assert is_local_master("local[2]") and is_local_master("local") and not is_local_master("local-cluster[2,1,1024]")
 
 
 def _frame(spark, X, partitions=3):
