@@ -3,6 +3,7 @@
 import copy
 import math
 
+import numpy as np
 import pytest
 
 from privclust.privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
@@ -98,3 +99,47 @@ def test_report_lists_every_labelled_step():
 def test_deepcopy_shares_the_ledger():
     acc = PrivacyAccountant(Budget(1.0))
     assert copy.deepcopy(acc) is acc
+
+
+def _random_spends(rng) -> list[Spend]:
+    spends = []
+    for i in range(int(rng.integers(1, 8))):
+        relation = "replace-one" if rng.random() < 0.15 else "add/remove"
+        if rng.random() < 0.6:
+            spends.append(Spend(f"g{i}", mu=float(rng.uniform(0.0, 1.5)), relation=relation))
+        else:
+            delta = float(rng.choice([0.0, rng.uniform(0.0, 1e-6)]))
+            spends.append(Spend(f"p{i}", epsilon=float(rng.uniform(0.0, 0.8)), delta=delta, relation=relation))
+    return spends
+
+
+def test_the_check_without_a_root_search_decides_as_the_composed_epsilon_does():
+    # The accountant checks a release by the GDP part's delta at the epsilon left (one evaluation) instead of
+    # solving for the composed epsilon; away from the root search's tolerance both decide alike.
+    from privclust.privacy.budget import _guarantee, _within
+
+    rng = np.random.default_rng(7)
+    compared = 0
+    for _ in range(3000):
+        spends = _random_spends(rng)
+        delta = float(rng.choice([1e-8, 1e-6, 1e-3]))
+        limit = float(rng.uniform(0.05, 6.0))
+        epsilon, total_delta = _guarantee(spends, delta)
+        if abs(epsilon - limit) <= 1e-9 * limit:
+            continue
+        assert _within(spends, delta, limit, delta) == (epsilon <= limit and total_delta <= delta)
+        compared += 1
+    assert compared > 2900
+
+
+def test_a_gdp_budget_admits_its_own_mu_exactly_and_nothing_more():
+    budget = Budget(1.0, 1e-6)
+    mu = gdp_mu(1.0, 1e-6)
+    acc = PrivacyAccountant(budget)
+    acc.check([Spend("all", mu=mu)])  # gdp_mu is the largest mu within (1, 1e-6): admitted
+    with pytest.raises(BudgetExceededError):
+        acc.check([Spend("more", mu=mu * (1 + 1e-6))])
+    acc.spend_dp("pure", 0.5)  # half the epsilon gone: the same mu no longer fits, a mu that fits in 0.5 does
+    with pytest.raises(BudgetExceededError):
+        acc.check([Spend("all", mu=mu)])
+    acc.check([Spend("half", mu=gdp_mu(0.5, 1e-6))])

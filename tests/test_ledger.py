@@ -199,6 +199,23 @@ def test_a_later_check_grows_the_reservation_when_the_file_admits_it(tmp_path):
     assert [s.label for s in ledger.spends] == ["count", "the fit"]
 
 
+def test_a_grown_reservation_is_checked_against_the_file_as_others_left_it(tmp_path):
+    # A run's later check grows its reservation only if the file's budget admits the grown one.  The check used to
+    # reread the file, and so to weigh the reservation as it was before growing: another process's spend plus
+    # this run's second plan took the file to epsilon 2.79 against its budget of 2.
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(2.0, 1e-6))
+    with ledger.run(1.0, 1e-6) as run:
+        run.check([Spend("a small fit", mu=gdp_mu(0.2, 1e-6))])
+        LedgerAccountant(ledger.path).spend_dp("another process", 1.79)
+        before = ledger.path.read_text()
+        with pytest.raises(BudgetExceededError):
+            run.check([Spend("a larger plan", epsilon=1.0)])
+        assert ledger.path.read_text() == before  # the reservation did not grow
+        run.spend(Spend("a small fit", mu=gdp_mu(0.2, 1e-6)))  # what was reserved still fits
+    epsilon, _ = LedgerAccountant(ledger.path).guarantee()
+    assert epsilon <= 2.0 * (1 + 1e-9)
+
+
 def test_a_run_whose_first_check_plans_nothing_can_still_grow_its_reservation(tmp_path):
     # The first check shapes the reservation as an empty cover (reserved: []): the run is still open, and a
     # later spend grows it against the file -- it is not taken for a settled run.
