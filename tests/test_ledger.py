@@ -216,6 +216,39 @@ def test_a_grown_reservation_is_checked_against_the_file_as_others_left_it(tmp_p
     assert epsilon <= 2.0 * (1 + 1e-9)
 
 
+def test_a_run_accountant_kept_past_its_block_releases_nothing(tmp_path):
+    # Its reservation is settled when the block ends; a spend it approved after would reach no file (it used to:
+    # within the reservation's slack a check never asked the file, and its record stayed in the object).
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(1.0))
+    with ledger.run(1.0, 0.0) as run:
+        run.check([Spend("plan a", epsilon=0.9)])
+        run.spend(Spend("plan b", epsilon=0.1))
+    settled = ledger.path.read_text()
+    with pytest.raises(BudgetExceededError, match="run has ended"):
+        run.spend(Spend("after the block", epsilon=0.8))
+    with pytest.raises(BudgetExceededError, match="run has ended"):
+        run.check([Spend("after the block", epsilon=0.1)])
+    assert ledger.path.read_text() == settled and [s.label for s in run.spends] == ["plan b"]
+
+
+def test_a_spend_its_ledger_parent_refuses_is_not_kept_by_the_child(tmp_path, monkeypatch):
+    # Another process spends between the child's check and its record: the ledger refuses under its lock, and the
+    # child, which recorded first, used to report a release that never happened.
+    ledger = LedgerAccountant.create(tmp_path / "l.json", Budget(1.0))
+    child = PrivacyAccountant(Budget(1.0), parent=ledger)
+    checked = LedgerAccountant.check
+
+    def check_then_another_process_spends(self, planned):
+        checked(self, planned)
+        if not LedgerAccountant(self.path).spends:
+            LedgerAccountant(self.path).spend_dp("another process", 0.7)
+
+    monkeypatch.setattr(LedgerAccountant, "check", check_then_another_process_spends)
+    with pytest.raises(BudgetExceededError):
+        child.spend(Spend("a fit's step", epsilon=0.5))
+    assert child.spends == [] and [s.label for s in ledger.spends] == ["another process"]
+
+
 def test_a_run_whose_first_check_plans_nothing_can_still_grow_its_reservation(tmp_path):
     # The first check shapes the reservation as an empty cover (reserved: []): the run is still open, and a
     # later spend grows it against the file -- it is not taken for a settled run.
@@ -346,6 +379,16 @@ def test_a_ledger_edited_by_hand_is_refused(spent, tamper):
     with pytest.raises(LedgerError, match="fails its integrity check"):
         with opened.run(0.01, 0.0):
             raise AssertionError("the run started")
+
+
+def test_ledger_show_totals_a_tampered_ledger_holding_an_open_reservation(ledger):
+    # A killed run's reservation is a list of spends; the unchecked summary used to crash on it.
+    ledger.spend_dp("done", 0.25)
+    reserved = [{"label": "reserved by run-0", "epsilon": 0.5, "delta": 0.0}]  # as a run's, in the file's form
+    killed = {"id": "run-0", "time": "2026-11-28T00:00:00+00:00", "about": {}, "reserved": reserved, "spends": []}
+    _edit(ledger.path, lambda s: s["entries"].append(killed))  # outside privclust: the checksum no longer holds
+    shown = cli("ledger", "show", ledger.path, "--json")
+    assert shown.exit_code == 1 and json.loads(shown.stdout)["ledger"]["spent"]["epsilon"] == pytest.approx(0.75)
 
 
 @pytest.mark.parametrize("tamper", ["a NaN spend", "a removed entry", "an edited checksum"])

@@ -385,6 +385,48 @@ def test_stream_ledger_charges_the_horizon_once_and_refuses_an_older_state(tmp_p
     assert unledgered.exit_code == 2 and "--ledger" in unledgered.output
 
 
+@pytest.mark.parametrize("killed_in", ["record_stream_step", "write_whole"])
+def test_a_stream_run_killed_while_publishing_never_lets_an_older_state_publish_its_steps_again(
+    tmp_path, monkeypatch, killed_in
+):
+    # The ledger's step is recorded before the output and the state are written: killed while recording, nothing
+    # is out and the older state resumes; killed after, the older state is refused, whichever output it names.
+    # (The ledger used to be recorded last: killed there, the steps were out and the older state published them
+    # again, with fresh noise.)
+    import importlib
+    import shutil
+
+    from privclust.privacy.ledger import LedgerAccountant
+
+    stream_cli = importlib.import_module("privclust.cli.stream")  # the module: the package names its command alike
+
+    base = _events(tmp_path)
+    ledger = LedgerAccountant.create(tmp_path / "ledger.json", Budget(3.0, 1e-5))
+    state, out = tmp_path / "state.npz", tmp_path / "centers.jsonl"
+    common = base + ["--ledger", ledger.path, "--state", state]
+    assert _run(common + ["-o", out, "--until", "2"]).exit_code == 0
+    shutil.copy(state, tmp_path / "old.npz")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+
+    if killed_in == "record_stream_step":
+        monkeypatch.setattr(LedgerAccountant, "record_stream_step", killed)
+    else:
+        monkeypatch.setattr(stream_cli, "write_whole", killed)
+    assert _run(common + ["-o", out, "--until", "4"]).exit_code != 0
+    monkeypatch.undo()
+    assert _steps(out) == [1, 2]  # the killed run published nothing
+    shutil.copy(tmp_path / "old.npz", state)
+    again = _run(common + ["-o", tmp_path / "other.jsonl", "--until", "4"])
+    if killed_in == "record_stream_step":  # the ledger still says step 2: steps 3 and 4 are published once, now
+        assert again.exit_code == 0, again.output
+        assert _steps(tmp_path / "other.jsonl") == [3, 4]
+    else:  # the ledger says step 4: steps 3 and 4 are lost, never published twice
+        assert again.exit_code == 2 and "older state" in again.output
+        assert not (tmp_path / "other.jsonl").exists()
+
+
 def test_stream_without_ledger_refuses_a_state_older_than_its_output(tmp_path):
     import shutil
 

@@ -523,13 +523,13 @@ def _ledger_summary(ledger) -> Optional[dict]:
 def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
     """The summary of a ledger that failed its check, as far as its values allow (NaN where they do not)."""
     from ..privacy.budget import PrivacyAccountant
-    from ..privacy.ledger import _spend_from_json
+    from ..privacy.ledger import _reserved, _spend_from_json
 
     budget = state["budget"]
     try:
-        items = [i for e in state["entries"] for i in [*e["spends"], *([e["reserved"]] if e.get("reserved") else [])]]
+        items = [i for e in state["entries"] for i in [*e["spends"], *_reserved(e)]]
         epsilon, delta = PrivacyAccountant().guarantee(float(budget["delta"]), [_spend_from_json(i) for i in items])
-    except (KeyError, TypeError, ValueError):
+    except (AttributeError, KeyError, TypeError, ValueError):
         epsilon = delta = float("nan")
     return {
         "file": str(path),

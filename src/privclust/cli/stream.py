@@ -181,18 +181,20 @@ def stream(
                     progress.advance(task)
         except (ValueError, BudgetExceededError) as exc:
             fail(str(exc))
-    # Published in this order -- the output, the state, the ledger's step -- so a crash between two of them
-    # leaves a state at most as new as what was published: the next run is refused, never a replay.
+    # Published in this order -- the ledger's step, the output, the state -- so a crash between two of them
+    # leaves a state at most as new as what the ledger (or, without one, the output) says was published: the next
+    # run is refused, never a replay, whichever output it writes to (the steps in between are lost, not published
+    # twice).
+    if accounts is not None:
+        try:
+            accounts.record_stream_step(model.run_id_, model.step_)
+        except ValueError as exc:  # the ledger became unreadable meanwhile: nothing is published
+            fail(f"{exc}; steps {model.step_ - len(lines) + 1}..{model.step_} were not published")
     previous = output.read_text(encoding="utf-8") if resume and output.exists() else ""
     text = previous + "\n".join(lines) + "\n"
     write_whole(output, lambda staged: staged.write_text(text, encoding="utf-8"))
     if state is not None:
         model.save(state)
-    if accounts is not None:
-        try:
-            accounts.record_stream_step(model.run_id_, model.step_)
-        except ValueError as exc:  # the ledger became unreadable meanwhile: the steps are out, say so
-            fail(f"{exc}; steps up to {model.step_} were published to {output} but not recorded in the ledger")
     spent = model.privacy_spent_
     console.print(
         f"steps {model.step_ - len(lines) + 1}..{model.step_} published to {output}; the whole horizon spends {spent}"

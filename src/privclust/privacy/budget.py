@@ -355,9 +355,9 @@ class PrivacyAccountant:
 
     def _record(self, spend: Spend) -> None:
         self._refuse_if_copied()
-        self._spends.append(spend)
-        if self.parent is not None:
+        if self.parent is not None:  # first: a ledger parent checks again under its file's lock, and may refuse
             self.parent._record(spend)
+        self._spends.append(spend)
 
     def spend_gdp(self, label: str, mu: float) -> None:
         self.spend(Spend(label=label, mu=float(mu)))

@@ -54,6 +54,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from . import budget as _budget
 from .budget import ADD_REMOVE, Budget, BudgetExceededError, Cover, PrivacyAccountant, PrivacyReport, Spend
 from .gdp import gdp_mu
 
@@ -250,7 +251,11 @@ class LedgerAccountant(PrivacyAccountant):
         try:
             yield collector
         finally:
-            self._settle(entry_id, collector.spends)
+            # No check or spend of the run is in flight while it settles, and none is admitted after: the
+            # accountant may outlive the block, and a spend it approved then would reach no file.
+            with _budget._spending, collector._lock:
+                collector._closed = True
+                self._settle(entry_id, collector.spends)
 
     def _reshape(self, entry_id: str, cover: "Cover") -> None:
         """Replace the open run ``entry_id``'s reservation by ``cover``, if the file's budget admits it."""
@@ -489,10 +494,24 @@ class _LedgerRun(PrivacyAccountant):
         self._ledger, self._entry_id, self._reserved = ledger, entry_id, reserved
         self._placeholder = True  # the request's shape, until the run checks its first plan
         self._lock = threading.RLock()  # a check reads and replaces the reservation: one thread at a time
+        self._closed = False  # the run's block has ended: its spends are settled in the file
 
     def check(self, planned: Iterable[Spend]) -> None:
         with self._lock:
+            self._refuse_if_closed()
             self._check(list(planned))
+
+    def _record(self, spend: Spend) -> None:
+        with self._lock:
+            self._refuse_if_closed()
+            super()._record(spend)
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise BudgetExceededError(
+                "this ledger run has ended (its with block closed) and its spends are settled in the file: its "
+                "accountant releases nothing more; start another run; nothing was released"
+            )
 
     def _check(self, planned: list[Spend]) -> None:
         if any(s.relation != ADD_REMOVE for s in planned):
