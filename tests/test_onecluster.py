@@ -1,6 +1,7 @@
 """1-cluster (Nissim, Stemmer & Vadhan 2016): the L statistic, GoodRadius/GoodCenter, one_cluster, onecluster k-means, sample-and-aggregate."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from privclust import KMeans, one_cluster, sample_and_aggregate
 from privclust.algorithms import onecluster as oc
 from privclust.bench.onecluster import planted
 from privclust.privacy.budget import Budget, PrivacyAccountant
+from privclust.privacy.leaks import PrivacyLeakWarning
 
 
 def brute_force_L(points, t, r):
@@ -105,6 +107,17 @@ def test_outlier_mask_needs_balls():
     model = KMeans(2, bounds=(-1, 1), random_state=0).fit(np.random.default_rng(0).uniform(-1, 1, (300, 2)))
     with pytest.raises(AttributeError, match="onecluster"):
         model.outlier_mask(np.zeros((2, 2)))
+
+
+def test_outlier_mask_flags_a_row_beyond_the_squares_range_without_a_warning_only_it_would_raise():
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(0.3, 0.05, (2_000, 2)), [[1e200, -1e200]]])
+    model = KMeans(1, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="onecluster", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # an overflow's warning would tell the row was there
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # the seeded noise's notice, raised whatever the rows
+        model.fit(X)
+        assert model.outlier_mask(X)[-1] and model.outliers_[-1]
 
 
 def test_sample_and_aggregate_estimates_a_robust_mean():

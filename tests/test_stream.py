@@ -427,6 +427,31 @@ def test_a_stream_run_killed_while_publishing_never_lets_an_older_state_publish_
         assert not (tmp_path / "other.jsonl").exists()
 
 
+def test_stream_dropna_treats_a_row_missing_its_step_as_any_dropped_row(tmp_path):
+    # --dropna is a rule per row: the row missing its step is dropped, and the column it left as floats is still
+    # read as whole steps (it used to refuse the whole file: its fate hung on one row).
+    plain = _run(_events(tmp_path) + ["-o", tmp_path / "plain.jsonl", "--dropna"])
+    assert plain.exit_code == 0, plain.output
+    missing = _run(
+        _events(tmp_path, extra=[(None, "insert", 0.5, 0.5)]) + ["-o", tmp_path / "missing.jsonl", "--dropna"]
+    )
+    assert missing.exit_code == 0, missing.output
+    assert (tmp_path / "plain.jsonl").read_text() == (tmp_path / "missing.jsonl").read_text()
+    (tmp_path / "half.csv").write_text("step,op,x,y\n1.5,insert,0.1,0.2\n")
+    half = _run(["stream", tmp_path / "half.csv", "-k", "2", "--horizon", "3", "--bounds=-1,1", "-o", tmp_path / "h"])
+    assert half.exit_code == 2 and "must hold integers" in half.output
+
+
+def test_stream_publishes_from_a_header_alone_as_from_its_one_row_neighbour(tmp_path):
+    # An empty data set neighbours every one-row one: refusing it would say n = 0 (its columns come back untyped).
+    args = ["-k", "2", "--horizon", "3", "--bounds=-1,1", "--seed", "1"]
+    for name, text in (("none", "step,op,x,y\n"), ("one", "step,op,x,y\n2,insert,0.5,0.5\n")):
+        (tmp_path / f"{name}.csv").write_text(text)
+        done = _run(["stream", tmp_path / f"{name}.csv", *args, "-o", tmp_path / f"{name}.jsonl"])
+        assert done.exit_code == 0, done.output
+        assert _steps(tmp_path / f"{name}.jsonl") == [1, 2, 3]
+
+
 def test_stream_without_ledger_refuses_a_state_older_than_its_output(tmp_path):
     import shutil
 

@@ -464,8 +464,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         if not hasattr(self, "radii_"):
             raise AttributeError(f"outliers need the balls of algorithm='onecluster', not {self.algorithm!r}")
         outside = np.ones(X.shape[0], dtype=bool)
-        for center, radius in zip(self.cluster_centers_, self.radii_):
-            outside &= np.linalg.norm(X - center, axis=1) > radius
+        # A row beyond ~1e154 overflows its distance to infinity -- outside, rightly -- and must not raise a warning
+        # that only such a row would raise
+        with np.errstate(over="ignore", invalid="ignore"):
+            for center, radius in zip(self.cluster_centers_, self.radii_):
+                outside &= np.linalg.norm(X - center, axis=1) > radius
         return outside
 
     def _assign(self, X: np.ndarray) -> tuple[np.ndarray, float]:

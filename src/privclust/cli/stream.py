@@ -29,14 +29,34 @@ def read_events(
     frame = read_frame(path, header=header, sep=sep, dropna=dropna)
     if frame.shape[1] < 3:
         raise ValueError(f"{path} needs columns (step, op, feature...), got {frame.shape[1]} columns")
-    steps = frame.iloc[:, 0].to_numpy()
-    if not np.issubdtype(steps.dtype, np.integer):
+    steps = _integer_steps(frame.iloc[:, 0])
+    if steps is None:
         raise ValueError(f"{path}: the first column (the step) must hold integers")
     ops = frame.iloc[:, 1].astype(str).str.strip().str.lower()
     sign = np.where(ops.isin(INSERT), 1, np.where(ops.isin(DELETE), -1, 0))
     if np.any(sign == 0):
         raise ValueError(f"{path}: the second column (the op) must be insert/delete (or +/-)")
-    return steps.astype(np.int64), sign, check_data(frame.iloc[:, 2:], what=str(path))
+    features = frame.iloc[:, 2:]
+    if len(frame) == 0:  # a header alone: its columns come back untyped, and no value of them is non-numeric
+        features = features.astype(np.float64)
+    return steps, sign, check_data(features, what=str(path))
+
+
+def _integer_steps(column) -> np.ndarray | None:
+    """The step column as int64, or None unless every value is a whole number -- judged by the values, never by
+    the column's type: a missing step that ``--dropna`` dropped leaves a float column, and no rows at all an object
+    one, and a per-row rule must not make the whole file's fate depend on one row (nor may an empty file be told
+    from its one-row neighbour)."""
+    import pandas as pd
+
+    values = column.to_numpy()
+    if np.issubdtype(values.dtype, np.integer):
+        return values.astype(np.int64)
+    if values.dtype == bool:
+        return None
+    numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    whole = np.isfinite(numbers) & (numbers == np.round(numbers)) & (np.abs(numbers) <= 2.0**53)
+    return numbers.astype(np.int64) if bool(np.all(whole)) else None
 
 
 def _last_published(path: Path) -> int:
