@@ -457,8 +457,8 @@ def test_memory_bench_measures_each_command_in_its_own_process(tmp_path):
     assert [r["command"].split(",")[0] for r in rows] == [
         "interpreter with the imports",
         "fit",
-        "local aggregate",
         "local shuffle",
+        "local aggregate",  # on the shuffler's output: what a shuffle protocol's server takes
     ]
     assert rows[1]["array_bytes"] == 3000 * 3 * 8 and rows[2]["input_bytes"] == 13 + 27 * 2000
     assert all(r["peak_rss"] >= r["peak_anon"] > 0 and r["above_base"] >= 0 for r in rows)

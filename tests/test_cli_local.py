@@ -72,9 +72,35 @@ def test_a_duplicated_batch_is_refused_by_the_shuffler_and_the_server(tmp_path):
     assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / "a.bin").exit_code == 0
     out = run("shuffle", tmp_path / "a.bin", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "s.bin")
     assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "s.bin").exists()
-    out = run("aggregate", tmp_path / "a.bin", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "c.csv")
+    assert run("shuffle", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "s.bin").exit_code == 0
+    out = run("aggregate", tmp_path / "s.bin", tmp_path / "s.bin", "-p", protocol, "-o", tmp_path / "c.csv")
     assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "c.csv").exists()
     assert "Traceback" not in out.output
+
+
+def test_a_shuffle_protocols_server_takes_only_the_shufflers_output(tmp_path):
+    # The amplified guarantee holds for shuffled reports only: a device's batch (linkable to its device) is
+    # refused by the server before any report is tallied, and a shuffled batch by the shuffler.  A local protocol's
+    # server takes either: each report is epsilon-LDP wherever it went.
+    for shuffle in (True, False):
+        protocol = tmp_path / f"protocol-{shuffle}.json"
+        args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 2000, "-o", protocol)
+        assert run("init", *args, *(["--shuffle"] if shuffle else [])).exit_code == 0
+        np.save(tmp_path / "points.npy", blobs(2000))
+        device, shuffled = tmp_path / f"r-{shuffle}.bin", tmp_path / f"s-{shuffle}.bin"
+        assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", device).exit_code == 0
+        assert run("shuffle", device, "-p", protocol, "-o", shuffled).exit_code == 0
+        out = run("shuffle", shuffled, "-p", protocol, "-o", tmp_path / "again.bin")
+        assert out.exit_code == 2 and "already shuffled" in out.output and not (tmp_path / "again.bin").exists()
+        out = run("aggregate", device, "-p", protocol, "-o", tmp_path / "c.csv")
+        if shuffle:
+            assert out.exit_code == 2 and "did not pass the shuffler" in out.output
+            assert not (tmp_path / "c.csv").exists() and "Traceback" not in out.output
+        else:
+            assert out.exit_code == 0, out.output
+            (tmp_path / "c.csv").unlink()
+        assert run("aggregate", shuffled, "-p", protocol, "-o", tmp_path / "c.csv").exit_code == 0
+        (tmp_path / "c.csv").unlink()
 
 
 def test_aggregating_fewer_reports_than_planned_is_refused_unless_the_weaker_guarantee_is_accepted(tmp_path):
@@ -82,7 +108,8 @@ def test_aggregating_fewer_reports_than_planned_is_refused_unless_the_weaker_gua
     args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 200_000, "--shuffle", "-o", protocol)
     assert run("init", *args).exit_code == 0
     np.save(tmp_path / "points.npy", blobs(1000))
-    assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / "r.bin").exit_code == 0
+    assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / "d.bin").exit_code == 0
+    assert run("shuffle", tmp_path / "d.bin", "-p", protocol, "-o", tmp_path / "r.bin").exit_code == 0
     out = run("aggregate", tmp_path / "r.bin", "-p", protocol, "-o", tmp_path / "c.csv", "--json")
     assert out.exit_code == 2 and "epsilon=7.7" in out.output and "--accept-weaker" in out.output
     assert not (tmp_path / "c.csv").exists()

@@ -328,13 +328,21 @@ def test_more_reports_than_the_protocols_users_are_refused():
         Aggregator(protocol).add(Randomizer(protocol).reports(np.zeros((1001, 2))))
 
 
+def _shuffled(protocol, batch):
+    """The shuffler's output for the devices' ``batch``: its records permuted, in a shuffled batch's bytes."""
+    from privclust.local import decode_reports, encode_reports
+    from privclust.shuffle import Shuffler
+
+    return encode_reports(protocol, Shuffler().shuffle(decode_reports(protocol, batch, shuffled=False)), shuffled=True)
+
+
 def test_a_shuffle_protocol_states_the_guarantee_of_the_reports_it_received():
     from privclust.shuffle import shuffle_epsilon
 
     protocol = Protocol.for_shuffle(1.0, 1e-6, 200_000, n_clusters=2, n_features=2, bounds=[-1, 1], seed=3)
     X, _ = blobs(1000)
     aggregator = Aggregator(protocol)
-    aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    aggregator.add(_shuffled(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X)))
     real = shuffle_epsilon(protocol.epsilon, 1000, 1e-6)
     assert real > 7  # 1,000 reports hide little: about the local epsilon_0, nowhere near the declared 1
     with pytest.raises(ValueError, match=r"1,000 reports of the planned 200,000 give only central \(epsilon=7\.7"):
@@ -349,7 +357,11 @@ def test_a_full_shuffle_round_meets_its_declared_guarantee_without_an_override()
     X, _ = blobs(20_000)
     protocol = Protocol.for_shuffle(1.0, 1e-6, len(X), n_clusters=4, n_features=2, bounds=[-1, 1], seed=2)
     aggregator = Aggregator(protocol)
-    aggregator.add(Randomizer(protocol, np.random.default_rng(0)).reports(X))
+    devices = Randomizer(protocol, np.random.default_rng(0)).reports(X)
+    with pytest.raises(ValueError, match="did not pass the shuffler"):  # a device's batch, linkable: nothing tallied
+        aggregator.add(devices)
+    assert aggregator.received == 0
+    aggregator.add(_shuffled(protocol, devices))
     result = aggregator.release()
     assert result.privacy_spent.epsilon == pytest.approx(1.0) and not result.accepted_weaker
 

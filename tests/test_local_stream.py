@@ -205,6 +205,18 @@ def deployed(tmp_path, monkeypatch):
     return tmp_path, protocol, scratch
 
 
+def _inputs(folder, command, names="ab"):
+    """The shuffler takes the devices' batches; a shuffle protocol's server the shuffler's output (``served``)."""
+    return [folder / (f"{n}.bin" if command == "shuffle" else f"served-{n}.bin") for n in names]
+
+
+def _served(folder, protocol):
+    """Each device batch of ``folder`` as the shuffler's output (marked shuffled), for the server's commands."""
+    for name in "ab":
+        records = decode_reports(protocol, (folder / f"{name}.bin").read_bytes(), shuffled=False)
+        (folder / f"served-{name}.bin").write_bytes(encode_reports(protocol, records, shuffled=True))
+
+
 def test_cli_shuffle_streams_a_permutation_of_every_report(deployed):
     folder, protocol, scratch = deployed
     out = run("shuffle", folder / "a.bin", folder / "b.bin", "-p", folder / "protocol.json", "-o", folder / "s.bin")
@@ -223,8 +235,9 @@ def test_cli_refuses_a_report_replayed_in_the_last_chunk(deployed):
     records = decode_reports(protocol, (folder / "b.bin").read_bytes()).copy()
     records[-1] = decode_reports(protocol, (folder / "a.bin").read_bytes())[0]
     (folder / "b.bin").write_bytes(encode_reports(protocol, records))
+    _served(folder, protocol)
     for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
-        out = run(command, folder / "a.bin", folder / "b.bin", "-p", folder / "protocol.json", "-o", folder / output)
+        out = run(command, *_inputs(folder, command), "-p", folder / "protocol.json", "-o", folder / output)
         assert out.exit_code == 2 and "1 reports repeat a nonce" in out.output, out.output
         assert not (folder / output).exists()
     assert list(scratch.iterdir()) == []
@@ -239,8 +252,9 @@ def test_ctrl_c_mid_stream_exits_with_a_message_and_writes_nothing(deployed, mon
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ReportFile, "chunks", interrupted)
+    _served(folder, protocol)
     for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
-        out = run(command, folder / "a.bin", folder / "b.bin", "-p", folder / "protocol.json", "-o", folder / output)
+        out = run(command, *_inputs(folder, command), "-p", folder / "protocol.json", "-o", folder / output)
         assert out.exit_code == 130 and "interrupted: no output file was written" in out.output
         assert not (folder / output).exists()
         assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
@@ -293,8 +307,9 @@ def test_a_full_disk_fails_cleanly(deployed, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(NonceSpill, "stage", full)
+    _served(folder, protocol)
     for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
-        out = run(command, folder / "a.bin", "-p", folder / "protocol.json", "-o", folder / output)
+        out = run(command, *_inputs(folder, command, "a"), "-p", folder / "protocol.json", "-o", folder / output)
         said = " ".join(out.output.split())  # the console wraps long lines
         assert out.exit_code == 2 and "No space left on device" in said and "TMPDIR" in said
         assert not (folder / output).exists() and "Traceback" not in out.output
@@ -348,7 +363,8 @@ def test_the_cli_aggregate_closes_its_aggregator(deployed, monkeypatch):
     real = Aggregator.close
     monkeypatch.setattr(Aggregator, "close", lambda self: closed.append(self._spill is not None) or real(self))
     args = ("-p", folder / "protocol.json", "-o", folder / "c.csv", "--accept-weaker")
-    out = run("aggregate", folder / "a.bin", folder / "b.bin", *args)
+    _served(folder, protocol)
+    out = run("aggregate", *_inputs(folder, "aggregate"), *args)
     assert out.exit_code == 0, out.output
     assert closed == [True]  # the spill was open until the command closed it
 

@@ -211,11 +211,20 @@ def run(
         if users:
             protocol, reports = _write_reports(folder, users, seed)
             size = reports.stat().st_size
-            for name, output in (("aggregate", outputs / "centers.csv"), ("shuffle", outputs / "shuffled.bin")):
-                args = ["-m", "privclust", "local", name, str(reports), "-p", str(protocol), "-o", str(output)]
+            # The shuffler's output is what a shuffle protocol's server takes: kept aside for the aggregate's runs
+            served = outputs / "served.bin"
+            for name, given, output in (
+                ("shuffle", reports, outputs / "shuffled.bin"),
+                ("aggregate", served, outputs / "centers.csv"),
+            ):
+                args = ["-m", "privclust", "local", name, str(given), "-p", str(protocol), "-o", str(output)]
                 measured = measure(args, source)
-                output.unlink()
+                if name == "shuffle":
+                    output.replace(served)
+                else:
+                    output.unlink()
                 record({"command": f"local {name}, {users:,} reports", "input_bytes": size, **measured}, args, output)
+            served.unlink()
     for row in results:
         row["above_base"] = max(0, row["peak_anon"] - base["peak_anon"])
         row["base_anon"] = base["peak_anon"]

@@ -119,11 +119,12 @@ def _report_files(inputs: list[Path]) -> list[Path]:
     return files
 
 
-def _opened(protocol, inputs: list[Path]) -> list:
-    """The report files given, each refused (before any report is read) unless it is a whole batch for ``protocol``."""
+def _opened(protocol, inputs: list[Path], shuffled: bool | None) -> list:
+    """The report files given, each refused (before any report is read) unless it is a whole batch for ``protocol``
+    of the kind ``shuffled`` names (``ReportFile.open``)."""
     from ..local import ReportFile
 
-    return [ReportFile.open(protocol, path) for path in _report_files(inputs)]
+    return [ReportFile.open(protocol, path, shuffled) for path in _report_files(inputs)]
 
 
 def _io_failure(exc: OSError) -> str:
@@ -161,7 +162,7 @@ def shuffle_reports(
     check_output(output)
     with interrupts_reported(), StagedFiles() as staged:
         try:
-            files = _opened(protocol, inputs)
+            files = _opened(protocol, inputs, shuffled=False)
             total = sum(f.reports for f in files)
             check_report_count(protocol, total)  # the shuffler neither duplicates nor adds
             with NonceSpill(total) as nonces, open(staged.reserve(output), "wb") as out:
@@ -177,7 +178,7 @@ def shuffle_reports(
                     if repeated:
                         raise repeated_nonces(repeated)
 
-                out.write(report_header(protocol))
+                out.write(report_header(protocol, shuffled=True))
                 Shuffler().shuffle_stream(batches(), total, out.write, before_writing=no_repeats)
         except ValueError as exc:
             fail(str(exc))
@@ -205,13 +206,13 @@ def aggregate(
     Streamed: the reports are tallied a chunk at a time and their nonces checked on disk
     (Aggregator.add_stream), so the inputs may be larger than memory."""
     from ..io import write_points
-    from ..local import Aggregator
+    from ..local import Aggregator, served_batches
 
     protocol = _protocol(protocol_file)
     check_output(output)
     with interrupts_reported(), Aggregator(protocol) as aggregator:  # its nonce files freed when done
         try:
-            files = _opened(protocol, inputs)
+            files = _opened(protocol, inputs, served_batches(protocol))
             stream = (records for f in files for records in f.chunks())
             aggregator.add_stream(stream, expected=sum(f.reports for f in files))
             result = aggregator.release(accept_weaker=accept_weaker)

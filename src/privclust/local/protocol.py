@@ -68,11 +68,15 @@ __all__ = [
     "check_report_count",
     "repeated_nonces",
     "report_header",
+    "served_batches",
     "ReportFile",
     "WeakerGuaranteeError",
 ]
 
 MAGIC, FORMAT = b"PCLR", 2
+# The shuffler's output starts with a magic of its own: a shuffle protocol's guarantee is the shuffled reports', so
+# its server takes only batches that passed the shuffler (a device's batch is linkable to its device)
+SHUFFLED_MAGIC = b"PCLS"
 HEADER_BYTES = len(MAGIC) + 1 + 8
 
 
@@ -277,20 +281,37 @@ def check_report_count(protocol: "Protocol", total: int) -> None:
         )
 
 
-def report_header(protocol: Protocol) -> bytes:
-    """What a batch of ``protocol``'s reports starts with (the records follow)."""
-    return MAGIC + bytes([FORMAT]) + protocol.fingerprint
+def report_header(protocol: Protocol, shuffled: bool = False) -> bytes:
+    """What a batch of ``protocol``'s reports starts with (the records follow): a device's batch, or (``shuffled``)
+    the shuffler's output."""
+    return (SHUFFLED_MAGIC if shuffled else MAGIC) + bytes([FORMAT]) + protocol.fingerprint
 
 
-def encode_reports(protocol: Protocol, records: np.ndarray) -> bytes:
-    return report_header(protocol) + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+def encode_reports(protocol: Protocol, records: np.ndarray, shuffled: bool = False) -> bytes:
+    return report_header(protocol, shuffled) + np.ascontiguousarray(records, dtype=REPORT).tobytes()
 
 
-def _check_header(protocol: Protocol, head: bytes, body_bytes: int) -> int:
+def served_batches(protocol: Protocol) -> bool | None:
+    """What the server of ``protocol`` takes: only the shuffler's output (True) for a shuffle protocol -- whose
+    guarantee holds only for reports that passed it --, any batch (None) for a local one (each report is
+    epsilon-LDP wherever it went)."""
+    return True if protocol.shuffle is not None else None
+
+
+def _check_header(protocol: Protocol, head: bytes, body_bytes: int, shuffled: bool | None = None) -> int:
     """The number of reports of a batch starting with ``head`` and holding ``body_bytes`` after its header,
-    refused unless it was made for ``protocol`` and holds a whole number of reports."""
-    if len(head) < HEADER_BYTES or head[:4] != MAGIC:
+    refused unless it was made for ``protocol`` and holds a whole number of reports; ``shuffled``: True to take
+    only the shuffler's output, False only devices' batches, None either."""
+    if len(head) < HEADER_BYTES or head[:4] not in (MAGIC, SHUFFLED_MAGIC):
         raise ValueError("not a batch of privclust local reports (bad header)")
+    if shuffled and head[:4] != SHUFFLED_MAGIC:
+        raise ValueError(
+            "these reports did not pass the shuffler (a device's batch): a shuffle protocol's server takes only the "
+            "shuffler's output (privclust local shuffle), since the amplified guarantee holds only for shuffled "
+            "reports; nothing was tallied"
+        )
+    if shuffled is False and head[:4] == SHUFFLED_MAGIC:
+        raise ValueError("these reports were already shuffled: the shuffler takes the devices' batches")
     if head[4] != FORMAT:
         raise ValueError(f"report format {head[4]} is not supported (this privclust reads format {FORMAT})")
     if head[5:HEADER_BYTES] != protocol.fingerprint:
@@ -300,9 +321,10 @@ def _check_header(protocol: Protocol, head: bytes, body_bytes: int) -> int:
     return body_bytes // REPORT.itemsize
 
 
-def decode_reports(protocol: Protocol, data: bytes) -> np.ndarray:
-    """The records of a batch of reports, refused unless they were made for ``protocol``."""
-    _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES)
+def decode_reports(protocol: Protocol, data: bytes, shuffled: bool | None = None) -> np.ndarray:
+    """The records of a batch of reports, refused unless they were made for ``protocol`` (and, with ``shuffled``,
+    unless they are -- True -- or are not -- False -- the shuffler's output)."""
+    _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES, shuffled)
     return np.frombuffer(data[HEADER_BYTES:], dtype=REPORT)
 
 
@@ -318,8 +340,9 @@ class ReportFile:
     reports: int  # how many it holds (public: one per user)
 
     @classmethod
-    def open(cls, protocol: Protocol, path: str | Path) -> "ReportFile":
-        """The file at ``path``, refused (before any report is read) unless it is a whole batch for ``protocol``."""
+    def open(cls, protocol: Protocol, path: str | Path, shuffled: bool | None = None) -> "ReportFile":
+        """The file at ``path``, refused (before any report is read) unless it is a whole batch for ``protocol``
+        (and, with ``shuffled``, of the kind it names: :func:`decode_reports`)."""
         path = Path(path)
         try:
             with open(path, "rb") as batch:
@@ -327,7 +350,7 @@ class ReportFile:
         except OSError as exc:
             raise ValueError(f"cannot read the reports {path}: {exc.strerror or exc}") from None
         try:
-            return cls(path, _check_header(protocol, head, size - HEADER_BYTES))
+            return cls(path, _check_header(protocol, head, size - HEADER_BYTES, shuffled))
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 
@@ -457,7 +480,10 @@ class Aggregator:
         reports past the protocol's users, repeats a nonce, or holds a forged field is refused whole (the
         tallies stay as they were)."""
         self._open()
-        records = decode_reports(self.protocol, batch) if isinstance(batch, (bytes, bytearray)) else batch
+        if isinstance(batch, (bytes, bytearray)):  # a shuffle protocol's server takes the shuffler's output only
+            records = decode_reports(self.protocol, batch, served_batches(self.protocol))
+        else:  # records: the caller vouches for where they came from
+            records = batch
         records = np.asarray(records, dtype=REPORT)
         tallies = self.round.tally(records)  # refuses a forged field
         check_reports(self.protocol, records, self.received, self._nonces, self._spill)  # the count, the nonces
