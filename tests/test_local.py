@@ -22,6 +22,7 @@ from privclust.local import (
 from privclust.local.frequency import hash_functions_for
 from privclust.metrics import nicv
 from privclust.queries import CapabilityError
+from privclust.shuffle import Shuffler
 
 
 def blobs(n, k=4, d=2, seed=0, spread=0.05):
@@ -328,21 +329,13 @@ def test_more_reports_than_the_protocols_users_are_refused():
         Aggregator(protocol).add(Randomizer(protocol).reports(np.zeros((1001, 2))))
 
 
-def _shuffled(protocol, batch):
-    """The shuffler's output for the devices' ``batch``: its records permuted, in a shuffled batch's bytes."""
-    from privclust.local import decode_reports, encode_reports
-    from privclust.shuffle import Shuffler
-
-    return encode_reports(protocol, Shuffler().shuffle(decode_reports(protocol, batch, shuffled=False)), shuffled=True)
-
-
 def test_a_shuffle_protocol_states_the_guarantee_of_the_reports_it_received():
     from privclust.shuffle import shuffle_epsilon
 
     protocol = Protocol.for_shuffle(1.0, 1e-6, 200_000, n_clusters=2, n_features=2, bounds=[-1, 1], seed=3)
     X, _ = blobs(1000)
     aggregator = Aggregator(protocol)
-    aggregator.add(_shuffled(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X)))
+    aggregator.add(Shuffler().shuffle_batch(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X)))
     real = shuffle_epsilon(protocol.epsilon, 1000, 1e-6)
     assert real > 7  # 1,000 reports hide little: about the local epsilon_0, nowhere near the declared 1
     with pytest.raises(ValueError, match=r"1,000 reports of the planned 200,000 give only central \(epsilon=7\.7"):
@@ -361,7 +354,7 @@ def test_a_full_shuffle_round_meets_its_declared_guarantee_without_an_override()
     with pytest.raises(ValueError, match="did not pass the shuffler"):  # a device's batch, linkable: nothing tallied
         aggregator.add(devices)
     assert aggregator.received == 0
-    aggregator.add(_shuffled(protocol, devices))
+    aggregator.add(Shuffler().shuffle_batch(protocol, devices))
     result = aggregator.release()
     assert result.privacy_spent.epsilon == pytest.approx(1.0) and not result.accepted_weaker
 

@@ -175,7 +175,7 @@ def run(jobs: list[LocalJob], workers: int | None = None, on_done: Callable[[dic
 
 def measure_protocol(users: int, local_epsilon: float, central: tuple[float, float], seed: int = 0) -> list[dict]:
     """Bytes and aggregation seconds of the deployed protocol, local and shuffle, for ``users`` reports."""
-    from ..local import Aggregator, Protocol, Randomizer, decode_reports, encode_reports
+    from ..local import Aggregator, Protocol, Randomizer
     from ..shuffle import Shuffler
 
     X = synthetic_blobs(users, BLOBS_D, BLOBS_K, seed=seed, spread=BLOBS_SPREAD)
@@ -192,8 +192,7 @@ def measure_protocol(users: int, local_epsilon: float, central: tuple[float, flo
         batch = randomizer.reports(X)
         randomize = time.perf_counter() - start
         if protocol.shuffle is not None:  # its server takes the shuffler's output
-            records = Shuffler().shuffle(decode_reports(protocol, batch, shuffled=False))
-            batch = encode_reports(protocol, records, shuffled=True)
+            batch = Shuffler().shuffle_batch(protocol, batch)
         aggregator = Aggregator(protocol)
         start = time.perf_counter()
         aggregator.add(batch)
