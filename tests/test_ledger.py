@@ -457,3 +457,16 @@ def test_the_documented_ledger_sequence_runs(tmp_path):
     # Composed in GDP: at most the two requests' mu composed (epsilon 1.14 at 1e-6), far below 0.5 + 1.
     at_most = gdp_epsilon(np.hypot(gdp_mu(0.5, 1e-6), gdp_mu(1.0, 1e-6)), 1e-6)
     assert 1.0 < LedgerAccountant(ledger).guarantee()[0] <= at_most * (1 + 1e-9) and at_most < 1.15
+
+
+def test_a_runs_adaptive_choice_settles_at_the_union_it_reserved(ledger):
+    """auto with a private n chooses its plan on the noisy count: the run reserved the union of the plans it could
+    choose, and settles at it -- not at the chosen plan's smaller cost, which depends on that count."""
+    from privclust.privacy.budget import Cover
+
+    X = np.random.default_rng(0).uniform(-1, 1, (2000, 5))
+    with ledger.run(0.5, 1e-6) as accountant:
+        model = KMeans(5, epsilon=0.5, delta=1e-6, bounds=(-1, 1), random_state=0, accountant=accountant).fit(X)
+    union, settled = Cover.of_any(model.planned_spends(5)), Cover.of(ledger.spends)
+    assert union.delta > 0 and model.fit_info_["auto"]["chose"] == "fastlloyd-overclustered"  # no delta of its own
+    assert (settled.mu, settled.delta) == pytest.approx((union.mu, union.delta), rel=1e-12)

@@ -14,6 +14,7 @@ from privclust.algorithms import auto as auto_module
 from privclust.algorithms.base import FitContext
 from privclust.algorithms.greedy import greedy_spec
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
+from privclust.privacy.budget import Cover
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import Randomness
 from privclust.queries import MemoryRows
@@ -247,3 +248,82 @@ def test_auto_runs_only_what_its_staged_plan_holds(monkeypatch):
 def test_autos_plan_with_a_public_n_beyond_the_counts_range_is_the_one_it_runs():
     plans = KMeans(1000, epsilon=1e-9, delta=1e-6, bounds=(-1, 1), public_n=2 * 10**16).planned_spends(4)
     assert len(plans) == 1 and any(s.label.endswith("(selection)") for s in plans[0])  # the greedy start's
+
+
+def test_a_staged_plan_at_basic_compositions_split_is_held_to_the_union_beside_what_the_ledger_holds():
+    """Each stage within basic composition's split: every combination alone fits beside an earlier release, yet a
+    choice made on the count can pair the one option's mu with the other's delta; the check refused nothing
+    there (it held the union only to a stage beyond the split), though a user-level fit planned exactly so."""
+    budget = Budget(1.0, 1e-6)
+    count = Stage(0.05, (Spec("the row count", (Part("row count", share=1.0),)),))
+    gaussian = Spec("all Gaussian", (Part("sums", share=1.0),))
+    selecting = Spec("a selection", (Part("sums", share=0.5), Part("levels", share=0.5, delta=budget.delta / 2)))
+    staged = Staged("two", (count, Stage(0.95, (gaussian, selecting))))
+
+    def oracle(earlier_mu):
+        accountant = PrivacyAccountant(budget)
+        accountant.spend_gdp("an earlier release", earlier_mu)
+        return CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, accountant, Randomness(0).noise)
+
+    def largest(fits):  # the largest earlier mu at which ``fits`` holds, by bisection
+        low, high = 0.0, gdp_mu(1.0, 1e-6)
+        for _ in range(50):
+            middle = (low + high) / 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
+    def each_fits(mu):
+        view = oracle(mu)
+        try:
+            for plan in view.spends(staged):
+                view.accountant.check(plan)
+        except BudgetExceededError:
+            return False
+        return True
+
+    def union_fits(mu):
+        view = oracle(mu)
+        try:
+            view.accountant.check(Cover.of_any(view.spends(staged)).spends("the union"))
+        except BudgetExceededError:
+            return False
+        return True
+
+    each, union = largest(each_fits), largest(union_fits)
+    assert each > union * 1.001  # between them every combination fits and their union does not
+    between = oracle((each + union) / 2)
+    with pytest.raises(BudgetExceededError):
+        between.check(staged)
+    assert [s.label for s in between.accountant.spends] == ["an earlier release"]
+
+
+def test_a_fit_with_a_private_n_records_the_union_of_the_plans_it_chose_among():
+    """auto chooses on the noisy count, so its guarantee rests on the union cover of what it could choose; a
+    fit whose chosen plan selects nothing (FastLloyd) while another option does (the greedy start's delta)
+    recorded only its own plan's cost: privacy_spent_ under the guarantee, a ledger settled short of it."""
+    X = np.random.default_rng(0).uniform(-1, 1, (2000, 5))
+    model = KMeans(5, epsilon=0.5, delta=1e-6, bounds=(-1, 1), random_state=0).fit(X)
+    assert model.fit_info_["auto"]["chose"] == "fastlloyd-overclustered"
+    union = Cover.of_any(model.planned_spends(5))
+    spent = Cover.of(model.privacy_spent_.steps)
+    assert union.delta > 0  # the greedy start's selection delta: an option not chosen
+    assert (spent.mu, spent.epsilon, spent.delta) == pytest.approx((union.mu, union.epsilon, union.delta), rel=1e-12)
+    assert model.privacy_spent_.epsilon == pytest.approx(0.5, rel=1e-6)
+    choice = [s for s in model.privacy_spent_.steps if "chosen among" in s.label]
+    assert choice and all(s.delta > 0 or s.mu > 0 for s in choice)
+    # a public n: the rule's one plan runs, and nothing is added to it
+    public = KMeans(5, epsilon=0.5, delta=1e-6, bounds=(-1, 1), random_state=0, public_n=2000).fit(X)
+    assert not [s for s in public.privacy_spent_.steps if "chosen among" in s.label]
+    assert Cover.of(public.privacy_spent_.steps) == Cover.of(public.planned_spends(5)[0])
+
+
+def test_a_stage_records_its_choice_at_the_union_of_its_options_and_nothing_for_one_option():
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    gaussian = Spec("all Gaussian", (Part("sums", share=1.0),))
+    selecting = Spec("a selection", (Part("sums", share=0.5), Part("levels", share=0.5, delta=budget.delta / 4)))
+    oracle.stage(Stage(0.5, (gaussian,))).open(gaussian)
+    assert oracle.accountant.spends == []  # opening records nothing of a plan with no choice
+    oracle.stage(Stage(0.5, (gaussian, selecting))).open(gaussian)
+    (lift,) = oracle.accountant.spends  # the selection's delta, which the choice could have spent
+    assert lift.delta == pytest.approx(budget.delta / 4) and lift.epsilon == 0 and not lift.is_gdp

@@ -464,3 +464,23 @@ def test_a_memory_mapped_input_keeps_the_same_rows_as_the_array(tmp_path):
         fits.append(model.set_params(privacy_unit="user", max_rows_per_user=2).fit(data, user_ids=ids))
     np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-9, atol=1e-12)
     assert fits[1].labels_.shape == (len(X),)
+
+
+def test_a_user_level_fit_with_a_private_n_composes_its_stages_in_gdp_as_a_row_level_one_does():
+    """Covers are stated in the spends' relation, so the union of auto's plans composes at user level too: the
+    fit's second stage takes all the count leaves (its record was 0.949 of epsilon, basic composition's split)
+    and the record is that union, for the user relation."""
+    from privclust.privacy.budget import composes_within
+
+    rng = np.random.default_rng(0)
+    X, users = rng.uniform(-1, 1, (6000, 3)), np.repeat(np.arange(2000), 3)
+    model = KMeans(4, epsilon=1.0, delta=1e-6, bounds=(-1, 1), privacy_unit="user", max_rows_per_user=3)
+    model.fit(X, user_ids=users)
+    assert model.privacy_spent_.relation == user_relation(3)
+    assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    budget, small = Budget(1.0, 1e-6), [Spend("a", mu=0.1, relation=user_relation(3))]
+    assert composes_within(budget, [small]) and not composes_within(
+        budget, [[Spend("a", mu=5.0, relation=user_relation(3))]]
+    )
+    # two user levels do not compose: no plan mixing them is admitted
+    assert not composes_within(budget, [small, [Spend("b", mu=0.1, relation=user_relation(4))]])

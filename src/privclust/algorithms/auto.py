@@ -65,9 +65,11 @@ delta f with f = ``count_fraction``) and the chosen algorithm runs in the rest (
 delta (1 - f)): a :class:`~privclust.queries.plan.Staged` plan, whose stages each plan in a pool of
 their own (``Oracle.stage``).  The whole -- the count with each candidate the rule can reach at these d, k
 and epsilon (:func:`reachable`), and their union cover, since the choice is made on the count -- is checked
-against the ledger as a value before the count is released, and the rest's stage opens no other plan; the
-shared ledger composes the two stages' spends, which is (epsilon, delta)-DP by basic composition and
-reported exactly in GDP.
+against the ledger as a value before the count is released, and the rest's stage opens no other plan; it
+records the choice at that union (``Oracle.open``: a step "chosen among N plans" tops the chosen plan's cost up
+to it), since the chosen plan's own cost is a function of the count and only the union bounds the run whatever
+the count.  The shared ledger composes the two stages' spends, which is (epsilon, delta)-DP by basic
+composition and reported exactly in GDP.
 
 A public start (the estimator's ``init=<array>``, option ``start``) is a public parameter too:
 given one, ``auto`` runs FastLloyd from it (the greedy takes no start), and refuses it where only

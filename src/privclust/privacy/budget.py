@@ -381,30 +381,52 @@ class PrivacyAccountant:
 @dataclass(frozen=True)
 class Cover:
     """A bound on a list of spends, one number per way the file composes them: the Gaussian spends'
-    composed mu, and the other spends' summed epsilon and delta.  The file's total is monotone in
-    each, so spends within a cover cost at most what the cover does, beside anything else."""
+    composed mu, and the other spends' summed epsilon and delta, all stated for ``relation``'s neighbours
+    (the spends' common relation, :func:`relation_of`).  The total is monotone in each, so spends within a
+    cover cost at most what the cover does, beside anything else."""
 
     mu: float = 0.0
     epsilon: float = 0.0
     delta: float = 0.0
+    relation: str = ADD_REMOVE
 
     @classmethod
     def of(cls, spends: Iterable[Spend]) -> "Cover":
+        """The cover of ``spends`` in their common relation, each converted to it as the accountant does."""
         spends = list(spends)
+        relation = relation_of(spends)
+        spends = [s.under(relation) for s in spends]
         return cls(
             mu=math.sqrt(math.fsum(s.mu**2 for s in spends if s.is_gdp)),
             epsilon=math.fsum(s.epsilon for s in spends if not s.is_gdp),
             delta=math.fsum(s.delta for s in spends if not s.is_gdp),
+            relation=relation,
         )
 
+    def under(self, relation: str) -> "Cover":
+        """This cover stated for ``relation``'s neighbours (``Spend.under``; refused where no conversion
+        exists).  Converting the summed epsilon and delta at once bounds converting each spend: the factor
+        (1 + e^epsilon) on a delta only grows with epsilon."""
+        if relation == self.relation:
+            return self
+        gaussian = Spend("cover", mu=self.mu, relation=self.relation).under(relation)
+        other = Spend("cover", epsilon=self.epsilon, delta=self.delta, relation=self.relation).under(relation)
+        return Cover(gaussian.mu, other.epsilon, other.delta, relation)
+
     def within(self, other: "Cover") -> bool:
+        mine, theirs = _in_common(self, other)
         slack = 1.0 + 1e-9  # rounding in the sums, far below any meaningful privacy difference
         return (
-            self.mu <= other.mu * slack and self.epsilon <= other.epsilon * slack and self.delta <= other.delta * slack
+            mine.mu <= theirs.mu * slack
+            and mine.epsilon <= theirs.epsilon * slack
+            and mine.delta <= theirs.delta * slack
         )
 
     def union(self, other: "Cover") -> "Cover":
-        return Cover(max(self.mu, other.mu), max(self.epsilon, other.epsilon), max(self.delta, other.delta))
+        mine, theirs = _in_common(self, other)
+        return Cover(
+            max(mine.mu, theirs.mu), max(mine.epsilon, theirs.epsilon), max(mine.delta, theirs.delta), mine.relation
+        )
 
     @classmethod
     def of_any(cls, plans: Iterable[Iterable[Spend]]) -> "Cover":
@@ -418,21 +440,45 @@ class Cover:
         return cover
 
     def spends(self, entry_id: str) -> list[Spend]:
-        label = f"reserved by {entry_id} (running, or ended without settling)"
-        out = [Spend(label, mu=self.mu)] if self.mu > 0 else []
+        return self._as_spends(f"reserved by {entry_id} (running, or ended without settling)")
+
+    def beyond(self, chosen: "Cover", label: str) -> list[Spend]:
+        """The spends that, recorded beside spends covered by ``chosen`` (within this cover), make them cost
+        what this cover does: the rest of its mu (squares add) and of its epsilon and delta.  What records an
+        adaptive choice among plans at their union cover, the bound its guarantee rests on."""
+        mine, chosen = _in_common(self, chosen)
+        if not chosen.within(mine):
+            raise ValueError("a cover lifts only spends within it")
+        rest = Cover(
+            math.sqrt(max(mine.mu**2 - chosen.mu**2, 0.0)),
+            max(mine.epsilon - chosen.epsilon, 0.0),
+            max(mine.delta - chosen.delta, 0.0),
+            mine.relation,
+        )
+        return rest._as_spends(label)
+
+    def _as_spends(self, label: str) -> list[Spend]:
+        out = [Spend(label, mu=self.mu, relation=self.relation)] if self.mu > 0 else []
         if self.epsilon > 0 or self.delta > 0:
-            out.append(Spend(label, epsilon=self.epsilon, delta=self.delta))
+            out.append(Spend(label, epsilon=self.epsilon, delta=self.delta, relation=self.relation))
         return out
+
+
+def _in_common(first: Cover, second: Cover) -> tuple[Cover, Cover]:
+    """Both covers stated for their common relation (``relation_of``; mixing user levels is refused)."""
+    relation = relation_of([Spend("a", relation=first.relation), Spend("b", relation=second.relation)])
+    return first.under(relation), second.under(relation)
 
 
 def composes_within(budget: Budget, plans: Iterable[list[Spend]]) -> bool:
     """Whether any choice among ``plans`` -- even an adaptive one -- stays within ``budget``: their union cover
-    (:meth:`Cover.of_any`) composed at ``budget.delta``.  False where a spend is stated for other neighbours
-    than add/remove (a cover composes those only)."""
-    plans = [list(spends) for spends in plans]
-    if any(s.relation != ADD_REMOVE for spends in plans for s in spends):
+    (:meth:`Cover.of_any`), in the plans' common relation, composed at ``budget.delta``.  False where the plans
+    mix relations that do not convert (two user levels, or a user level with another)."""
+    try:
+        cover = Cover.of_any(plans)
+    except ValueError:
         return False
-    return _within(Cover.of_any(plans).spends("any"), budget.delta, budget.epsilon * (1.0 - _TOLERANCE), math.inf)
+    return _within(cover.spends("any"), budget.delta, budget.epsilon * (1.0 - _TOLERANCE), math.inf)
 
 
 def largest_epsilon(
@@ -443,9 +489,8 @@ def largest_epsilon(
     within ``budget``: their union cover (:meth:`Cover.of_any`), GDP composed exactly and converted at
     ``budget.delta``, found by bisection on the composed guarantee.  For a part planned beside others: splitting
     (epsilon, delta) as basic composition does (``low``) leaves room in GDP, which this gives to the part.
-    ``low`` is returned where even it does not fit, or where a spend is stated for other neighbours than
-    add/remove (a cover composes those only); the ledger's check decides then (pure-epsilon spends compose by
-    basic composition, so they stay at ``low``)."""
+    ``low`` is returned where even it does not fit, or where the plans mix relations that do not convert; the
+    ledger's check decides then (pure-epsilon spends compose by basic composition, so they stay at ``low``)."""
 
     def fits(epsilon: float) -> bool:
         return composes_within(budget, spends_at(epsilon))

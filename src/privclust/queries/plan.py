@@ -209,7 +209,8 @@ class Staged:
     its options by them.  The fractions add up to at most 1, so any choice is (epsilon, delta)-DP by basic
     composition (the shared ledger reports it exactly, in GDP); a stage's ``epsilon_fraction`` may take what
     GDP's tighter composition leaves beyond that.  ``Oracle.check`` checks every combination of the stages'
-    options against the ledger before anything is released.  Example: ``auto``'s noisy row count and then
+    options, and their union cover, against the ledger before anything is released; a stage records its
+    choice at its options' union (``Oracle.open``).  Example: ``auto``'s noisy row count and then
     the algorithm it chooses by it."""
 
     what: str
@@ -372,14 +373,30 @@ class Oracle(ABC):
         before any row is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
         plan = self._unchecked(spec)
         reserved = self.reserved(plan)
-        if self._stage_options and not Cover.of(reserved).within(self._stage_cover()):
+        choice = self._choice_spends(spec, reserved) if self._stage_options else []
+        self.accountant.check([*reserved, *choice])
+        for spend in choice:  # before the plan releases anything (each spend is checked again as it is made)
+            self.accountant.spend(spend)
+        return plan
+
+    def _choice_spends(self, spec: Spec, reserved: list[Spend]) -> list[Spend]:
+        """What records this stage's choice of ``spec`` among its options at their union cover.
+
+        The choice is made on earlier releases, so the run is private at the union cover of the options (each
+        option is within it, whatever was released before), not at the chosen plan's own cost, which depends on
+        those releases: recorded at the chosen plan's cost alone, the ledger and ``privacy_spent_`` would
+        report less than the guarantee rests on.  Nothing where the stage has one option."""
+        union, chosen = self._stage_cover(), Cover.of(reserved)
+        if not chosen.within(union):
             # a bug in the caller, never a data-dependent event: the stage ran a plan it was not checked with
             raise RuntimeError(
                 f"{spec.what} is not one of the plans this stage was checked with "
                 f"({', '.join(option.what for option in self._stage_options)}): nothing was released for it"
             )
-        self.accountant.check(reserved)
-        return plan
+        if len(self._stage_options) == 1:
+            return []
+        label = f"{spec.what}: chosen among {len(self._stage_options)} plans (their union cover)"
+        return union.beyond(chosen, label)
 
     def _stage_cover(self) -> Cover:
         """The union cover of this stage's options, priced in this view (as :meth:`spends` priced them)."""
@@ -387,13 +404,13 @@ class Oracle(ABC):
 
     def check(self, spec: "Spec | Staged") -> None:
         """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
-        afford; for a :class:`Staged` plan, every combination of its stages' options -- and, where a stage takes
-        more epsilon than basic composition's split, their union cover: a choice made on an earlier stage's
-        release can pair one combination's mu with another's delta."""
+        afford; for a :class:`Staged` plan, every combination of its stages' options and their union cover: a
+        choice made on an earlier stage's release can pair one combination's mu with another's delta, and the
+        run records that cover (:meth:`open`)."""
         plans = self.spends(spec)
         for spends in plans:
             self.accountant.check(spends)
-        if isinstance(spec, Staged) and any((s.epsilon_fraction or 0.0) > s.fraction for s in spec.stages):
+        if len(plans) > 1:
             self.accountant.check(Cover.of_any(plans).spends(spec.what))
 
     def spends(self, spec: "Spec | Staged") -> list[list[Spend]]:
