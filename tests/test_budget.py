@@ -160,3 +160,11 @@ def test_a_cover_is_stated_in_its_spends_relation_converted_as_the_accountant_co
     union = Cover.of([Spend("d", mu=0.5)]).union(cover)
     assert union.relation == REPLACE_ONE and union.mu == pytest.approx(1.0) and union.epsilon == pytest.approx(0.4)
     assert Cover.of([Spend("d", mu=0.5)]).within(union) and not union.within(Cover.of([Spend("d", mu=0.5)]))
+
+
+def test_plans_of_pure_spends_compose_within_a_budget_only_with_their_deltas_within_it():
+    from privclust.privacy.budget import composes_within
+
+    budget = Budget(1.0, 1e-6)
+    assert composes_within(budget, [[Spend("a", epsilon=0.5, delta=5e-7)], [Spend("b", epsilon=0.9)]])
+    assert not composes_within(budget, [[Spend("a", epsilon=0.5, delta=2e-6)]])  # delta beyond the budget's

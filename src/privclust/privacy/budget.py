@@ -472,13 +472,14 @@ def _in_common(first: Cover, second: Cover) -> tuple[Cover, Cover]:
 
 def composes_within(budget: Budget, plans: Iterable[list[Spend]]) -> bool:
     """Whether any choice among ``plans`` -- even an adaptive one -- stays within ``budget``: their union cover
-    (:meth:`Cover.of_any`), in the plans' common relation, composed at ``budget.delta``.  False where the plans
+    (:meth:`Cover.of_any`), in the plans' common relation, composed at ``budget.delta``, its epsilon and delta
+    both within the budget's (with no Gaussian part the deltas add up as they stand).  False where the plans
     mix relations that do not convert (two user levels, or a user level with another)."""
     try:
         cover = Cover.of_any(plans)
     except ValueError:
         return False
-    return _within(cover.spends("any"), budget.delta, budget.epsilon * (1.0 - _TOLERANCE), math.inf)
+    return _within(cover.spends("any"), budget.delta, budget.epsilon * (1.0 - _TOLERANCE), budget.delta)
 
 
 def largest_epsilon(
