@@ -148,17 +148,24 @@ def test_a_gdp_budget_admits_its_own_mu_exactly_and_nothing_more():
 def test_a_cover_is_stated_in_its_spends_relation_converted_as_the_accountant_converts_them():
     from privclust.privacy.budget import REPLACE_ONE, Cover
 
-    mixed = [Spend("a", mu=0.3), Spend("b", epsilon=0.2, delta=1e-7), Spend("c", mu=0.1, relation=REPLACE_ONE)]
+    mixed = [
+        Spend("a", mu=0.3),
+        Spend("b", epsilon=0.2, delta=1e-7),
+        Spend("b2", epsilon=0.3, delta=1e-7),
+        Spend("c", mu=0.1, relation=REPLACE_ONE),
+    ]
     cover = Cover.of(mixed)
     assert cover.relation == REPLACE_ONE and cover.mu == pytest.approx(math.hypot(0.6, 0.1))
-    assert cover.epsilon == pytest.approx(0.4) and cover.delta == pytest.approx((1 + math.exp(0.2)) * 1e-7)
+    # each spend converted on its own ((1 + e^eps) delta apiece), as the accountant converts them, not their sum
+    expected_delta = (1 + math.exp(0.2)) * 1e-7 + (1 + math.exp(0.3)) * 1e-7
+    assert cover.epsilon == pytest.approx(1.0) and cover.delta == pytest.approx(expected_delta, rel=1e-12)
     # the cover costs what the spends cost, in the relation the accountant composes them in
     assert PrivacyAccountant().guarantee(1e-5, cover.spends("x")) == pytest.approx(
         PrivacyAccountant().guarantee(1e-5, mixed)
     )
     # a union with an add/remove cover states that one for replace-one neighbours first (mu 0.5 -> 1.0)
     union = Cover.of([Spend("d", mu=0.5)]).union(cover)
-    assert union.relation == REPLACE_ONE and union.mu == pytest.approx(1.0) and union.epsilon == pytest.approx(0.4)
+    assert union.relation == REPLACE_ONE and union.mu == pytest.approx(1.0) and union.epsilon == pytest.approx(1.0)
     assert Cover.of([Spend("d", mu=0.5)]).within(union) and not union.within(Cover.of([Spend("d", mu=0.5)]))
 
 

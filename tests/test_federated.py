@@ -567,3 +567,19 @@ def test_no_round_waits_for_its_noise_after_the_reveals(certs, data, monkeypatch
     assert not errors, errors
     assert out["server"].rounds == out[0].rounds >= 3
     assert on_path["draws"] == 0
+
+
+def test_a_job_choosing_among_plans_of_different_costs_is_refused_before_anything_runs(monkeypatch):
+    """The server charges the rounds it serves; a choice among plans of different costs is bounded by their union,
+    which it would never record (a party records it): such a job is refused. auto's options cost the same."""
+    from privclust.federated import server as server_module
+    from privclust.queries.plan import CapabilityError, Part, Spec, Stage, Staged
+
+    Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")  # every option of auto spends the whole pool: accepted
+    whole = Spec("whole pool", (Part("sums", share=1.0),), needs=frozenset())
+    # pooled parts share the pool whatever their shares; a part's own delta is what makes two plans differ
+    half = Spec("a delta of its own", (Part("sums", share=0.5), Part("more", share=0.5, delta=1e-7)), needs=frozenset())
+    count = Stage(0.05, (Spec("count", (Part("count", share=1.0),)),))
+    monkeypatch.setattr(server_module, "algorithm_spec", lambda *a: Staged("x", (count, Stage(0.95, (whole, half)))))
+    with pytest.raises(CapabilityError, match="plans of different costs"):
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")

@@ -547,3 +547,39 @@ def test_the_box_beside_autos_plans_fits_their_union_not_each_alone():
     assert union == pytest.approx(budget.epsilon, rel=1e-6)
     each = max(PrivacyAccountant(budget).guarantee(budget.delta, box + plan)[0] for plan in plans)
     assert each < (1 - 1e-4) * budget.epsilon  # each alone would have left room: the per-plan check overspends
+
+
+def test_a_box_beside_a_choice_is_checked_with_the_union_before_anything_is_released():
+    """The box is found on the first read, after auto's staged check; the box with each plan alone could fit beside
+    an earlier spend while the box with their union (what the chosen plan is recorded at) does not: the fit then
+    released the box and the count and was refused at the choice. It is refused before either now."""
+    from privclust.privacy.budget import Cover
+
+    d, k, share, fit = 5, 5, 0.1, Budget(1.0, 1e-6)
+    model = KMeans(k, epsilon=fit.epsilon, delta=fit.delta, bounds=None, random_state=0)
+    _, options, _ = model._check_params()
+    plans = model._planned(options, Budget(fit.epsilon * (1 - share), fit.delta * (1 - share)), d)
+    box = stage.box_spends(stage.box_budget_beside(fit, share, plans, d), d)
+
+    def largest_earlier(spend_lists):  # the largest earlier mu beside which every list fits a (2, 2e-6) ledger
+        low, high = 0.0, 2.0
+        for _ in range(60):
+            middle, ledger = (low + high) / 2, PrivacyAccountant(Budget(2.0, 2e-6))
+            try:
+                ledger.spend_gdp("earlier", middle)
+                for spends in spend_lists:
+                    ledger.check(spends)
+                low = middle
+            except BudgetExceededError:
+                high = middle
+        return low
+
+    each = largest_earlier([box + plan for plan in plans])
+    union = largest_earlier([box + Cover.of_any(plans).spends("union")])
+    assert each > union
+    ledger = PrivacyAccountant(Budget(2.0, 2e-6))
+    ledger.spend_gdp("earlier", (each + union) / 2)
+    model.set_params(accountant=ledger)
+    with pytest.raises(BudgetExceededError):
+        model.fit(np.random.default_rng(0).uniform(-1, 1, (2000, d)))
+    assert [s.label for s in ledger.spends] == ["earlier"]

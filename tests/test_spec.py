@@ -14,7 +14,7 @@ from privclust.algorithms import auto as auto_module
 from privclust.algorithms.base import FitContext
 from privclust.algorithms.greedy import greedy_spec
 from privclust.algorithms.lloyd import DEFAULT_INIT_SHARE, greedy_start, lloyd_spec
-from privclust.privacy.budget import Cover
+from privclust.privacy.budget import Cover, Spend
 from privclust.privacy.gdp import gdp_mu
 from privclust.privacy.noise import Randomness
 from privclust.queries import MemoryRows
@@ -327,3 +327,51 @@ def test_a_stage_records_its_choice_at_the_union_of_its_options_and_nothing_for_
     oracle.stage(Stage(0.5, (gaussian, selecting))).open(gaussian)
     (lift,) = oracle.accountant.spends  # the selection's delta, which the choice could have spent
     assert lift.delta == pytest.approx(budget.delta / 4) and lift.epsilon == 0 and not lift.is_gdp
+
+
+def test_a_stage_opens_one_plan_in_any_of_its_views_priced_in_the_stages_own_pool():
+    """Two plans opened in one stage would each be held to the union alone (their sum to nothing); a copy of the
+    stage's view in a smaller pool (with_pool, within) prices the options in the stage's pool, not its own."""
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    gaussian = Spec("all Gaussian", (Part("sums", share=1.0),))
+    selecting = Spec("a selection", (Part("sums", share=0.5), Part("levels", share=0.5, delta=budget.delta / 4)))
+    view = oracle.stage(Stage(0.5, (gaussian, selecting)))
+    view.open(gaussian)
+    with pytest.raises(RuntimeError, match="opened its plan already"):
+        view.open(gaussian)
+    with pytest.raises(RuntimeError, match="opened its plan already"):
+        view.with_pool(Budget(0.25, 2.5e-7)).open(Spec("smaller", (Part("sums", share=0.25),)))
+    assert [s.delta for s in oracle.accountant.spends] == [pytest.approx(budget.delta / 4)]  # one lift, once
+    # a copy in a smaller pool opens within the stage's union, and is lifted to it (not to its own pool's)
+    fresh = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    stage = fresh.stage(Stage(0.5, (gaussian, selecting)))
+    smaller = stage.with_pool(Budget(0.25, 2.5e-7))
+    plan = smaller.open(Spec("smaller", (Part("sums", share=1.0),)))
+    union = Cover.of_any([stage.reserved(stage._unchecked(gaussian)), stage.reserved(stage._unchecked(selecting))])
+    recorded = Cover.of(fresh.accountant.spends + smaller.reserved(plan))  # the lift, and what the plan will spend
+    assert (recorded.mu, recorded.delta) == pytest.approx((union.mu, union.delta), rel=1e-12)
+
+
+def test_options_equal_but_for_rounding_record_no_choice():
+    budget = Budget(1.0, 1e-6)
+    oracle = CentralOracle(Untouchable(np.zeros((10, 3)), 3), budget, PrivacyAccountant(budget), Randomness(0).noise)
+    whole = Spec("whole", (Part("sums", share=1.0),))
+    split = Spec("split", (Part("a", share=0.1), Part("b", share=0.9)))  # the same mu, but for its last bit
+    oracle.stage(Stage(0.5, (whole, split))).open(split)
+    assert oracle.accountant.spends == []
+
+
+def test_a_choice_is_lifted_to_a_union_in_another_relation_spend_by_spend():
+    """Converting a chosen plan's summed delta to replace-one at once overstates it ((1 + e^0.5) 2e-7 beside
+    (1 + e^1) 2e-7); a lift taken from that sum would record less than the union. The cover refuses to lift a
+    cover of another relation, and a stage converts each spend first, as the accountant does."""
+    from privclust.privacy.budget import REPLACE_ONE
+
+    chosen = [Spend("a", epsilon=0.5, delta=1e-7), Spend("b", epsilon=0.5, delta=1e-7)]
+    union = Cover.of_any([chosen, [Spend("c", epsilon=2.0, delta=1e-6, relation=REPLACE_ONE)]])
+    with pytest.raises(ValueError, match="own relation"):
+        union.beyond(Cover.of(chosen), "the choice")
+    lift = union.beyond(Cover.of([s.under(REPLACE_ONE) for s in chosen]), "the choice")
+    recorded = Cover.of(chosen + lift)
+    assert (recorded.epsilon, recorded.delta) == pytest.approx((union.epsilon, union.delta), rel=1e-12)

@@ -470,7 +470,7 @@ def test_a_user_level_fit_with_a_private_n_composes_its_stages_in_gdp_as_a_row_l
     """Covers are stated in the spends' relation, so the union of auto's plans composes at user level too: the
     fit's second stage takes all the count leaves (its record was 0.949 of epsilon, basic composition's split)
     and the record is that union, for the user relation."""
-    from privclust.privacy.budget import composes_within
+    from privclust.privacy.budget import Cover, composes_within
 
     rng = np.random.default_rng(0)
     X, users = rng.uniform(-1, 1, (6000, 3)), np.repeat(np.arange(2000), 3)
@@ -478,6 +478,9 @@ def test_a_user_level_fit_with_a_private_n_composes_its_stages_in_gdp_as_a_row_l
     model.fit(X, user_ids=users)
     assert model.privacy_spent_.relation == user_relation(3)
     assert model.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-6)
+    union, spent = Cover.of_any(model.planned_spends(3)), Cover.of(model.privacy_spent_.steps)
+    assert union.relation == spent.relation == user_relation(3)
+    assert (spent.mu, spent.epsilon, spent.delta) == pytest.approx((union.mu, union.epsilon, union.delta), rel=1e-12)
     budget, small = Budget(1.0, 1e-6), [Spend("a", mu=0.1, relation=user_relation(3))]
     assert composes_within(budget, [small]) and not composes_within(
         budget, [[Spend("a", mu=5.0, relation=user_relation(3))]]

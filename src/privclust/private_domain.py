@@ -55,7 +55,7 @@ from .geometry.private_box import (
     signed_octave_buckets,
     within_outer,
 )
-from .privacy.budget import Budget, PrivacyAccountant, Spend, largest_epsilon
+from .privacy.budget import Budget, Cover, PrivacyAccountant, Spend, largest_epsilon
 from .privacy.noise import NoiseSource, Randomness
 from .privacy.unit import ROW, PrivacyUnit, UserBound
 from .queries.central import CentralOracle
@@ -278,7 +278,7 @@ def find_fit_domain(
     ``{"outer": ..., "share": ...}``) is checked now, against the fit's ledger and without reading a row:
     the box's releases (at what the algorithm leaves of the budget, :func:`box_budget_beside`) together
     with each plan the algorithm may make in ``1 - share`` of it (``planned(rest, d)``, its plans as
-    values).  It returns a :class:`PrivateDomain` -- ``make_domain`` takes it as the bounds, and
+    values), and with their union, which a choice among them is recorded at.  It returns a :class:`PrivateDomain` -- ``make_domain`` takes it as the bounds, and
     ``queries.curator`` attaches the fit's oracle to it -- that spends the box's share through that oracle
     when the rows are first read (in memory, memory-mapped or on Spark), and the rest of the budget for the
     algorithm."""
@@ -301,6 +301,8 @@ def find_fit_domain(
     box = box_spends(box_budget, d, unit)
     for plan in plans:  # the box, then any plan the algorithm may make: both fit, or nothing runs
         accountant.check(box + plan)
+    if len(plans) > 1:  # ... and their union, which a choice made after the box is recorded at (Oracle.open)
+        accountant.check(box + Cover.of_any(plans).spends("the plans' union"))
     return PrivateDomain(d, box_budget, outer_box), rest
 
 

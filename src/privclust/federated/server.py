@@ -54,7 +54,7 @@ from ..algorithms import ALGORITHMS, FitContext
 from ..algorithms.base import NON_PRIVATE, algorithm_spec
 from ..algorithms.params import DEFAULT_ALPHA, check_params
 from ..geometry.domain import make_domain
-from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant, Spend
+from ..privacy.budget import Budget, BudgetExceededError, Cover, PrivacyAccountant, Spend
 from ..privacy.noise import NoiseSource, Randomness, SecureNoise
 from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, PlanningOracle, Staged
 from . import crypto
@@ -142,8 +142,9 @@ class Job:
 
     def _check_plan(self, d: int) -> None:
         """Refuse an algorithm whose plan a party's oracle cannot serve: ``Oracle.check`` refuses one needing
-        more than dense rounds (every plan it may run, in its pool); and each of them must spend only pooled
-        Gaussian parts (what the server noises and charges)."""
+        more than dense rounds (every plan it may run, in its pool); each of them must spend only pooled
+        Gaussian parts (what the server noises and charges); and where it chooses among plans, they must cost
+        the same (the server records the rounds it serves, not the union a choice is bounded by)."""
         oracle = PlanningOracle(d, self.budget(), CAPABILITIES, MODEL)
         options = {"alpha": self.alpha, "max_iter": self.max_iter}  # as a party passes them
         ctx = FitContext(oracle, self.n_clusters, self.budget(), Randomness(0), public_n=self.public_n, options=options)
@@ -155,6 +156,14 @@ class Job:
                     f"{self.algorithm} ({plan.what}) prices releases of its own, which {MODEL} does not "
                     "serve: the server adds Gaussian noise only; choose e.g. fastlloyd, glloyd, greedy or auto"
                 )
+        covers = [Cover.of(spends) for spends in oracle.spends(spec)]
+        if any(not (cover.within(covers[0]) and covers[0].within(cover)) for cover in covers):
+            # the server records each round's spends as it serves it: a choice among plans of different costs
+            # would be recorded below the union its guarantee rests on (a party records that union)
+            raise CapabilityError(
+                f"{self.algorithm} may choose among plans of different costs, which {MODEL} cannot record: its "
+                "server charges the rounds it serves; choose an algorithm with one plan (e.g. fastlloyd)"
+            )
 
     def as_dict(self) -> dict:
         return asdict(self)

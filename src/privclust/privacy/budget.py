@@ -378,6 +378,9 @@ class PrivacyAccountant:
         )
 
 
+_COVER_SLACK = 1e-9  # relative rounding in a cover's sums, far below any meaningful privacy difference
+
+
 @dataclass(frozen=True)
 class Cover:
     """A bound on a list of spends, one number per way the file composes them: the Gaussian spends'
@@ -415,7 +418,7 @@ class Cover:
 
     def within(self, other: "Cover") -> bool:
         mine, theirs = _in_common(self, other)
-        slack = 1.0 + 1e-9  # rounding in the sums, far below any meaningful privacy difference
+        slack = 1.0 + _COVER_SLACK
         return (
             mine.mu <= theirs.mu * slack
             and mine.epsilon <= theirs.epsilon * slack
@@ -446,16 +449,21 @@ class Cover:
         """The spends that, recorded beside spends covered by ``chosen`` (within this cover), make them cost
         what this cover does: the rest of its mu (squares add) and of its epsilon and delta.  What records an
         adaptive choice among plans at their union cover, the bound its guarantee rests on."""
-        mine, chosen = _in_common(self, chosen)
-        if not chosen.within(mine):
+        if chosen.relation != self.relation:  # converting its sums at once would overstate it, and lift too little
+            raise ValueError("a cover lifts only spends stated for its own relation: convert each spend first")
+        if not chosen.within(self):
             raise ValueError("a cover lifts only spends within it")
-        rest = Cover(
-            math.sqrt(max(mine.mu**2 - chosen.mu**2, 0.0)),
-            max(mine.epsilon - chosen.epsilon, 0.0),
-            max(mine.delta - chosen.delta, 0.0),
-            mine.relation,
+
+        def rest(mine: float, theirs: float) -> float:  # what is left, or none where the two differ by rounding
+            return 0.0 if mine <= theirs * (1.0 + _COVER_SLACK) else mine - theirs
+
+        lift = Cover(
+            math.sqrt(rest(self.mu**2, chosen.mu**2)),
+            rest(self.epsilon, chosen.epsilon),
+            rest(self.delta, chosen.delta),
+            self.relation,
         )
-        return rest._as_spends(label)
+        return lift._as_spends(label)
 
     def _as_spends(self, label: str) -> list[Spend]:
         out = [Spend(label, mu=self.mu, relation=self.relation)] if self.mu > 0 else []

@@ -353,9 +353,10 @@ class Oracle(ABC):
     capabilities: frozenset[str] = frozenset()
     model = "this privacy model"
     unit: PrivacyUnit = ROW
-    # In a stage's view (:meth:`stage`): the plans the stage was checked with -- a plan opened there must be
-    # within their union cover, or the guarantee checked before the first stage released is not the run's.
-    _stage_options: tuple = ()
+    # In a stage's view (:meth:`stage`) and its copies: the plans the stage was checked with -- a plan opened
+    # there must be within their union cover, or the guarantee checked before the first stage released is not
+    # the run's -- and whether one was opened.
+    _stage: "_StageState | None" = None
 
     def __init__(self, n_features: int, budget: Budget | None, accountant: PrivacyAccountant):
         self.n_features = int(n_features)
@@ -373,8 +374,10 @@ class Oracle(ABC):
         before any row is read (:class:`CapabilityError`, ``ValueError`` or ``BudgetExceededError``)."""
         plan = self._unchecked(spec)
         reserved = self.reserved(plan)
-        choice = self._choice_spends(spec, reserved) if self._stage_options else []
+        choice = self._choice_spends(spec, reserved) if self._stage is not None else []
         self.accountant.check([*reserved, *choice])
+        if self._stage is not None:
+            self._stage.opened = True
         for spend in choice:  # before the plan releases anything (each spend is checked again as it is made)
             self.accountant.spend(spend)
         return plan
@@ -386,21 +389,23 @@ class Oracle(ABC):
         option is within it, whatever was released before), not at the chosen plan's own cost, which depends on
         those releases: recorded at the chosen plan's cost alone, the ledger and ``privacy_spent_`` would
         report less than the guarantee rests on.  Nothing where the stage has one option."""
-        union, chosen = self._stage_cover(), Cover.of(reserved)
+        stage, union = self._stage, self._stage.cover()
+        # each spend converted to the union's relation, as the ledger converts them
+        chosen = Cover.of(
+            [spend.under(union.relation) for spend in reserved] or [Spend("none", relation=union.relation)]
+        )
+        # Bugs in the caller, never data-dependent events: a plan the stage was not checked with, or a second one
+        # (each would be held to the union alone, their sum to nothing)
         if not chosen.within(union):
-            # a bug in the caller, never a data-dependent event: the stage ran a plan it was not checked with
             raise RuntimeError(
                 f"{spec.what} is not one of the plans this stage was checked with "
-                f"({', '.join(option.what for option in self._stage_options)}): nothing was released for it"
+                f"({', '.join(option.what for option in stage.options)}): nothing was released for it"
             )
-        if len(self._stage_options) == 1:
+        if stage.opened:
+            raise RuntimeError(f"{spec.what}: this stage has opened its plan already; a stage runs one of its options")
+        if len(stage.options) == 1:
             return []
-        label = f"{spec.what}: chosen among {len(self._stage_options)} plans (their union cover)"
-        return union.beyond(chosen, label)
-
-    def _stage_cover(self) -> Cover:
-        """The union cover of this stage's options, priced in this view (as :meth:`spends` priced them)."""
-        return Cover.of_any(self.reserved(self._unchecked(option)) for option in self._stage_options)
+        return union.beyond(chosen, f"{spec.what}: chosen among {len(stage.options)} plans (their union cover)")
 
     def check(self, spec: "Spec | Staged") -> None:
         """Refuse, without running or reading anything, a plan this oracle cannot serve or its ledger cannot
@@ -436,7 +441,7 @@ class Oracle(ABC):
             return self
         epsilon = stage.fraction if stage.epsilon_fraction is None else stage.epsilon_fraction
         view = self.with_pool(Budget(self.budget.epsilon * epsilon, self.budget.delta * stage.fraction))
-        view._stage_options = stage.options  # what :meth:`open` holds a plan to
+        view._stage = _StageState(stage.options, view)  # what :meth:`open` holds a plan to, in every copy
         return view
 
     def _unchecked(self, spec: Spec) -> Plan:
@@ -502,6 +507,23 @@ class Oracle(ABC):
     def sampled(self, rate: float, rng) -> "Oracle":
         """This oracle -- its budget, ledger and noise -- reading a Poisson sample of its rows (``SAMPLED``)."""
         raise CapabilityError(f"{self.model} cannot answer on a sample of the rows")
+
+
+@dataclass(eq=False)
+class _StageState:
+    """What a stage's view and its copies (``with_pool``, ``within``, ``sampled``) share: the options the stage was
+    checked with, priced in the stage's own pool (``home``), and whether a plan was opened."""
+
+    options: tuple
+    home: Oracle
+    opened: bool = False
+    _cover: Cover | None = None
+
+    def cover(self) -> Cover:
+        """The union cover of the options, priced in the stage's pool (as :meth:`Oracle.spends` priced them)."""
+        if self._cover is None:
+            self._cover = Cover.of_any(self.home.reserved(self.home._unchecked(o)) for o in self.options)
+        return self._cover
 
 
 def pooled_allotments(budget: Budget | None, parts: list[Part], family: str) -> dict[str, Allotment]:
