@@ -105,3 +105,36 @@ def test_the_approximate_group_privacy_map_does_not_overflow_at_large_distances(
     measurement = make_private_kmeans(_model(algorithm="maxcover"), n_features=2)
     epsilon, delta = measurement.map(1)
     assert measurement.map(1000) == (pytest.approx(1000 * epsilon), 1.0)
+
+
+def test_a_neighbour_with_a_non_finite_row_is_released_as_its_other_rows_are(X):
+    """The function must be total on its domain: a fit that refused a data set one row away from one it released
+    would tell that row apart with certainty: a row with NaN or inf (which the domain holds) is left out."""
+    measurement = make_private_kmeans(_model(algorithm="fastlloyd"), n_features=2)
+    assert measurement.input_domain.member(np.vstack([X, [[np.nan, 0.0]]]))
+    for bad in ([np.inf, 0.0], [0.0, -np.inf], [np.nan, 0.0]):
+        assert measurement(np.vstack([X, [bad]])).shape == (3, 2)
+
+
+def test_the_measurement_keeps_the_model_its_map_was_computed_for(X):
+    model = _model(algorithm="fastlloyd", algorithm_params={"rounds": "few"})
+    measurement = make_private_kmeans(model, n_features=2)
+    rho = measurement.map(1)
+    model.set_params(epsilon=1000.0)  # the caller's model changes; the measurement's does not
+    model.algorithm_params["rounds"] = "log"
+    accountant = PrivacyAccountant()
+    spent = []
+    original_fit = KMeans.fit
+
+    def fit(self, *args, **kwargs):
+        self.set_params(accountant=accountant)  # to read what the fit inside the measurement spent
+        spent.append(self)
+        return original_fit(self, *args, **kwargs)
+
+    KMeans.fit = fit
+    try:
+        measurement(X)
+    finally:
+        KMeans.fit = original_fit
+    mu2 = sum(s.mu**2 for s in accountant.spends)
+    assert spent[0].epsilon == 1.0 and mu2 / 2 == pytest.approx(rho, rel=1e-9)

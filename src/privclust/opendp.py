@@ -23,8 +23,10 @@ exponential mechanism) is (epsilon, delta)-DP, as ``privacy_spent_`` states it.
 noisy count, the largest over the plans it may choose (zCDP: the largest rho; approximate DP: their
 union -- the largest Gaussian mu with the largest other epsilon and delta -- composed).  Distance 0 costs
 nothing; distance 1 costs the plan; distance k > 1 is bounded by group privacy (k^2 rho for zCDP; (k epsilon, k e^((k - 1) epsilon) delta)
-for approximate DP).  The function fits a fresh clone of the estimator on the rows and returns
-``cluster_centers_``; nothing else of the fit leaves the measurement.
+for approximate DP).  The function fits a fresh clone of the estimator -- of the copy taken when the
+measurement was built, whose plan the map is -- on the rows whose values are all finite (a row with a
+NaN or an infinite value, which the domain holds, is left out: a map that changes the symmetric distance
+by at most as much) and returns ``cluster_centers_``; nothing else of the fit leaves the measurement.
 
 OpenDP's ``make_user_measurement`` requires its ``honest-but-curious`` feature: privclust enables it (and
 ``contrib``) when it builds the measurement; the privacy argument above is what the feature asks the
@@ -63,6 +65,9 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
     accountant here), seeded noise (``random_state``: not private), and models other than the central one."""
     if not isinstance(model, KMeans):
         raise TypeError("make_private_kmeans takes a privclust KMeans")
+    # The map is computed once, now: the measurement keeps a copy of its own (parameters deep-copied), so that a
+    # later set_params on the caller's model cannot change what it spends behind the map.
+    model = clone(model)
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
     if model.accountant is not None:
@@ -113,7 +118,11 @@ def make_private_kmeans(model: KMeans, n_features: int, measure: str = "auto"):
         return (k * epsilon, min(1.0, k * math.exp((k - 1) * epsilon) * delta))
 
     def function(X):
-        return np.asarray(clone(model).fit(X).cluster_centers_)
+        # A row with a NaN or an infinite value (OpenDP's array domain holds them) is left out -- a 1-stable map,
+        # each row kept or dropped on its own: KMeans refuses non-finite input, and a refusal of one data set
+        # beside a release on its neighbour would tell such a row apart with certainty.
+        X = np.asarray(X, dtype=np.float64)
+        return np.asarray(clone(model).fit(X[np.isfinite(X).all(axis=1)]).cluster_centers_)
 
     dp = _opendp()
     return dp.m.make_user_measurement(
