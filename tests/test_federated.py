@@ -23,6 +23,7 @@ from privclust.federated import (
     make_certs,
     server_context,
 )
+from privclust.federated.client import JobLimits
 from privclust.federated.ring import FRACTION_BITS, LIMIT, RingOverflowError, decode, encode
 from privclust.federated.secagg import SecAggParty
 from privclust.federated.server import PROTOCOL_VERSION
@@ -509,6 +510,7 @@ def test_any_algorithm_whose_plan_the_party_oracle_serves_runs_federated(certs, 
         parts,
         job=Job(3, 2.0, 1e-6, [-1, 1], algorithm=algorithm),
         server_kwargs={"noise": SeededNoise(np.random.SeedSequence(0))},
+        client_kwargs={"limits": JobLimits(max_epsilon=2.0)},  # a party agrees to epsilon 1 unless told more
     )
     assert not errors, errors
     for i in range(PARTIES):
@@ -583,3 +585,18 @@ def test_a_job_choosing_among_plans_of_different_costs_is_refused_before_anythin
     monkeypatch.setattr(server_module, "algorithm_spec", lambda *a: Staged("x", (count, Stage(0.95, (whole, half)))))
     with pytest.raises(CapabilityError, match="plans of different costs"):
         Job(3, 1.0, 1e-6, [-1, 1], algorithm="auto")
+
+
+def test_a_party_agrees_to_epsilon_1_and_delta_1e6_unless_told_more():
+    """join's default limits are the CLI's and the Flower client's: a job announced at epsilon 5000 was accepted."""
+    from privclust.federated.client import check_job
+
+    limits = JobLimits()
+    check_job(Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), 2, 2, limits)
+    for job, message in (
+        (Job(3, 5000.0, 1e-6, [-1, 1], algorithm="fastlloyd"), "epsilon 5000"),
+        (Job(3, 1.0, 0.5, [-1, 1], algorithm="fastlloyd"), "delta 0.5"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            check_job(job, 2, 2, limits)
+    check_job(Job(3, 5000.0, 0.5, [-1, 1], algorithm="fastlloyd"), 2, 2, JobLimits(max_epsilon=None, max_delta=None))

@@ -320,3 +320,14 @@ def test_a_clients_failure_reaches_the_server_without_its_reason(capsys):
             None, None
         )
     assert app._client_query.__wrapped__ and app._client_train.__wrapped__  # both handlers go through it
+
+
+def test_a_node_limit_of_zero_is_refused_not_taken_for_the_default(tmp_path):
+    """max-delta = 0 (accept no approximate DP) became 1e-6: a (1, 1e-6) job was then accepted."""
+    from privclust.flower.app import _node_settings
+
+    (tmp_path / "group.key").write_bytes(b"k" * 32)
+    node = {"data": "never-read.csv", "group-key": str(tmp_path / "group.key"), "out": "o.json"}
+    for name, value in (("max-delta", "0"), ("max-epsilon", "0"), ("max-epsilon", "nan"), ("max-delta", "-1e-6")):
+        with pytest.raises(ValueError, match=f"'{name}' must be a positive number"):
+            _node_settings({**node, name: value})

@@ -192,11 +192,12 @@ class FederatedResult:
 class JobLimits:
     """What this party agrees to: a job announced beyond them is refused before any data-derived message.
 
-    ``None`` leaves a parameter to the server.  ``min_threshold`` defaults to a majority (the
-    server's threshold must be at least this)."""
+    By default at most epsilon 1 and delta 1e-6, as ``privclust federated join`` and the Flower client agree to;
+    ``None`` leaves a parameter to the server.  ``min_threshold`` defaults to a majority (the server's threshold
+    must be at least this)."""
 
-    max_epsilon: float | None = None
-    max_delta: float | None = None
+    max_epsilon: float | None = 1.0
+    max_delta: float | None = 1e-6
     n_clusters: int | None = None
     bounds: object = None
     min_threshold: int | None = None

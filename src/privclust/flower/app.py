@@ -316,9 +316,16 @@ def _node_settings(node_config) -> tuple[np.ndarray, bytes, JobLimits]:
         value = node_config.get(name)
         return None if value in (None, "") else kind(value)
 
-    limits = JobLimits(  # epsilon 1 and delta 1e-6 unless the node says otherwise, as privclust federated join
-        max_epsilon=number("max-epsilon", float) or 1.0,
-        max_delta=number("max-delta", float) or 1e-6,
+    def limit(name, default):
+        value = number(name, float)
+        if value is not None and not (math.isfinite(value) and value > 0):  # 0 is no "use the default"
+            raise ValueError(f"node config '{name}' must be a positive number, got {value!r}")
+        return default if value is None else value
+
+    defaults = JobLimits()  # epsilon 1 and delta 1e-6 unless the node says otherwise, as privclust federated join
+    limits = JobLimits(
+        max_epsilon=limit("max-epsilon", defaults.max_epsilon),
+        max_delta=limit("max-delta", defaults.max_delta),
         n_clusters=number("k", int),
         min_threshold=number("min-threshold", int),
     )
