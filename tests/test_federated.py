@@ -600,3 +600,25 @@ def test_a_party_agrees_to_epsilon_1_and_delta_1e6_unless_told_more():
         with pytest.raises(ValueError, match=message):
             check_job(job, 2, 2, limits)
     check_job(Job(3, 5000.0, 0.5, [-1, 1], algorithm="fastlloyd"), 2, 2, JobLimits(max_epsilon=None, max_delta=None))
+
+
+def test_a_server_without_secure_noise_warns_and_one_without_noise_reports_no_guarantee(certs, data):
+    """add_noise=False released exact sums and reported the plan's (1, 1e-6); seeded noise did not warn, as a seeded
+    central fit does."""
+    import warnings
+
+    from privclust.privacy.leaks import PrivacyLeakWarning
+
+    X, parts = data
+    job = Job(3, 1.0, 1e-6, [-1, 1], public_n=6000, algorithm="fastlloyd")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FederatedServer(job, 2, noise=SeededNoise(np.random.SeedSequence(0)))._listener.close()
+        FederatedServer(job, 2)._listener.close()  # the secure default: no warning
+    assert [str(w.message)[:30] for w in caught if w.category is PrivacyLeakWarning] == [
+        "the server's noise is not Open"
+    ]
+    with pytest.warns(PrivacyLeakWarning, match="NOT differentially private"):
+        out, errors = run_in_threads(certs, parts, job, server_kwargs={"add_noise": False})
+    assert not errors, errors
+    assert out["server"].privacy_spent["epsilon"] == float("inf")

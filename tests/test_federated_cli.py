@@ -12,7 +12,7 @@ from test_federated_secagg import Leave, leave_after
 from typer.testing import CliRunner
 
 from privclust.cli import app
-from privclust.federated import FederatedServer, Job, join
+from privclust.federated import FederatedAbort, FederatedServer, Job, join
 
 runner = CliRunner()
 
@@ -248,3 +248,49 @@ def test_join_reads_its_file_as_fit_does(tmp_path, listener):
     closed.close()  # nothing listens there: the party gets past its file and fails to connect
     out = invoke(*join_args(rows, free_port, "-o", tmp_path / "c.csv", "--sep", ";", "--dropna", "--timeout", 2))
     assert out.exit_code != 0 and "column" not in out.output and "127.0.0.1" in out.output, out.output
+
+
+def test_join_charges_a_ledger_and_the_same_job_run_again_is_refused_by_it(rows, tmp_path, listener):
+    """A party's limits hold one run; the same job run again released the rows once more (epsilon 3 after three
+    runs at a limit of 1). With --ledger the file composes the runs: the limits are reserved in it before
+    connecting, so a second run that the file cannot afford is refused before it reaches the server."""
+    X = np.loadtxt(rows, delimiter=",")
+    ledger = tmp_path / "party.ledger"
+    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), {1: X})
+    out = invoke(
+        *join_args(rows, server.address[1], "-o", tmp_path / "c0.csv"),
+        "--ledger",
+        ledger,
+        "--ledger-budget",
+        "1.2,1e-5",
+    )
+    for t in threads:
+        t.join(30)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["ledger"]["spent"]["epsilon"] > 0.5
+    again = invoke(*join_args(rows, listener.getsockname()[1], "-o", tmp_path / "c1.csv"), "--ledger", ledger)
+    assert again.exit_code == 2 and "refused by the ledger" in again.output and not (tmp_path / "c1.csv").exists()
+    assert len(json.loads(ledger.read_text())["entries"]) == 1  # the refused run left no entry
+
+
+def test_an_aborted_run_says_what_its_released_rounds_spent(three_parts):
+    """A run aborted after releasing rounds said only 'nothing is released': the server and each party now say
+    how many rounds were released before and what they spent, and the exception carries it."""
+
+    def leave_after_two(done, planned):
+        if done == 2:
+            raise ValueError("party 1 goes away")
+
+    server, threads, results = serve_in_thread(
+        Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"),
+        {0: three_parts[0], 1: three_parts[1]},
+        callbacks={1: leave_after_two},
+    )
+    for t in threads:
+        t.join(60)
+    for who in ("server", 0, 1):
+        abort = results[who]
+        assert isinstance(abort, FederatedAbort), abort
+        assert "round(s) were released, spending epsilon" in str(abort)
+        assert 0 < abort.privacy_spent["epsilon"] < 1.0
+    assert results["server"].privacy_spent["epsilon"] == pytest.approx(results[0].privacy_spent["epsilon"])

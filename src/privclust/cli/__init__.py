@@ -48,6 +48,8 @@ from .common import (
     DROPNA_OPTION,
     HEADER_OPTION,
     INTERRUPTED_MESSAGE,
+    LEDGER_BUDGET_OPTION,
+    LEDGER_OPTION,
     SEP_OPTION,
     interrupt_said,
     interrupts_reported,
@@ -170,18 +172,6 @@ BOUNDS_FILE_OPTION = typer.Option(
     help='Per-feature public bounds: JSON {"column": \\[lower, upper], ...} or CSV lines column,lower,upper.',
 )
 RADIUS_OPTION = typer.Option(None, help="Public bound: the rows lie in the ball of this radius about the origin.")
-LEDGER_OPTION = typer.Option(
-    None,
-    "--ledger",
-    help="A budget ledger file: this run is charged to it, and refused before reading any data if it would "
-    "exceed its budget (create one with 'privclust ledger init' or --ledger-budget).",
-)
-LEDGER_BUDGET_OPTION = typer.Option(
-    None,
-    "--ledger-budget",
-    metavar="EPS,DELTA",
-    help="EPSILON,DELTA: the total budget of a --ledger file that does not exist yet.",
-)
 ENGINE_OPTION = typer.Option("local", help="local (rows in this process) or spark (rows stay in Spark).")
 SPARK_MASTER_OPTION = typer.Option("local[*]", help="The Spark master URL for --engine spark.")
 

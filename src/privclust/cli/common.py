@@ -42,6 +42,19 @@ DROPNA_OPTION = typer.Option(
     "computed (free: a per-row rule). Without it a missing value is refused, naming its column.",
 )
 
+LEDGER_OPTION = typer.Option(
+    None,
+    "--ledger",
+    help="A budget ledger file: this run is charged to it, and refused before reading any data if it would "
+    "exceed its budget (create one with 'privclust ledger init' or --ledger-budget).",
+)
+LEDGER_BUDGET_OPTION = typer.Option(
+    None,
+    "--ledger-budget",
+    metavar="EPS,DELTA",
+    help="EPSILON,DELTA: the total budget of a --ledger file that does not exist yet.",
+)
+
 
 def fail(message: str) -> NoReturn:
     _errors.print(f"[bold red]error:[/] {message}")

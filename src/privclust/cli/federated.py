@@ -10,7 +10,17 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .common import DROPNA_OPTION, HEADER_OPTION, SEP_OPTION, bounds_pair, check_output, fail, write_whole
+from .common import (
+    DROPNA_OPTION,
+    HEADER_OPTION,
+    LEDGER_BUDGET_OPTION,
+    LEDGER_OPTION,
+    SEP_OPTION,
+    bounds_pair,
+    check_output,
+    fail,
+    write_whole,
+)
 
 federated_app = typer.Typer(
     help="Federated FastLloyd: parties cluster their joint rows; the server sees only masked values.",
@@ -206,13 +216,20 @@ def join_command(
     header: Optional[bool] = HEADER_OPTION,
     sep: Optional[str] = SEP_OPTION,
     dropna: bool = DROPNA_OPTION,
+    ledger: Optional[Path] = LEDGER_OPTION,
+    ledger_budget: Optional[str] = LEDGER_BUDGET_OPTION,
 ) -> None:
     """Take part in a federated run with this party's rows.
 
     Everything that can be checked locally is checked before connecting: the server address,
-    the output path, the data file, the keys; the announced job is checked against the limits
-    before anything derived from the data is sent."""
+    the output path, the data file, the keys, and with --ledger the file's budget (the limits,
+    --max-epsilon and --max-delta, are reserved in it before connecting; the run settles at what
+    its rounds spent); the announced job is checked against the limits before anything derived
+    from the data is sent."""
     from ..federated import FederatedAbort, JobLimits, join
+    from ..privacy.budget import BudgetExceededError
+    from ..privacy.ledger import LedgerError
+    from . import _ledger_run, _ledger_summary, _open_ledger
 
     address = _server_address(server)
     check_output(output)
@@ -240,9 +257,24 @@ def join_command(
         min_threshold=min_threshold,
     )
     try:
-        result = join(X, address, party, parties, ssl_context=context, group_key=key, timeout=timeout, limits=limits)
+        accounts = _open_ledger(ledger, ledger_budget)
+        about = {"command": "federated join", "party": party, "server": server}
+        with _ledger_run(accounts, max_epsilon, max_delta, about) as accountant:
+            result = join(
+                X,
+                address,
+                party,
+                parties,
+                ssl_context=context,
+                group_key=key,
+                timeout=timeout,
+                limits=limits,
+                accountant=accountant,
+            )
     except FederatedAbort as exc:
         fail(f"run aborted: {exc}")
+    except (BudgetExceededError, LedgerError) as exc:
+        fail(f"refused by the ledger {ledger}: {exc}")
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -266,6 +298,7 @@ def join_command(
                 "contributors": result.contributors,
                 "epsilon_spent": result.privacy_spent["epsilon"],
                 "delta_spent": result.privacy_spent["delta"],
+                **({"ledger": _ledger_summary(accounts)} if accounts is not None else {}),
                 "bytes_sent": result.bytes_sent,
                 "bytes_received": result.bytes_received,
                 "centers_file": str(output),

@@ -24,7 +24,7 @@ import numpy as np
 from .._validation import check_data
 from ..algorithms import ALGORITHMS
 from ..geometry.domain import make_domain
-from ..privacy.budget import Budget, PrivacyAccountant
+from ..privacy.budget import Budget, BudgetExceededError, PrivacyAccountant
 from ..queries.base import Released
 from ..queries.central import block_mechanisms
 from ..queries.curator import Curated
@@ -40,6 +40,7 @@ from .wire import (
     FederatedAbort,
     Kind,
     ProtocolError,
+    aborted_after,
     receive,
     ring_payload,
     ring_values,
@@ -289,12 +290,18 @@ def join(
     server_name: str | None = None,
     callback=None,
     limits: JobLimits | None = None,
+    accountant: PrivacyAccountant | None = None,
 ) -> FederatedResult:
     """Take part in a federated run with this party's rows; returns the released centers.
 
     The party checks the announced job against ``limits`` and refuses it before sending
     anything derived from its data.  While the rounds run it waits for the server at least
-    twice the server's dropout timeout (the server may be waiting out a dropped party)."""
+    twice the server's dropout timeout (the server may be waiting out a dropped party).
+
+    ``accountant``: this party's own budget across runs (a :class:`~privclust.privacy.ledger.LedgerAccountant`
+    file, say): the job's whole plan is checked against it before any row is read, and every round is
+    recorded in it -- what ``limits``, which hold one run, cannot do for a job run again.  A run that aborts
+    raises :class:`FederatedAbort` whose ``privacy_spent`` is what its released rounds spent."""
     X = check_data(data)
     if isinstance(parties, bool) or not isinstance(parties, int) or not 2 <= parties <= MAX_PARTIES:
         raise ValueError(f"parties must be an integer in 2 .. {MAX_PARTIES}, got {parties!r}")
@@ -305,8 +312,10 @@ def join(
     if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     limits = limits or JobLimits()
+    if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+        raise TypeError("accountant must be a privclust PrivacyAccountant (or LedgerAccountant)")
     sock = _connect(address, ssl_context, timeout, server_name)
-    channel = _Channel(sock, max_bytes)
+    channel, aggregation, recorder = _Channel(sock, max_bytes), None, None
     try:
         nonce = crypto.new_nonce()
         channel.send(
@@ -318,6 +327,7 @@ def join(
             job, threshold, session, server_timeout = _check_welcome(welcome, party, parties, nonce, X.shape[1], limits)
         except ValueError as exc:
             raise ValueError(f"party {party} refuses the job: {exc}") from None
+        recorder = PrivacyAccountant(job.budget(), parent=accountant)  # this run's spends, charged to the party's too
         sock.settimeout(min(max(timeout, 2 * server_timeout + 10), 3 * MAX_TIMEOUT))
         secagg = SecAggParty(party, parties, threshold, session, group_key)
         channel.send(Kind.PUBKEY, {"public": secagg.public_key, "group_key": group_key is not None})
@@ -329,20 +339,39 @@ def join(
         aggregation = MaskedAggregation(channel, secagg)
         # Every party derives the same public seed from the group secret: the geometry only, no noise.
         seed = crypto.geometry_seed(secagg.group_secret, session)
-        run, result = run_party(X, job, seed, aggregation, callback)
+        run, result = run_party(X, job, seed, aggregation, callback, recorder)
         channel.send(Kind.DONE, {})
-    except FederatedAbort:
-        raise
-    except (ProtocolError, OSError, ValueError) as exc:
+    except FederatedAbort as exc:
+        raise aborted_after(str(exc), _released(aggregation), _spent(recorder)) from exc
+    except (ProtocolError, OSError, ValueError, BudgetExceededError) as exc:
         send_abort(sock, f"party {party}: {exc}")
-        raise FederatedAbort(f"party {party}: {exc}") from exc
+        raise aborted_after(f"party {party}: {exc}", _released(aggregation), _spent(recorder)) from exc
     finally:
         sock.close()
     return party_result(run, result, aggregation.contributors, channel.sent, channel.received)
 
 
-def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None):
-    """Run ``job``'s algorithm on this party's checked rows ``X``: (session, FitResult).
+def _spent(accountant: PrivacyAccountant | None) -> dict | None:
+    """A party's record: the total and every step (none before the job was agreed)."""
+    if accountant is None:
+        return None
+    report = accountant.report()
+    return {
+        "epsilon": report.epsilon,
+        "delta": report.delta,
+        "mu": report.mu,
+        "steps": [s.as_dict() for s in report.steps],
+    }
+
+
+def _released(aggregation: "MaskedAggregation | None") -> int:
+    """How many rounds were released to this party (none before its rounds began)."""
+    return 0 if aggregation is None else len(aggregation.contributors)
+
+
+def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None, parent: PrivacyAccountant | None = None):
+    """Run ``job``'s algorithm on this party's checked rows ``X``: (session, FitResult); every spend is also
+    recorded in ``parent`` (checked against it first).
 
     ``aggregation`` carries each round (``released(round, header, size)``: a total known already, else
     ``aggregate(round, header, encoded) -> ring total``, see :class:`MaskedAggregation`); ``seed`` is the
@@ -354,7 +383,9 @@ def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None):
         rows = MemoryRows(X, X.shape[1], transform=domain.to_unit)
         return Curated(FederatedClientOracle(rows, job.budget(), accountant, aggregation), domain, X.shape[1], rows)
 
-    with open_session(job.budget(), job.bounds, random_state=seed, oracle=federated, seeded_noise=False) as run:
+    with open_session(
+        job.budget(), job.bounds, parent=parent, random_state=seed, oracle=federated, seeded_noise=False
+    ) as run:
         options = {"alpha": job.alpha, "max_iter": job.max_iter}
         ctx = run.context(job.n_clusters, public_n=job.public_n, options=options, callback=callback)
         result = ALGORITHMS[job.algorithm](ctx)
@@ -363,16 +394,10 @@ def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None):
 
 def party_result(run, result, contributors, sent: int = 0, received: int = 0) -> FederatedResult:
     """What a party reports of a finished run: the released centers, the ledger and who contributed."""
-    report = run.accountant.report()
     return FederatedResult(
         centers=run.domain.from_unit(result.centers),
         n_iter=result.n_iter,
-        privacy_spent={
-            "epsilon": report.epsilon,
-            "delta": report.delta,
-            "mu": report.mu,
-            "steps": [s.as_dict() for s in report.steps],
-        },
+        privacy_spent=_spent(run.accountant),
         rounds=run.oracle.rounds,
         bytes_sent=sent,
         bytes_received=received,

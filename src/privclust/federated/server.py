@@ -55,6 +55,7 @@ from ..algorithms.base import NON_PRIVATE, algorithm_spec
 from ..algorithms.params import DEFAULT_ALPHA, check_params
 from ..geometry.domain import make_domain
 from ..privacy.budget import Budget, BudgetExceededError, Cover, PrivacyAccountant, Spend
+from ..privacy.leaks import warn_leak
 from ..privacy.noise import NoiseSource, Randomness, SecureNoise
 from ..queries.plan import ADAPTIVE, DENSE, CapabilityError, PlanningOracle, Staged
 from . import crypto
@@ -66,6 +67,7 @@ from .wire import (
     FederatedAbort,
     Kind,
     ProtocolError,
+    aborted_after,
     frame_size,
     parse_frame,
     receive,
@@ -280,8 +282,10 @@ class FederatedServer:
     ``threshold`` (default: a majority) is how many parties must survive every round; up
     to ``parties - threshold`` may drop out.  ``timeout`` bounds the wait for the parties to
     join (counted from the last join) and for each round's messages (a party that misses it
-    has dropped out).  ``noise=None`` uses OpenDP's secure sampler; ``add_noise=False``
-    exists only to test the protocol bit-exactly and makes the run non-private.
+    has dropped out).  ``noise=None`` uses OpenDP's secure sampler (another source, e.g. seeded, warns
+    as a seeded central fit does); ``add_noise=False`` exists only to test the protocol bit-exactly:
+    the run is not private, so it warns and its report states epsilon = inf (the parties, who cannot
+    tell, record what the rounds declared).
     ``record`` (a list) receives ``(round, party, masked payload)`` of every message, for tests.
     ``contributors`` lists, per released round, the parties whose sums are in it (public protocol
     metadata: which connections delivered in time, not a statistic of the rows).
@@ -324,6 +328,17 @@ class FederatedServer:
         self.job, self.parties, self.threshold = job, int(parties), int(threshold)
         self._ssl, self._max_bytes = ssl_context, int(max_bytes)
         self._noise = noise or SecureNoise()
+        if not add_noise:
+            warn_leak(
+                "add_noise=False releases the parties' exact sums: the run is NOT differentially private (its "
+                "report states epsilon = inf); it exists to test the protocol bit-exactly"
+            )
+        elif not self._noise.secure:
+            warn_leak(
+                "the server's noise is not OpenDP's secure sampler (a seeded source, e.g.): the run is "
+                "reproducible, but its noise lacks the secure default's protection against floating-point "
+                "attacks. Leave noise=None for results you release."
+            )
         self._noise.add_gaussian(np.zeros(1), 1.0)  # load the sampler now, not inside the first round
         self._add_noise, self._record = add_noise, record
         self._spare = None
@@ -561,14 +576,13 @@ class FederatedServer:
             )
             for p in parties.values():
                 send_abort(p.sock, reason)
-            raise FederatedAbort(reason) from exc
+            raise aborted_after(reason, len(self.contributors), self._spent()) from exc
         finally:
             for p in everyone:
                 p.sock.close()
-        report = self.accountant.report()
         return ServerReport(
             rounds=rounds,
-            privacy_spent={"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu},
+            privacy_spent=self._spent(),
             bytes_received={p.index: p.received for p in everyone},
             bytes_sent={p.index: p.sent for p in everyone},
             seconds=time.perf_counter() - start,
@@ -576,6 +590,13 @@ class FederatedServer:
             dropouts=dict(self.dropouts),
             contributors=[list(c) for c in self.contributors],
         )
+
+    def _spent(self) -> dict:
+        """What the released rounds spent, by this server's ledger."""
+        if not self._add_noise:  # the rounds were released exact: nothing of the plan's guarantee holds
+            return {"epsilon": math.inf, "delta": 0.0, "mu": None}
+        report = self.accountant.report()
+        return {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu}
 
     def _send(self, p: _Party, kind: int, header: dict, payload: bytes = b"") -> None:
         p.sock.settimeout(self._timeout)

@@ -37,7 +37,22 @@ class ProtocolError(RuntimeError):
 
 
 class FederatedAbort(RuntimeError):
-    """The run was aborted; nothing further is released."""
+    """The run was aborted; nothing further is released.  ``privacy_spent``: what the rounds released before
+    the abort spent, in the record of whoever raised it (the server's ledger, or the party's), or ``None``."""
+
+    def __init__(self, message: str, privacy_spent: dict | None = None):
+        super().__init__(message)
+        self.privacy_spent = privacy_spent
+
+
+def aborted_after(message: str, rounds: int, spent: dict | None) -> FederatedAbort:
+    """The abort of a run that released ``rounds`` rounds first, spending ``spent``: its message says so."""
+    if rounds and spent is not None:
+        message += (
+            f"; before it, {rounds} round(s) were released, spending epsilon {spent['epsilon']:.6g}, "
+            f"delta {spent['delta']:.3g}"
+        )
+    return FederatedAbort(message, privacy_spent=spent)
 
 
 class Kind:
