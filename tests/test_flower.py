@@ -331,3 +331,43 @@ def test_a_node_limit_of_zero_is_refused_not_taken_for_the_default(tmp_path):
     for name, value in (("max-delta", "0"), ("max-epsilon", "0"), ("max-epsilon", "nan"), ("max-delta", "-1e-6")):
         with pytest.raises(ValueError, match=f"'{name}' must be a positive number"):
             _node_settings({**node, name: value})
+
+
+def test_a_flower_run_aborted_after_released_rounds_says_what_they_spent(parts, monkeypatch):
+    """The server app's ledger was a local variable: a run aborted at round 2 reported nothing of the two rounds
+    it had released. serve() now raises a FederatedAbort that says how many and what they spent. Flower's
+    messaging and SecAgg+ are replaced here by the clients' own rounds and the plain sum of their limbs."""
+    from privclust.federated import FederatedAbort
+    from privclust.flower import app
+
+    clients = {n: ClientRounds() for n in (11, 12, 13)}
+    rows = dict(zip(clients, parts))
+
+    def ask(grid, nodes, content, timeout):
+        replies = {}
+        for n in sorted(nodes):
+            if content["stage"] == "hello":
+                replies[n] = {"nonce": clients[n].hello(json.loads(content["announce"]), JobLimits(), 2)}
+                continue
+            nonces = json.loads(content["nonces"]) if "nonces" in content else None
+            survivors = json.loads(content["survivors"]) if "survivors" in content else None
+            out = clients[n].next_round(rows[n], KEY, content["round"], nonces, content.get("release"), survivors)
+            answer = {"done": True} if out[0] == "done" else {"done": False, "label": out[1], "spec": out[2]}
+            replies[n] = {"answer": json.dumps(answer, sort_keys=True)}
+        return replies, {}
+
+    def secure_sum(grid, context, nodes, round_index, threshold, timeout):
+        if round_index == 2:  # two clients' SecAgg+ messages never arrive
+            raise ProtocolError(f"round {round_index}: SecAgg+ aggregated 1 client, fewer than the threshold")
+        limbs = [clients[n].contribute(rows[n], KEY, round_index, threshold) for n in sorted(nodes)]
+        return secaggplus_average(limbs), sorted(nodes)
+
+    monkeypatch.setattr(app, "_ask", ask)
+    monkeypatch.setattr(app, "_secure_sum", secure_sum)
+    monkeypatch.setattr(app, "_wait_for_nodes", lambda grid, n, timeout: sorted(clients))
+    job = Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd", public_n=3000)
+    with pytest.raises(
+        FederatedAbort, match=r"fewer than the threshold; before it, 2 round\(s\) were released"
+    ) as told:
+        app.serve(None, None, job, 3, 2, 10.0, noise=SecureNoise())
+    assert 0 < told.value.privacy_spent["epsilon"] < 1.0

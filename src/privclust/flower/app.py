@@ -46,8 +46,8 @@ from .._validation import check_data
 from ..federated.client import JobLimits
 from ..federated.secagg import default_threshold
 from ..federated.server import Job, draw_ring_noise, round_spends, validate_spec
-from ..federated.wire import DEFAULT_MAX_BYTES, ProtocolError
-from ..privacy.budget import PrivacyAccountant
+from ..federated.wire import DEFAULT_MAX_BYTES, FederatedAbort, ProtocolError, aborted_after
+from ..privacy.budget import BudgetExceededError, PrivacyAccountant
 from ..privacy.noise import SecureNoise
 from .rounds import (
     CLIPPING_RANGE,
@@ -237,42 +237,47 @@ def serve(grid, context: Context, job: Job, clients: int, threshold: int, timeou
     accountant = PrivacyAccountant(job.budget())
     alive, survivors, release = set(nodes), [], b""
     contributors, round_seconds, dropouts = [], [], {}
-    for round_index in itertools.count():
-        t0 = time.perf_counter()
-        content = {"stage": "next", "round": round_index}
-        if round_index == 0:
-            content["nonces"] = json.dumps(sorted(nonces.values()))
-        else:
-            content["release"] = release
-            content["survivors"] = json.dumps([nonces[n] for n in survivors])
-        replies, failures = _ask(grid, alive, content, timeout)
-        answer, agreeing = agree({n: json.loads(str(r["answer"])) for n, r in replies.items()}, threshold)
-        for n in alive - agreeing:
-            dropouts.setdefault(index[nonces[n]], round_index)
-        alive = agreeing
-        if answer.get("done"):
-            break
-        n_buckets, blocks, count = validate_spec(answer.get("spec"), DEFAULT_MAX_BYTES)
-        spends = round_spends(str(answer.get("label")), blocks)
-        accountant.check(spends)  # before any masked sums are asked for
-        average, survivors = _secure_sum(grid, context, alive, round_index, threshold, timeout)
-        total = from_limb_average(average, len(survivors))
-        if total.size != count:
-            raise ProtocolError(f"round {round_index}: SecAgg+ summed {total.size} values, the round has {count}")
-        total += draw_ring_noise(noise, n_buckets, blocks).ravel()  # wraps modulo 2^64
-        for s in spends:
-            accountant.spend(s)
-        for n in alive - set(survivors):
-            dropouts.setdefault(index[nonces[n]], round_index)
-        alive = set(survivors)
-        release = total.astype("<u8").tobytes()
-        contributors.append(sorted(index[nonces[n]] for n in survivors))
-        round_seconds.append(time.perf_counter() - t0)
-    report = accountant.report()
+    try:
+        for round_index in itertools.count():
+            t0 = time.perf_counter()
+            content = {"stage": "next", "round": round_index}
+            if round_index == 0:
+                content["nonces"] = json.dumps(sorted(nonces.values()))
+            else:
+                content["release"] = release
+                content["survivors"] = json.dumps([nonces[n] for n in survivors])
+            replies, failures = _ask(grid, alive, content, timeout)
+            answer, agreeing = agree({n: json.loads(str(r["answer"])) for n, r in replies.items()}, threshold)
+            for n in alive - agreeing:
+                dropouts.setdefault(index[nonces[n]], round_index)
+            alive = agreeing
+            if answer.get("done"):
+                break
+            n_buckets, blocks, count = validate_spec(answer.get("spec"), DEFAULT_MAX_BYTES)
+            spends = round_spends(str(answer.get("label")), blocks)
+            accountant.check(spends)  # before any masked sums are asked for
+            average, survivors = _secure_sum(grid, context, alive, round_index, threshold, timeout)
+            total = from_limb_average(average, len(survivors))
+            if total.size != count:
+                raise ProtocolError(f"round {round_index}: SecAgg+ summed {total.size} values, the round has {count}")
+            total += draw_ring_noise(noise, n_buckets, blocks).ravel()  # wraps modulo 2^64
+            for s in spends:
+                accountant.spend(s)
+            for n in alive - set(survivors):
+                dropouts.setdefault(index[nonces[n]], round_index)
+            alive = set(survivors)
+            release = total.astype("<u8").tobytes()
+            contributors.append(sorted(index[nonces[n]] for n in survivors))
+            round_seconds.append(time.perf_counter() - t0)
+    except Exception as exc:
+        if not contributors:  # nothing was released: the failure is all there is to say
+            raise
+        reason = str(exc) if isinstance(exc, (ProtocolError, BudgetExceededError)) else f"{type(exc).__name__}: {exc}"
+        raise aborted_after(reason, len(contributors), _spent(accountant)) from exc
     by_index = {index[nonces[n]]: n for n in nodes}
     return {
         "rounds": len(contributors),
-        "privacy_spent": {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu},
+        "privacy_spent": _spent(accountant),
         "contributors": contributors,
         "party_counts": [len(c) for c in contributors],
         "dropouts": dropouts,
@@ -285,15 +290,27 @@ def serve(grid, context: Context, job: Job, clients: int, threshold: int, timeou
     }
 
 
+def _spent(accountant: PrivacyAccountant) -> dict:
+    report = accountant.report()
+    return {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu}
+
+
 server_app = ServerApp()
 
 
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
     job, clients, threshold, timeout = job_from_run_config(context.run_config)
-    report = serve(grid, context, job, clients, threshold, timeout)
-    print(json.dumps({k: report[k] for k in ("rounds", "privacy_spent", "contributors")}), flush=True)
     path = str(context.run_config.get("report", ""))
+    try:
+        report = serve(grid, context, job, clients, threshold, timeout)
+    except FederatedAbort as exc:  # rounds were released before it: say what they spent, then fail
+        report = {"aborted": str(exc), "privacy_spent": exc.privacy_spent}
+        print(json.dumps(report), flush=True)
+        if path:
+            Path(path).write_text(json.dumps(report, indent=1))
+        raise
+    print(json.dumps({k: report[k] for k in ("rounds", "privacy_spent", "contributors")}), flush=True)
     if path:
         Path(path).write_text(json.dumps(report, indent=1))
 
