@@ -26,11 +26,12 @@ ROUNDS = 5
 
 def federated_run(rows0: np.ndarray, rows1: np.ndarray, rounds: int = ROUNDS) -> list[tuple]:
     """One two-party run on loopback; the (round, party, masked payload) messages the server received."""
-    from ..federated import FederatedServer, Job, join
+    from ..federated import FederatedServer, Job, JobLimits, join
 
     record: list[tuple] = []
     job = Job(1, 8.0, 1e-5, [-1, 1], public_n=len(rows0) + len(rows1), max_iter=rounds, algorithm="fastlloyd")
     server = FederatedServer(job, 2, timeout=30, record=record)
+    limits = JobLimits(max_epsilon=job.epsilon, max_delta=job.delta)  # the parties agree to the audit's job
     errors: list[BaseException] = []
 
     def guarded(fn, *args):
@@ -42,7 +43,8 @@ def federated_run(rows0: np.ndarray, rows1: np.ndarray, rounds: int = ROUNDS) ->
     threads = [threading.Thread(target=guarded, args=(server.serve,))]
     threads += [
         threading.Thread(
-            target=guarded, args=(lambda r=rows, i=i: join(r, server.address, party=i, parties=2, timeout=30),)
+            target=guarded,
+            args=(lambda r=rows, i=i: join(r, server.address, party=i, parties=2, timeout=30, limits=limits),),
         )
         for i, rows in enumerate((rows0, rows1))
     ]

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import datasets
 from .._parallel import use_single_thread
-from ..federated import FederatedServer, Job, client_context, join, make_certs, server_context
+from ..federated import FederatedServer, Job, JobLimits, client_context, join, make_certs, server_context
 from .speed import synthetic_blobs
 from .utility import bench_delta
 
@@ -44,12 +44,12 @@ SEED_FIGURES = {
 
 
 def _party(args):
-    part, address, index, parties, certs, queue = args
+    part, address, index, parties, certs, queue, limits = args
     use_single_thread()  # three processes share this machine's cores; real parties have their own
     context = client_context(
         Path(certs) / f"party-{index}.pem", Path(certs) / f"party-{index}.key", Path(certs) / "ca.pem"
     )
-    result = join(part, address, index, parties, ssl_context=context, timeout=120)
+    result = join(part, address, index, parties, ssl_context=context, timeout=120, limits=limits)
     queue.put(
         (index, result.round_seconds, result.bytes_sent, result.bytes_received, result.rounds, result.round_cpu_seconds)
     )
@@ -59,6 +59,7 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max
     rng = np.random.default_rng(0)
     parts = np.array_split(X[rng.permutation(len(X))], parties)
     job = Job(k, 1.0, bench_delta(len(X)), [-1.0, 1.0], max_iter=max_iter, algorithm="fastlloyd")  # the paper's
+    limits = JobLimits(max_epsilon=job.epsilon, max_delta=job.delta)  # each party agrees to the bench's job
     server = FederatedServer(
         job,
         parties,
@@ -68,7 +69,7 @@ def run_one(name: str, X: np.ndarray, k: int, certs: Path, parties: int = 2, max
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_party, args=((parts[i], server.address, i, parties, str(certs), queue),))
+        ctx.Process(target=_party, args=((parts[i], server.address, i, parties, str(certs), queue, limits),))
         for i in range(parties)
     ]
     for p in procs:

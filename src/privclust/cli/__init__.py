@@ -22,7 +22,6 @@ import json
 import os
 import sys
 import warnings
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -45,12 +44,16 @@ from ..io import StagedFiles, check_separator
 from ..privacy.errors import BudgetExceededError
 from .bench import bench_app
 from .common import (
+    COMPOSITION_NOTE,
     DROPNA_OPTION,
     HEADER_OPTION,
     INTERRUPTED_MESSAGE,
     LEDGER_BUDGET_OPTION,
     LEDGER_OPTION,
     SEP_OPTION,
+    _ledger_run,
+    _ledger_summary,
+    _open_ledger,
     interrupt_said,
     interrupts_reported,
 )
@@ -460,56 +463,6 @@ def _plot_formats() -> list[str]:
 # ------------------------------------------------------------------------------------------ ledger
 
 
-def _parse_budget(text: str):
-    from ..privacy.budget import Budget
-
-    try:
-        epsilon, delta = (float(p) for p in text.split(","))
-    except ValueError:
-        raise ValueError(f"--ledger-budget must be 'EPSILON,DELTA' (e.g. '3,1e-5'), got {text!r}") from None
-    return Budget(epsilon, delta)
-
-
-def _open_ledger(path: Optional[Path], budget: Optional[str]):
-    from ..privacy.ledger import LedgerAccountant
-
-    if path is None:
-        if budget is not None:
-            raise ValueError("--ledger-budget needs --ledger FILE")
-        return None
-    return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
-
-
-def _ledger_run(
-    ledger,
-    epsilon: float,
-    delta: float,
-    about: dict,
-    private: bool = True,
-):
-    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger;
-    it takes the shape of the run's plan when the run checks it (:meth:`LedgerAccountant.run`).
-
-    A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
-    every ledger refuses."""
-    if ledger is None:
-        return nullcontext(None)
-    epsilon = epsilon if private else float("inf")
-    return ledger.run(epsilon, delta, about)
-
-
-def _ledger_summary(ledger) -> Optional[dict]:
-    if ledger is None:
-        return None
-    epsilon, delta = ledger.guarantee()
-    return {
-        "file": str(ledger.path),
-        "spent": {"epsilon": epsilon, "delta": delta},
-        "budget": {"epsilon": ledger.budget.epsilon, "delta": ledger.budget.delta},
-        "note": COMPOSITION_NOTE,
-    }
-
-
 def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
     """The summary of a ledger that failed its check, as far as its values allow (NaN where they do not)."""
     from ..privacy.budget import PrivacyAccountant
@@ -797,11 +750,6 @@ def _algorithm_shown(model, algorithm: str) -> str:
 
 # ------------------------------------------------------------------------------------------ the privacy report
 
-# Where composition makes the figures differ: one sentence, said wherever a ledger's total is shown.
-COMPOSITION_NOTE = (
-    "the total composes every run's releases (Gaussian ones exactly, in GDP) at the ledger's delta: it is not the "
-    "sum of each run's own (epsilon, delta), which fit, its --json, privacy_spent_ and ledger show report"
-)
 NOT_PRIVATE_LABEL = "exact, for you only: not private"
 
 

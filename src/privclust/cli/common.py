@@ -4,9 +4,9 @@ whole or not at all (through :class:`privclust.io.StagedFiles`)."""
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -112,3 +112,62 @@ def write_whole(path: Path, write: Callable[[Path], None]) -> None:
     with StagedFiles() as staged:
         write(staged.reserve(path))
         staged.commit()
+
+
+# ------------------------------------------------------------------------------------ --ledger (fit, elbow, join)
+
+# Where composition makes the figures differ: one sentence, said wherever a ledger's total is shown.
+COMPOSITION_NOTE = (
+    "the total composes every run's releases (Gaussian ones exactly, in GDP) at the ledger's delta: it is not the "
+    "sum of each run's own (epsilon, delta), which fit, its --json, privacy_spent_ and ledger show report"
+)
+
+
+def _parse_budget(text: str):
+    from ..privacy.budget import Budget
+
+    try:
+        epsilon, delta = (float(p) for p in text.split(","))
+    except ValueError:
+        raise ValueError(f"--ledger-budget must be 'EPSILON,DELTA' (e.g. '3,1e-5'), got {text!r}") from None
+    return Budget(epsilon, delta)
+
+
+def _open_ledger(path: Optional[Path], budget: Optional[str]):
+    from ..privacy.ledger import LedgerAccountant
+
+    if path is None:
+        if budget is not None:
+            raise ValueError("--ledger-budget needs --ledger FILE")
+        return None
+    return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
+
+
+def _ledger_run(
+    ledger,
+    epsilon: float,
+    delta: float,
+    about: dict,
+    private: bool = True,
+):
+    """The run's reservation in the ledger (refused before any data is read), or nothing without a ledger;
+    it takes the shape of the run's plan when the run checks it (:meth:`LedgerAccountant.run`).
+
+    A non-private run (the lloyd baseline, bounds read off the data) is reserved as epsilon = inf, which
+    every ledger refuses."""
+    if ledger is None:
+        return nullcontext(None)
+    epsilon = epsilon if private else float("inf")
+    return ledger.run(epsilon, delta, about)
+
+
+def _ledger_summary(ledger) -> Optional[dict]:
+    if ledger is None:
+        return None
+    epsilon, delta = ledger.guarantee()
+    return {
+        "file": str(ledger.path),
+        "spent": {"epsilon": epsilon, "delta": delta},
+        "budget": {"epsilon": ledger.budget.epsilon, "delta": ledger.budget.delta},
+        "note": COMPOSITION_NOTE,
+    }

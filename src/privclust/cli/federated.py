@@ -16,6 +16,9 @@ from .common import (
     LEDGER_BUDGET_OPTION,
     LEDGER_OPTION,
     SEP_OPTION,
+    _ledger_run,
+    _ledger_summary,
+    _open_ledger,
     bounds_pair,
     check_output,
     fail,
@@ -229,7 +232,6 @@ def join_command(
     from ..federated import FederatedAbort, JobLimits, join
     from ..privacy.budget import BudgetExceededError
     from ..privacy.ledger import LedgerError
-    from . import _ledger_run, _ledger_summary, _open_ledger
 
     address = _server_address(server)
     check_output(output)
