@@ -253,29 +253,33 @@ def test_join_reads_its_file_as_fit_does(tmp_path, listener):
 def test_join_charges_a_ledger_and_the_same_job_run_again_is_refused_by_it(rows, tmp_path, listener):
     """A party's limits hold one run; the same job run again released the rows once more (epsilon 3 after three
     runs at a limit of 1). With --ledger the file composes the runs: the limits are reserved in it before
-    connecting, so a second run that the file cannot afford is refused before it reaches the server."""
+    connecting, the run settles at what its rounds spent, and a run the file cannot afford is refused before it
+    reaches the server."""
     X = np.loadtxt(rows, delimiter=",")
     ledger = tmp_path / "party.ledger"
-    server, threads, results = serve_in_thread(Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"), {1: X})
+    server, threads, results = serve_in_thread(Job(3, 0.6, 1e-6, [-1, 1], algorithm="fastlloyd"), {1: X})
     out = invoke(
         *join_args(rows, server.address[1], "-o", tmp_path / "c0.csv"),
         "--ledger",
         ledger,
         "--ledger-budget",
-        "1.2,1e-5",
+        "1,1e-5",
     )
     for t in threads:
         t.join(30)
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["ledger"]["spent"]["epsilon"] > 0.5
+    (entry,) = json.loads(ledger.read_text())["entries"]
+    assert entry["reserved"] is None and len(entry["spends"]) == len(results[1].privacy_spent["steps"])  # settled
+    assert json.loads(out.stdout)["ledger"]["spent"]["epsilon"] < 0.6  # the job's, not the limit's (1) reserved
     again = invoke(*join_args(rows, listener.getsockname()[1], "-o", tmp_path / "c1.csv"), "--ledger", ledger)
     assert again.exit_code == 2 and "refused by the ledger" in again.output and not (tmp_path / "c1.csv").exists()
     assert len(json.loads(ledger.read_text())["entries"]) == 1  # the refused run left no entry
 
 
-def test_an_aborted_run_says_what_its_released_rounds_spent(three_parts):
-    """A run aborted after releasing rounds said only 'nothing is released': the server and each party now say
-    how many rounds were released before and what they spent, and the exception carries it."""
+def test_an_aborted_run_says_what_its_rounds_spent(three_parts):
+    """A run aborted after releasing rounds said only 'nothing is released': the server says how many rounds it
+    released and what they spent, each party how many carried its sums (the server may release a round whose
+    result a party never saw), and the exception carries it."""
 
     def leave_after_two(done, planned):
         if done == 2:
@@ -288,9 +292,57 @@ def test_an_aborted_run_says_what_its_released_rounds_spent(three_parts):
     )
     for t in threads:
         t.join(60)
-    for who in ("server", 0, 1):
-        abort = results[who]
-        assert isinstance(abort, FederatedAbort), abort
-        assert "round(s) were released, spending epsilon" in str(abort)
-        assert 0 < abort.privacy_spent["epsilon"] < 1.0
-    assert results["server"].privacy_spent["epsilon"] == pytest.approx(results[0].privacy_spent["epsilon"])
+    assert all(isinstance(results[who], FederatedAbort) for who in ("server", 0, 1)), results
+    released = len(server.contributors)  # the row count and two iterations
+    assert f"before it, {released} round(s) were released, spending epsilon" in str(results["server"])
+    assert f"before it, {released} round(s) carried this party's sums" in str(results[1])
+    # party 0 sent the round the server then aborted: it counts it, and charged it before sending
+    assert f"before it, {released + 1} round(s) carried this party's sums" in str(results[0])
+    spent = {who: results[who].privacy_spent["epsilon"] for who in ("server", 0, 1)}
+    assert spent["server"] == pytest.approx(spent[1]) and 0 < spent[1] < spent[0] < 1.0
+
+
+def test_a_party_records_a_round_before_its_sums_leave_it(three_parts, monkeypatch):
+    """With t of n the server releases a round whose result a party never sees (it drops out after sending): the
+    party charged rounds when their results came back, so its own accountant and ledger never held that round."""
+    from privclust.federated import client as client_module
+    from privclust.privacy.budget import Budget, PrivacyAccountant
+
+    original = client_module.MaskedAggregation.aggregate
+
+    def aggregate(self, round_index, header, encoded):
+        if self._secagg.party == 2 and round_index == 2:  # its sums go out, then its network fails
+            original_receive = self._channel.receive
+            self._channel.receive = lambda expect: (_ for _ in ()).throw(OSError("the network fails"))
+            try:
+                return original(self, round_index, header, encoded)
+            finally:
+                self._channel.receive = original_receive
+        return original(self, round_index, header, encoded)
+
+    monkeypatch.setattr(client_module.MaskedAggregation, "aggregate", aggregate)
+    mine = PrivacyAccountant(Budget(10.0, 1e-5))
+    job = Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd", public_n=6000)
+    server = FederatedServer(job, 3, timeout=10, threshold=2)
+    results = {}
+
+    def run(who, call):
+        try:
+            results[who] = call()
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            results[who] = exc
+
+    calls = {"server": server.serve}
+    for i in range(3):
+        calls[i] = lambda i=i: join(
+            three_parts[i], server.address, i, 3, timeout=20, accountant=mine if i == 2 else None
+        )
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert 2 in server.contributors[2]  # round 2 was released with party 2's rows in it
+    assert isinstance(results[2], FederatedAbort) and "3 round(s) carried this party's sums" in str(results[2])
+    iterations = {s.label.split("/")[0] for s in mine.spends}
+    assert iterations == {"iteration 1", "iteration 2", "iteration 3"}  # all three, the released third too

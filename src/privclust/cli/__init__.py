@@ -51,11 +51,11 @@ from .common import (
     LEDGER_BUDGET_OPTION,
     LEDGER_OPTION,
     SEP_OPTION,
-    _ledger_run,
-    _ledger_summary,
-    _open_ledger,
     interrupt_said,
     interrupts_reported,
+    ledger_run,
+    ledger_summary,
+    open_ledger,
 )
 from .federated import federated_app
 from .local import local_app
@@ -482,7 +482,7 @@ def _ledger_summary_unchecked(path: Path, state: dict) -> dict:
 
 
 def _ledger_line(summary) -> str:
-    summary = summary if isinstance(summary, dict) else _ledger_summary(summary)
+    summary = summary if isinstance(summary, dict) else ledger_summary(summary)
     spent, budget = summary["spent"], summary["budget"]
     return (
         f"ledger {summary['file']}: spent (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) "
@@ -603,7 +603,7 @@ def fit(
                 outputs["labels"] = staged.reserve_folder(labels, "--labels")
             elif labels is not None:
                 outputs["labels"] = staged.reserve(labels, "--labels")
-            accounts = _open_ledger(ledger, ledger_budget)
+            accounts = open_ledger(ledger, ledger_budget)
             name = None if on_spark else _bundled(data)
             k = k if k is not None or name is None else datasets.DATASETS[name].k
             about = {
@@ -616,7 +616,7 @@ def fit(
                 "secure_noise": seed is None,
             }
             private = algorithm not in NON_PRIVATE and not wanted_bounds.from_data
-            with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
+            with ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna, user_column)
                 chosen_bounds = _checked_bounds(wanted_bounds, source, private=private, outer=outer_bounds)
                 if k is None:
@@ -818,7 +818,7 @@ def _print_fit(model, source, result, described, algorithm, k, output, plot, lab
                 "privacy_spent": spent.as_dict(),
                 **({"private_box": model.fit_info_["domain"]} if "domain" in model.fit_info_ else {}),
                 "secure_noise": seed is None,
-                **({"ledger": _ledger_summary(ledger)} if ledger is not None else {}),
+                **({"ledger": ledger_summary(ledger)} if ledger is not None else {}),
             },
             "not_private": {
                 "note": "computed on your raw rows, for you only: not differentially private, do not publish",
@@ -942,11 +942,11 @@ def elbow(
             wanted_bounds = BoundsRequest.parse(bounds, bounds_file, radius)
             _split(columns)
             outputs = _reserve_outputs(staged, plot=(plot, _plot_formats()))
-            accounts = _open_ledger(ledger, ledger_budget)
+            accounts = open_ledger(ledger, ledger_budget)
             about = {"command": "elbow", "data": str(data or "s1"), "k_max": k_max, "epsilon": epsilon, "delta": delta}
             about["secure_noise"] = seed is None
             private = not wanted_bounds.from_data  # the greedy: Gaussian releases by default
-            with _ledger_run(accounts, epsilon, delta, about, private) as accountant:
+            with ledger_run(accounts, epsilon, delta, about, private) as accountant:
                 source = _open_source(data, columns, on_spark, spark_master, header, sep, dropna)
                 chosen = _checked_bounds(wanted_bounds, source)
                 X = source.read()
@@ -969,7 +969,7 @@ def elbow(
             "elbow": curve.elbow,
             "columns": source.columns,
             "privacy_spent": curve.privacy_spent.as_dict(),
-            **({"ledger": _ledger_summary(accounts)} if accounts is not None else {}),
+            **({"ledger": ledger_summary(accounts)} if accounts is not None else {}),
         }
         print(json.dumps(json_safe(release)))
         return
@@ -1026,7 +1026,7 @@ def ledger_show(
     except USER_ERRORS as exc:
         fail(str(exc))
     entries = state["entries"]
-    summary = _ledger_summary(accounts) if accounts is not None else _ledger_summary_unchecked(path, state)
+    summary = ledger_summary(accounts) if accounts is not None else _ledger_summary_unchecked(path, state)
     for entry in entries:  # what each run spent, as the run itself reported it
         entry["spent"] = _entry_spent(entry, state["budget"].get("delta"))
     if as_json:

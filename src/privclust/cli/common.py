@@ -123,7 +123,7 @@ COMPOSITION_NOTE = (
 )
 
 
-def _parse_budget(text: str):
+def parse_budget(text: str):
     from ..privacy.budget import Budget
 
     try:
@@ -133,17 +133,17 @@ def _parse_budget(text: str):
     return Budget(epsilon, delta)
 
 
-def _open_ledger(path: Optional[Path], budget: Optional[str]):
+def open_ledger(path: Optional[Path], budget: Optional[str]):
     from ..privacy.ledger import LedgerAccountant
 
     if path is None:
         if budget is not None:
             raise ValueError("--ledger-budget needs --ledger FILE")
         return None
-    return LedgerAccountant.open(path, _parse_budget(budget) if budget is not None else None)
+    return LedgerAccountant.open(path, parse_budget(budget) if budget is not None else None)
 
 
-def _ledger_run(
+def ledger_run(
     ledger,
     epsilon: float,
     delta: float,
@@ -161,7 +161,7 @@ def _ledger_run(
     return ledger.run(epsilon, delta, about)
 
 
-def _ledger_summary(ledger) -> Optional[dict]:
+def ledger_summary(ledger) -> Optional[dict]:
     if ledger is None:
         return None
     epsilon, delta = ledger.guarantee()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Optional
 
@@ -16,12 +17,12 @@ from .common import (
     LEDGER_BUDGET_OPTION,
     LEDGER_OPTION,
     SEP_OPTION,
-    _ledger_run,
-    _ledger_summary,
-    _open_ledger,
     bounds_pair,
     check_output,
     fail,
+    ledger_run,
+    ledger_summary,
+    open_ledger,
     write_whole,
 )
 
@@ -259,9 +260,18 @@ def join_command(
         min_threshold=min_threshold,
     )
     try:
-        accounts = _open_ledger(ledger, ledger_budget)
-        about = {"command": "federated join", "party": party, "server": server}
-        with _ledger_run(accounts, max_epsilon, max_delta, about) as accountant:
+        with ExitStack() as held:
+            try:  # the ledger's own failures are the ledger's, not the server's
+                accounts = open_ledger(ledger, ledger_budget)
+                about = {"command": "federated join", "party": party, "server": server}
+                accountant = held.enter_context(ledger_run(accounts, max_epsilon, max_delta, about))
+            except OSError as exc:
+                fail(f"cannot use the ledger {ledger}: {exc}")
+            except BudgetExceededError as exc:
+                fail(
+                    f"refused by the ledger {ledger}: {exc} (it holds --max-epsilon and --max-delta for the run "
+                    "before connecting: lower them to what the job asks)"
+                )
             result = join(
                 X,
                 address,
@@ -300,7 +310,7 @@ def join_command(
                 "contributors": result.contributors,
                 "epsilon_spent": result.privacy_spent["epsilon"],
                 "delta_spent": result.privacy_spent["delta"],
-                **({"ledger": _ledger_summary(accounts)} if accounts is not None else {}),
+                **({"ledger": ledger_summary(accounts)} if accounts is not None else {}),
                 "bytes_sent": result.bytes_sent,
                 "bytes_received": result.bytes_received,
                 "centers_file": str(output),

@@ -75,6 +75,7 @@ class MaskedAggregation:
     def __init__(self, channel: _Channel, secagg: SecAggParty):
         self._channel, self._secagg = channel, secagg
         self.contributors: list[list[int]] = []  # per round: the parties whose sums are in the release
+        self.sent_rounds = 0  # rounds that carried this party's masked sums (released or not: it cannot know)
 
     def released(self, round_index: int, header: dict, size: int) -> np.ndarray | None:
         """The ring total of a round released before this party computes its sums: never here, where each round
@@ -84,6 +85,7 @@ class MaskedAggregation:
     def aggregate(self, round_index: int, header: dict, encoded: np.ndarray) -> np.ndarray:
         masked = self._secagg.mask(round_index, encoded)
         self._channel.send(Kind.ROUND, {"round": round_index, **header}, ring_payload(masked))
+        self.sent_rounds += 1
         self._secagg.prepare(round_index)  # the next round's material, while the server gathers
         request, _ = self._channel.receive(Kind.UNMASK)
         if request.get("round") != round_index:
@@ -158,13 +160,15 @@ class FederatedClientOracle(Oracle):
         if spec != self._rounds.last_spec:  # the noise parameters travel only when they change
             header["spec"] = self._rounds.last_spec = spec
         shape = (query.n_buckets, query.width)
+        # Charged before this party's sums leave it: with t of n the server may release the round even if this
+        # party never hears of it (it drops out after its message), so the round is recorded whatever follows.
+        for block, mechanism in zip(query.blocks, mechanisms):
+            self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
         total = self._aggregation.released(self._rounds.count, header, shape[0] * shape[1])
         if total is None:  # the rows are read only for a round that is not released yet
             total = self._aggregation.aggregate(self._rounds.count, header, encode(self._rows.sums([query])[0]).ravel())
         values = decode(total).reshape(shape)
         out = {block.name: values[:, cols] for block, cols in query.block_slices()}
-        for block, mechanism in zip(query.blocks, mechanisms):
-            self.accountant.spend(mechanism.spend(f"{query.label}/{block.name}"))
         self._rounds.count += 1
         self._rounds.seconds.append(time.perf_counter() - start)
         self._rounds.cpu_seconds.append(time.process_time() - start_cpu)
@@ -342,10 +346,14 @@ def join(
         run, result = run_party(X, job, seed, aggregation, callback, recorder)
         channel.send(Kind.DONE, {})
     except FederatedAbort as exc:
-        raise aborted_after(str(exc), _released(aggregation), _spent(recorder)) from exc
+        raise aborted_after(str(exc), _sent(aggregation), _spent(recorder), CARRIED) from exc
     except (ProtocolError, OSError, ValueError, BudgetExceededError) as exc:
-        send_abort(sock, f"party {party}: {exc}")
-        raise aborted_after(f"party {party}: {exc}", _released(aggregation), _spent(recorder)) from exc
+        # the server (and through it every party) hears why -- but not this party's own budget or ledger
+        told = "its own budget refuses the job" if isinstance(exc, BudgetExceededError) else str(exc)
+        send_abort(sock, f"party {party}: {told}")
+        raise aborted_after(
+            f"party {party}: {exc}", _sent(aggregation), _spent(recorder), "carried this party's sums"
+        ) from exc
     finally:
         sock.close()
     return party_result(run, result, aggregation.contributors, channel.sent, channel.received)
@@ -353,20 +361,15 @@ def join(
 
 def _spent(accountant: PrivacyAccountant | None) -> dict | None:
     """A party's record: the total and every step (none before the job was agreed)."""
-    if accountant is None:
-        return None
-    report = accountant.report()
-    return {
-        "epsilon": report.epsilon,
-        "delta": report.delta,
-        "mu": report.mu,
-        "steps": [s.as_dict() for s in report.steps],
-    }
+    return None if accountant is None else accountant.report().as_dict()
 
 
-def _released(aggregation: "MaskedAggregation | None") -> int:
-    """How many rounds were released to this party (none before its rounds began)."""
-    return 0 if aggregation is None else len(aggregation.contributors)
+CARRIED = "carried this party's sums (each may have been released)"
+
+
+def _sent(aggregation: "MaskedAggregation | None") -> int:
+    """How many rounds carried this party's sums (none before its rounds began): each may have been released."""
+    return 0 if aggregation is None else aggregation.sent_rounds
 
 
 def run_party(X: np.ndarray, job: Job, seed: int, aggregation, callback=None, parent: PrivacyAccountant | None = None):

@@ -84,6 +84,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "validate_spec",
     "round_spends",
+    "server_spent",
     "draw_ring_noise",
 ]
 
@@ -595,8 +596,7 @@ class FederatedServer:
         """What the released rounds spent, by this server's ledger."""
         if not self._add_noise:  # the rounds were released exact: nothing of the plan's guarantee holds
             return {"epsilon": math.inf, "delta": 0.0, "mu": None}
-        report = self.accountant.report()
-        return {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu}
+        return server_spent(self.accountant)
 
     def _send(self, p: _Party, kind: int, header: dict, payload: bytes = b"") -> None:
         p.sock.settimeout(self._timeout)
@@ -670,7 +670,7 @@ class FederatedServer:
         why = "; ".join(f"party {i}: {r}" for i, r in sorted(failures.items()))
         return ProtocolError(
             f"round {round_index}: {alive} of {self.parties} parties remain, fewer than the threshold "
-            f"{self.threshold}; nothing is released" + (f" ({why})" if why else "")
+            f"{self.threshold}; this round is not released" + (f" ({why})" if why else "")
         )
 
     def _run(self, parties: dict[int, _Party]) -> int:
@@ -831,6 +831,12 @@ class FederatedServer:
         if spare is not None and spare[0] == key:
             return spare[1]  # each draw is used once, then discarded
         return self._draw_noise(n_buckets, blocks)
+
+
+def server_spent(accountant: PrivacyAccountant) -> dict:
+    """What a server's ledger says its released rounds spent: the totals (its report's; a party's has the steps)."""
+    report = accountant.report()
+    return {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu}
 
 
 def round_spends(label: str, blocks: list[dict]) -> list[Spend]:

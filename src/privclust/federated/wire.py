@@ -45,13 +45,11 @@ class FederatedAbort(RuntimeError):
         self.privacy_spent = privacy_spent
 
 
-def aborted_after(message: str, rounds: int, spent: dict | None) -> FederatedAbort:
-    """The abort of a run that released ``rounds`` rounds first, spending ``spent``: its message says so."""
+def aborted_after(message: str, rounds: int, spent: dict | None, what: str = "were released") -> FederatedAbort:
+    """The abort of a run after ``rounds`` rounds that ``what`` (were released; or, at a party, carried its sums,
+    which the server may have released), spending ``spent``: its message says so."""
     if rounds and spent is not None:
-        message += (
-            f"; before it, {rounds} round(s) were released, spending epsilon {spent['epsilon']:.6g}, "
-            f"delta {spent['delta']:.3g}"
-        )
+        message += f"; before it, {rounds} round(s) {what}, spending epsilon {spent['epsilon']:.6g}, delta {spent['delta']:.3g}"
     return FederatedAbort(message, privacy_spent=spent)
 
 

@@ -45,7 +45,7 @@ from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 from .._validation import check_data
 from ..federated.client import JobLimits
 from ..federated.secagg import default_threshold
-from ..federated.server import Job, draw_ring_noise, round_spends, validate_spec
+from ..federated.server import Job, draw_ring_noise, round_spends, server_spent, validate_spec
 from ..federated.wire import DEFAULT_MAX_BYTES, FederatedAbort, ProtocolError, aborted_after
 from ..privacy.budget import BudgetExceededError, PrivacyAccountant
 from ..privacy.noise import SecureNoise
@@ -203,7 +203,7 @@ def _secure_sum(grid, context: Context, nodes, round_index: int, threshold: int,
     if strategy.average is None or len(strategy.contributors) < threshold:
         raise ProtocolError(
             f"round {round_index}: SecAgg+ aggregated {len(strategy.contributors)} clients, fewer than the "
-            f"threshold {threshold}; nothing is released"
+            f"threshold {threshold}; this round is not released"
         )
     return strategy.average, strategy.contributors
 
@@ -273,11 +273,11 @@ def serve(grid, context: Context, job: Job, clients: int, threshold: int, timeou
         if not contributors:  # nothing was released: the failure is all there is to say
             raise
         reason = str(exc) if isinstance(exc, (ProtocolError, BudgetExceededError)) else f"{type(exc).__name__}: {exc}"
-        raise aborted_after(reason, len(contributors), _spent(accountant)) from exc
+        raise aborted_after(reason, len(contributors), server_spent(accountant)) from exc
     by_index = {index[nonces[n]]: n for n in nodes}
     return {
         "rounds": len(contributors),
-        "privacy_spent": _spent(accountant),
+        "privacy_spent": server_spent(accountant),
         "contributors": contributors,
         "party_counts": [len(c) for c in contributors],
         "dropouts": dropouts,
@@ -288,11 +288,6 @@ def serve(grid, context: Context, job: Job, clients: int, threshold: int, timeou
         "bytes_sent": {i: grid.sent.get(n, 0) for i, n in sorted(by_index.items())},
         "bytes_received": {i: grid.received.get(n, 0) for i, n in sorted(by_index.items())},
     }
-
-
-def _spent(accountant: PrivacyAccountant) -> dict:
-    report = accountant.report()
-    return {"epsilon": report.epsilon, "delta": report.delta, "mu": report.mu}
 
 
 server_app = ServerApp()
