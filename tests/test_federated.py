@@ -622,3 +622,25 @@ def test_a_server_without_secure_noise_warns_and_one_without_noise_reports_no_gu
         out, errors = run_in_threads(certs, parts, job, server_kwargs={"add_noise": False})
     assert not errors, errors
     assert out["server"].privacy_spent["epsilon"] == float("inf")
+
+
+def test_a_job_is_checked_again_at_the_parties_d_before_the_run_starts(certs, data, monkeypatch):
+    """A job with scalar bounds was checked at d = 1 only; its plan at the parties' d is checked once they have
+    joined, before the key set-up (nothing derived from the data was sent)."""
+    from privclust.federated import server as server_module
+    from privclust.queries.plan import Part, Spec, Stage, Staged
+
+    X, parts = data
+    original = server_module.algorithm_spec
+
+    def spec(name, ctx):  # options that cost alike at d = 1 and differently at the parties' d = 2
+        if ctx.oracle.n_features == 1:
+            return original(name, ctx)
+        whole = Spec("whole pool", (Part("sums", share=1.0),))
+        other = Spec("a delta of its own", (Part("sums", share=0.5), Part("more", share=0.5, delta=1e-7)))
+        return Staged("x", (Stage(0.05, (Spec("count", (Part("count", share=1.0),)),)), Stage(0.95, (whole, other))))
+
+    monkeypatch.setattr(server_module, "algorithm_spec", spec)
+    out, errors = run_in_threads(certs, parts, Job(3, 1.0, 1e-6, [-1, 1], algorithm="fastlloyd"))
+    assert "plans of different costs" in str(errors["server"]) and not out
+    assert all("plans of different costs" in str(errors[i]) for i in range(len(parts)))

@@ -141,9 +141,9 @@ class Job:
         if isinstance(bounds, str):
             raise ValueError("federated runs need declared bounds (bounds='data' would read every party's data)")
         make_domain(bounds, d)  # raises ValueError on empty, inverted, infinite or malformed bounds
-        self._check_plan(d)
+        self.check_plan(d)
 
-    def _check_plan(self, d: int) -> None:
+    def check_plan(self, d: int) -> None:
         """Refuse an algorithm whose plan a party's oracle cannot serve: ``Oracle.check`` refuses one needing
         more than dense rounds (every plan it may run, in its pool); each of them must spend only pooled
         Gaussian parts (what the server noises and charges); and where it chooses among plans, they must cost
@@ -568,11 +568,13 @@ class FederatedServer:
         try:
             parties = self._accept()
             everyone = list(parties.values())
+            if self.job.n_features is None:  # the job was checked at the d its bounds give; the parties have theirs
+                self.job.check_plan(next(iter(parties.values())).hello["n_features"])
             rounds = self._run(parties)
         except Exception as exc:  # whatever went wrong, the parties hear why, and nothing more is released
             reason = (
                 str(exc)
-                if isinstance(exc, (ProtocolError, FederatedAbort, BudgetExceededError))
+                if isinstance(exc, (ProtocolError, FederatedAbort, BudgetExceededError, CapabilityError))
                 else (f"server error: {type(exc).__name__}: {exc}")
             )
             for p in parties.values():
