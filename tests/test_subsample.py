@@ -133,3 +133,15 @@ def test_a_declared_row_count_is_scaled_to_the_sample():
     X = np.random.default_rng(0).uniform(-1, 1, (20_000, 2))
     model = Subsampled(KMeans(2, bounds=(-1, 1), public_n=20_000, random_state=0), rate=0.05, random_state=1).fit(X)
     assert model.estimator_.public_n == 1_000
+
+
+def test_an_accountant_and_its_child_are_charged_the_amplified_spend_once():
+    """The subsampled fit's accountant and the base estimator's, one the other's parent: the child records each
+    spend in its parent too, so charging both charged the parent twice."""
+    X = np.random.default_rng(0).uniform(-1, 1, (2000, 2))
+    parent = PrivacyAccountant(Budget(10.0, 1e-4))
+    child = PrivacyAccountant(Budget(5.0, 1e-4), parent=parent)
+    base = KMeans(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1), algorithm="fastlloyd", accountant=child)
+    model = Subsampled(base, rate=0.1, accountant=parent, random_state=0).fit(X)
+    assert len(child.spends) == len(parent.spends) == 1
+    assert parent.spends[0].epsilon == pytest.approx(model.privacy_spent_.epsilon)

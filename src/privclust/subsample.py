@@ -213,14 +213,25 @@ class Subsampled(ClusterMixin, BaseEstimator):
         return self
 
     def _ledgers(self) -> list[PrivacyAccountant]:
-        """Every shared accountant to charge: this one's and the base estimator's (once if they are one)."""
+        """Every shared accountant to charge: this one's and the base estimator's -- once if they are one, and
+        only the child where one is the other's parent (a child records each spend in its parents too)."""
         found = []
         for ledger in (self.accountant, getattr(self.estimator, "accountant", None)):
             if ledger is not None and not any(ledger is seen for seen in found):
                 if not isinstance(ledger, PrivacyAccountant):
                     raise TypeError("accountant must be a privclust PrivacyAccountant")
                 found.append(ledger)
-        return found
+        return [ledger for ledger in found if not any(_is_ancestor(ledger, other) for other in found)]
 
     def predict(self, X):
         return self.estimator_.predict(X)
+
+
+def _is_ancestor(ledger: PrivacyAccountant, of: PrivacyAccountant) -> bool:
+    """Whether ``ledger`` is a parent of ``of``, or a parent's parent, and so on."""
+    parent = of.parent
+    while parent is not None:
+        if parent is ledger:
+            return True
+        parent = parent.parent
+    return False
