@@ -175,3 +175,28 @@ def test_plans_of_pure_spends_compose_within_a_budget_only_with_their_deltas_wit
     budget = Budget(1.0, 1e-6)
     assert composes_within(budget, [[Spend("a", epsilon=0.5, delta=5e-7)], [Spend("b", epsilon=0.9)]])
     assert not composes_within(budget, [[Spend("a", epsilon=0.5, delta=2e-6)]])  # delta beyond the budget's
+
+
+def test_a_check_from_running_totals_decides_as_composing_every_spend_does():
+    """The accountant keeps running totals of what it recorded, so a check costs the planned spends only; they
+    must equal the composition of the whole list bit for bit, whatever the relations (a replace-one spend restates
+    every other) and after the list is replaced (a ledger rereading its file)."""
+    import random
+
+    from privclust.privacy.budget import REPLACE_ONE, _composition
+
+    rng = random.Random(0)
+    for _ in range(50):
+        accountant = PrivacyAccountant(Budget(50.0, 1e-3))
+        for step in range(40):
+            relation = REPLACE_ONE if rng.random() < 0.05 else "add/remove"
+            spend = (
+                Spend("g", mu=rng.uniform(0.01, 0.3), relation=relation)
+                if rng.random() < 0.6
+                else Spend("p", epsilon=rng.uniform(0, 0.2), delta=rng.uniform(0, 1e-6), relation=relation)
+            )
+            planned = [spend, Spend("x", mu=0.05)][: rng.randint(1, 2)]
+            assert accountant._composed(planned) == _composition([*accountant.spends, *planned])
+            accountant.spend(spend)
+            if step == 20:  # the list replaced, as a ledger's reread replaces it: summed anew
+                accountant._spends = list(accountant._spends[:10])

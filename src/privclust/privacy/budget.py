@@ -178,12 +178,21 @@ def _composition(spends: Iterable[Spend]) -> tuple[float, float, float]:
     """(epsilon, delta, mu) of ``spends`` in their common relation (:func:`relation_of`): the pure and
     approximate spends composed by basic composition, the Gaussian ones exactly in GDP (mu 0 if none)."""
     spends = list(spends)
-    relation = relation_of(spends)
-    spends = [s.under(relation) for s in spends]
-    eps_dp = sum(s.epsilon for s in spends if not s.is_gdp)
-    delta_dp = sum(s.delta for s in spends if not s.is_gdp)
-    mus = [s.mu for s in spends if s.is_gdp]
-    return eps_dp, delta_dp, compose_mu(*mus) if mus else 0.0
+    eps_dp, delta_dp, mu2 = _sums(spends, relation_of(spends))
+    return eps_dp, delta_dp, math.sqrt(mu2)
+
+
+def _sums(spends: Iterable[Spend], relation: str, start: tuple[float, float, float] = (0, 0, 0)):
+    """(epsilon, delta, mu^2) of ``spends`` stated for ``relation``, added to ``start`` one spend at a time, in
+    order: running totals kept this way equal the totals of the whole list, bit for bit."""
+    eps_dp, delta_dp, mu2 = start
+    for spend in spends:
+        spend = spend.under(relation)
+        if spend.is_gdp:
+            mu2 += float(spend.mu) ** 2
+        else:
+            eps_dp, delta_dp = eps_dp + spend.epsilon, delta_dp + spend.delta
+    return eps_dp, delta_dp, mu2
 
 
 def _guarantee(spends: Iterable[Spend], delta: float) -> tuple[float, float]:
@@ -205,7 +214,11 @@ def _within(spends: Iterable[Spend], delta: float, epsilon_limit: float, delta_l
     leave of ``delta``.  One evaluation of the trade-off instead of a root search (each check of a release:
     about a tenth of the time).  Where the two disagree, the epsilon lies within the root search's tolerance
     (1e-14) of the limit, and this answer is the exact one (up to the evaluation of ``gdp_delta``)."""
-    eps_dp, delta_dp, mu = _composition(spends)
+    return _totals_within(*_composition(spends), delta, epsilon_limit, delta_limit)
+
+
+def _totals_within(eps_dp: float, delta_dp: float, mu: float, delta: float, epsilon_limit: float, delta_limit: float):
+    """:func:`_within` on the composed totals."""
     if mu == 0:
         return eps_dp <= epsilon_limit and delta_dp <= delta_limit
     left, room = delta - delta_dp, epsilon_limit - eps_dp
@@ -269,6 +282,7 @@ class PrivacyAccountant:
         self.parent = parent
         self._spends: list[Spend] = []
         self._home = _this_process()
+        self._running: tuple | None = None  # (the list, how many of it, relation, totals): see _composed
 
     def _bound_to_its_process(self) -> bool:
         """Whether only the process that made this accountant may check and spend with it.
@@ -333,7 +347,7 @@ class PrivacyAccountant:
                 raise BudgetExceededError("a non-private step cannot be charged to a finite privacy budget")
         if self.budget is not None:
             limits = (self.budget.epsilon * (1 + _TOLERANCE), self.budget.delta * (1 + _TOLERANCE))
-            if not _within([*self._spends, *planned], self.budget.delta, *limits):
+            if not _totals_within(*self._composed(planned), self.budget.delta, *limits):
                 eps, delta = _guarantee([*self._spends, *planned], self.budget.delta)
                 spent_eps, _ = _guarantee(self._spends, self.budget.delta)
                 raise BudgetExceededError(
@@ -343,6 +357,26 @@ class PrivacyAccountant:
                 )
         if self.parent is not None:
             self.parent.check(planned)
+
+    def _composed(self, planned: list[Spend]) -> tuple[float, float, float]:
+        """``_composition([*recorded, *planned])``, from running totals of the recorded spends: a check costs the
+        planned spends, not every spend so far (a 100-round federated run's checks were quadratic in its rounds).
+        The totals are kept for the list they were summed from while it only grows (a ledger rereading its file
+        makes a new list), in the recorded spends' relation; planned spends of another (a replace-one release,
+        which restates every other) are composed with the whole list anew."""
+        spends, running = self._spends, getattr(self, "_running", None)
+        if running is None or running[0] is not spends or running[1] > len(spends):
+            running = (spends, 0, relation_of([]), (0, 0, 0))
+        fresh = spends[running[1] :]
+        relation = relation_of([Spend("so far", relation=running[2]), *fresh]) if fresh else running[2]
+        if relation != running[2]:  # the new spends restate the others: sum them all in the new relation
+            running = (spends, 0, relation, (0, 0, 0))
+            fresh = spends
+        self._running = (spends, len(spends), relation, _sums(fresh, relation, running[3]))
+        if relation_of([Spend("so far", relation=relation), *planned]) != relation:
+            return _composition([*spends, *planned])
+        eps_dp, delta_dp, mu2 = _sums(planned, relation, self._running[3])
+        return eps_dp, delta_dp, math.sqrt(mu2)
 
     def spend(self, spend: Spend) -> None:
         """Record one release (checked first: nothing is recorded on refusal).
