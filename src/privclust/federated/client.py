@@ -351,9 +351,7 @@ def join(
         # the server (and through it every party) hears why -- but not this party's own budget or ledger
         told = "its own budget refuses the job" if isinstance(exc, BudgetExceededError) else str(exc)
         send_abort(sock, f"party {party}: {told}")
-        raise aborted_after(
-            f"party {party}: {exc}", _sent(aggregation), _spent(recorder), "carried this party's sums"
-        ) from exc
+        raise aborted_after(f"party {party}: {exc}", _sent(aggregation), _spent(recorder), CARRIED) from exc
     finally:
         sock.close()
     return party_result(run, result, aggregation.contributors, channel.sent, channel.received)
@@ -364,7 +362,7 @@ def _spent(accountant: PrivacyAccountant | None) -> dict | None:
     return None if accountant is None else accountant.report().as_dict()
 
 
-CARRIED = "carried this party's sums (each may have been released)"
+CARRIED = "carried this party's sums (each may have been released)"  # what a party's abort counts
 
 
 def _sent(aggregation: "MaskedAggregation | None") -> int:

@@ -296,18 +296,18 @@ server_app = ServerApp()
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
     job, clients, threshold, timeout = job_from_run_config(context.run_config)
-    path = str(context.run_config.get("report", ""))
+    path, aborted = str(context.run_config.get("report", "")), None
     try:
         report = serve(grid, context, job, clients, threshold, timeout)
+        shown = {k: report[k] for k in ("rounds", "privacy_spent", "contributors")}
     except FederatedAbort as exc:  # rounds were released before it: say what they spent, then fail
-        report = {"aborted": str(exc), "privacy_spent": exc.privacy_spent}
-        print(json.dumps(report), flush=True)
-        if path:
-            Path(path).write_text(json.dumps(report, indent=1))
-        raise
-    print(json.dumps({k: report[k] for k in ("rounds", "privacy_spent", "contributors")}), flush=True)
+        report = shown = {"aborted": str(exc), "privacy_spent": exc.privacy_spent}
+        aborted = exc
+    print(json.dumps(shown), flush=True)
     if path:
         Path(path).write_text(json.dumps(report, indent=1))
+    if aborted is not None:
+        raise aborted
 
 
 # -- the client ------------------------------------------------------------------------------

@@ -167,7 +167,12 @@ class Spend:
 def relation_of(spends: Iterable[Spend]) -> str:
     """The relation spends compose in: replace-one as soon as one is (see the module docstring); a
     user-level relation when they all are (mixed with another, ``Spend.under`` refuses)."""
-    relations = {s.relation for s in spends}
+    return common_relation(s.relation for s in spends)
+
+
+def common_relation(relations: Iterable[str]) -> str:
+    """The relation guarantees stated for ``relations`` compose in (:func:`relation_of`)."""
+    relations = set(relations)
     users = sorted(r for r in relations if is_user_relation(r))
     if users:
         return users[0]
@@ -368,12 +373,12 @@ class PrivacyAccountant:
         if running is None or running[0] is not spends or running[1] > len(spends):
             running = (spends, 0, relation_of([]), (0, 0, 0))
         fresh = spends[running[1] :]
-        relation = relation_of([Spend("so far", relation=running[2]), *fresh]) if fresh else running[2]
+        relation = common_relation([running[2], *(s.relation for s in fresh)])
         if relation != running[2]:  # the new spends restate the others: sum them all in the new relation
             running = (spends, 0, relation, (0, 0, 0))
             fresh = spends
         self._running = (spends, len(spends), relation, _sums(fresh, relation, running[3]))
-        if relation_of([Spend("so far", relation=relation), *planned]) != relation:
+        if common_relation([relation, *(s.relation for s in planned)]) != relation:
             return _composition([*spends, *planned])
         eps_dp, delta_dp, mu2 = _sums(planned, relation, self._running[3])
         return eps_dp, delta_dp, math.sqrt(mu2)
@@ -508,7 +513,7 @@ class Cover:
 
 def _in_common(first: Cover, second: Cover) -> tuple[Cover, Cover]:
     """Both covers stated for their common relation (``relation_of``; mixing user levels is refused)."""
-    relation = relation_of([Spend("a", relation=first.relation), Spend("b", relation=second.relation)])
+    relation = common_relation([first.relation, second.relation])
     return first.under(relation), second.under(relation)
 
 

@@ -390,10 +390,8 @@ class Oracle(ABC):
         those releases: recorded at the chosen plan's cost alone, the ledger and ``privacy_spent_`` would
         report less than the guarantee rests on.  Nothing where the stage has one option."""
         stage, union = self._stage, self._stage.cover()
-        # each spend converted to the union's relation, as the ledger converts them
-        chosen = Cover.of(
-            [spend.under(union.relation) for spend in reserved] or [Spend("none", relation=union.relation)]
-        )
+        converted = [spend.under(union.relation) for spend in reserved]  # one by one, as the ledger converts them
+        chosen = Cover.of(converted) if converted else Cover(relation=union.relation)
         # Bugs in the caller, never data-dependent events: a plan the stage was not checked with, or a second one
         # (each would be held to the union alone, their sum to nothing)
         if not chosen.within(union):
