@@ -460,3 +460,128 @@ def test_a_user_level_fit_on_spark_finds_its_box_from_the_rows_its_executors_kee
     lower, upper = np.array(model.fit_info_["domain"]["lower"]), np.array(model.fit_info_["domain"]["upper"])
     # a box about the kept rows (at this budget and ~600 kept rows its scale is found within a few octaves)
     assert np.all(lower < X.min(0) + 5) and np.all(upper > X.max(0) - 5) and np.all(upper - lower < 2.0**12)
+
+
+def _parquet_files(folder, X, files=2, row_group=150):
+    """X's rows split over ``files`` Parquet files of small row groups: columns a (double), b (bigint), c (float)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, files)):
+        table = pa.table(
+            {
+                "a": part[:, 0],
+                "b": part[:, 1].astype(np.int64),
+                "c": part[:, 2].astype(np.float32),
+            }
+        )
+        pq.write_table(table, folder / f"part-{i}.parquet", row_group_size=row_group)
+    return folder
+
+
+def test_a_plain_parquet_scan_is_read_by_the_workers_with_the_rows_the_jvm_gives(spark, tmp_path, monkeypatch):
+    """A frame that is only its files (here a folder, two of its three columns reordered) is read by the Python
+    workers row group by row group, no cache in local mode: the same sums as the JVM's path and as memory."""
+    from privclust.queries import spark_parquet
+
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.uniform(-1.2, 1.2, 1000), np.round(rng.uniform(-3, 3, 1000)), rng.uniform(-1, 1, 1000)])
+    X[:, 2] = X[:, 2].astype(np.float32)
+    frame = spark.read.parquet(str(_parquet_files(tmp_path / "rows", X))).select("c", "a", "b")
+    pieces = spark_parquet.parquet_pieces(frame)
+    assert pieces is not None and len(pieces) == 8  # 500 rows a file in row groups of 150
+    queries = [count_query(), SumQuery("all", 1, (Block("sums", 3, 20.0),), lambda r: (np.zeros(len(r), int), r))]
+    expected = MemoryRows(X[:, [2, 0, 1]], 3).sums(queries)
+    direct = SparkRows(frame)
+    answers = [direct.sums(queries)]
+    assert direct._rereadable and not direct._rdd.is_cached  # the files are reread, not copied to a cache
+    monkeypatch.setattr("privclust.queries.spark.parquet_pieces", lambda frame: None)
+    through_jvm = SparkRows(frame)
+    answers.append(through_jvm.sums(queries))
+    assert not through_jvm._rereadable and through_jvm._rdd.is_cached
+    for count, sums in answers:
+        assert count[0, 0] == expected[0][0, 0] == 1000
+        assert np.allclose(sums, expected[1], rtol=0, atol=1e-9)
+
+
+def test_a_seeded_fit_of_parquet_files_read_by_the_workers_is_the_in_memory_fit(spark, tmp_path):
+    rng = np.random.default_rng(5)
+    truth = np.array([[-0.6, -0.6, 0.0], [0.6, 0.6, 0.0], [-0.6, 0.6, 0.0]])
+    X = truth[rng.integers(0, 3, 3000)] + rng.normal(0, 0.05, (3000, 3))
+    X[:, 1] = np.round(X[:, 1])  # bigint column b
+    X[:, 2] = X[:, 2].astype(np.float32)
+    frame = spark.read.parquet(str(_parquet_files(tmp_path / "rows", X, files=3, row_group=400)))
+    params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="fastlloyd", random_state=7, public_n=3000)
+    local, distributed = KMeans(3, **params).fit(X), KMeans(3, **params).fit(frame)
+    order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
+    assert np.allclose(order(local.cluster_centers_), order(distributed.cluster_centers_), atol=1e-6)
+
+
+def test_frames_that_are_more_than_their_files_are_read_through_the_jvm(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privclust.queries.spark_parquet import parquet_pieces
+
+    X = np.random.default_rng(6).uniform(-1, 1, (300, 3))
+    folder = str(_parquet_files(tmp_path / "rows", X))
+    plain = spark.read.parquet(folder)
+    assert parquet_pieces(plain) is not None and parquet_pieces(plain.select("b")) is not None
+    for name, frame in {
+        "filter": plain.filter("a > 0"),
+        "limit": plain.limit(10),
+        "sample": plain.sample(0.5, seed=1),
+        "cast": plain.select(plain.a.cast("float")),
+        "renamed": plain.toDF("x", "y", "z"),
+        "union": plain.union(plain),
+        "rows from Python": _frame(spark, X),
+    }.items():
+        assert parquet_pieces(frame) is None, name
+    cached = spark.read.parquet(folder).cache()
+    assert parquet_pieces(cached) is None and parquet_pieces(cached.select("a")) is None
+    cached.unpersist()
+    (tmp_path / "parts" / "g=1").mkdir(parents=True)
+    pq.write_table(pa.table({"a": X[:, 0]}), tmp_path / "parts" / "g=1" / "f.parquet")
+    partitioned = spark.read.parquet(str(tmp_path / "parts"))
+    assert parquet_pieces(partitioned) is None and parquet_pieces(partitioned.select("a")) is None
+    # A path given twice is read twice by Spark, and so by the workers: the same rows either way
+    twice = spark.read.parquet(folder, folder)
+    assert len(parquet_pieces(twice)) == 2 * len(parquet_pieces(plain))
+    assert SparkRows(twice).count() == twice.count() == 600
+
+
+def test_a_parquet_file_changed_during_a_fit_is_refused_before_its_rows_are_read(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X = np.random.default_rng(7).uniform(-1, 1, (300, 3))
+    folder = _parquet_files(tmp_path / "rows", X)
+    rows = SparkRows(spark.read.parquet(str(folder)))
+    assert rows.count() == 300
+    replaced = pa.table({"a": np.full(150, 9.0), "b": np.zeros(150, np.int64), "c": np.zeros(150, np.float32)})
+    pq.write_table(replaced, folder / "part-0.parquet")
+    with pytest.raises(Exception, match="changed while privclust was fitting"):
+        rows.count()
+
+
+def test_missing_values_in_parquet_files_read_by_the_workers_are_refused_before_anything_is_spent(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privclust.queries.spark_parquet import parquet_pieces
+
+    (tmp_path / "rows").mkdir()
+    pq.write_table(
+        pa.table({"a": [0.1, None, 0.3], "b": pa.array([1, 2, None], pa.int64())}), tmp_path / "rows" / "f.parquet"
+    )
+    frame = spark.read.parquet(str(tmp_path / "rows"))
+    assert parquet_pieces(frame) is not None
+    ledger = PrivacyAccountant(Budget(1.0, 1e-6))
+    for columns, options in ((["a", "b"], {}), (["b"], {}), (["a", "b"], {"algorithm": "greedy", "public_n": 3})):
+        with pytest.raises(ValueError, match="missing or non-finite"):
+            KMeans(2, bounds=(0, 3), accountant=ledger, **options).fit(frame.select(*columns))
+    assert ledger.spends == []
+    # the merge tree's releases are charged before its pass: the rows are read and refused before that
+    with pytest.raises(ValueError, match="missing or non-finite"):
+        SparkRows(frame).check_values()

@@ -322,6 +322,8 @@ class CentralOracle(Oracle):
         for i, released in zip(dense, self.answer([requests[i][:2] for i in dense])):
             out[i] = requests[i][2].select(released, top, top)
         sparse = [i for i, (query, _, _) in enumerate(requests) if query.sparse]
+        if sparse:
+            self.rows.check_values()  # before the charges below, which precede the pass
         noisers = []
         for i in sparse:
             query, allotment, _ = requests[i]

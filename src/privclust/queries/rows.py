@@ -125,6 +125,10 @@ class Rows(ABC):
         """The partitions a reduced release's buckets are hashed to (public: never read off the rows)."""
         return 1
 
+    def check_values(self) -> None:  # noqa: B027 -- most rows refuse missing values when they are first read
+        """Refuse missing values now, before a release charged ahead of its pass (``reduced``) runs: rows
+        that check their values only as a pass reads them (Spark rows reread from their files) read them."""
+
     def reduced(self, queries: list[SumQuery], noisers: list, reductions: list) -> list:
         """Sparse releases reduced by seed 000's merge-and-reduce (``queries.reduce``), here on one machine:
         each query's exact sums split by owning partition, each part noised by ``noisers[i](p, part)`` and

@@ -47,6 +47,7 @@ from .histogram import histogram_counts
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, chunk_rows_for, merge_sparse
+from .spark_parquet import group_pieces, parquet_pieces, read_pieces
 
 __all__ = [
     "SparkRows",
@@ -183,6 +184,18 @@ def _packed_batches(batches, rows_per_block: int):
         yield packed()
 
 
+MISSING_VALUES = (
+    "the Spark DataFrame has missing or non-finite values: drop or impute them first "
+    "(e.g. df.na.drop()); privclust does not guess values for private rows"
+)
+
+
+def _noting_missing(rows: np.ndarray, missing) -> np.ndarray:
+    if not np.all(np.isfinite(rows)):
+        missing.add(1)
+    return rows
+
+
 def _unpack_raw(packed, n_features: int) -> np.ndarray:
     return np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
 
@@ -226,6 +239,9 @@ class SparkRows(Rows):
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
+        self._rereadable = False  # whether every pass may read the files again instead of a cache (spark_parquet)
+        self._missing = None  # then: an accumulator of the blocks with missing values that the passes read
+        self._checked = False  # whether a whole pass has found none yet
         self._raw = None  # the rows in the input's coordinates, cached while histograms of them are asked for
         self._samples: list[SparkRows] = []  # cached samples of these rows, dropped with them
         self._share = 1.0  # of the frame's rows these rows are expected to hold (a sample's rate: public)
@@ -238,10 +254,26 @@ class SparkRows(Rows):
 
     def _raw_blocks(self):
         """The frame's rows, an RDD of float64 blocks in the input's coordinates (not yet checked or cached)."""
+        blocks = self._parquet_rdd()
+        if blocks is not None:
+            return blocks
         blocks = self._arrow_rdd()
         if blocks is not None:
             return blocks
         return self._packed().map(partial(_unpack_raw, n_features=self.n_features))
+
+    def _parquet_rdd(self):
+        """The rows read by the Python workers from the local Parquet files the frame is exactly a scan of
+        (``spark_parquet``), every pass: no JVM encoding and no cache; None for any other frame."""
+        pieces = parquet_pieces(self._frame)
+        if pieces is None:
+            return None
+        context = self._frame.sparkSession.sparkContext
+        self._rereadable, self._missing = True, context.accumulator(0)
+        runs = group_pieces(pieces, 2 * int(context.defaultParallelism))
+        read = partial(read_pieces, columns=list(self._frame.columns), rows_per_block=chunk_rows_for(self.n_features))
+        blocks = context.parallelize(runs, max(1, len(runs))).mapPartitions(read)
+        return blocks.map(partial(_noting_missing, missing=self._missing))
 
     def _arrow_rdd(self):
         """The rows through the JVM's Arrow encoding of the frame, its columns cast to double (so the batches'
@@ -287,15 +319,22 @@ class SparkRows(Rows):
 
     def _cached(self, rdd, finite: Callable):
         """``rdd`` persisted, in one pass that also fills the cache and refuses missing values -- as the in-memory
-        rows do (check_data): before any release, naming no row."""
+        rows do (check_data): before any release, naming no row.  Rows reread from their files are not cached
+        and not read an extra time: each pass notes missing values as it reads, and its answer is withheld."""
+        if self._rereadable:
+            return rdd
         rdd = self._persist(rdd)
         if not rdd.map(finite).fold(True, lambda a, b: a and b):
             rdd.unpersist()
-            raise ValueError(
-                "the Spark DataFrame has missing or non-finite values: drop or impute them first "
-                "(e.g. df.na.drop()); privclust does not guess values for private rows"
-            )
+            raise ValueError(MISSING_VALUES)
         return rdd
+
+    def _refuse_missing(self) -> None:
+        """After a pass over rows reread from their files, before its exact answer reaches any mechanism: refuse
+        the rows if the pass met a missing value (a pass reads every row; a sample's first pass, all of them)."""
+        if self._missing is not None and self._missing.value:
+            raise ValueError(MISSING_VALUES)
+        self._checked = True
 
     def _ready(self):
         if self._rdd is not None:
@@ -324,6 +363,7 @@ class SparkRows(Rows):
             self._check_ids()
             self._raw = self._cached(self._raw_blocks(), lambda rows: bool(np.all(np.isfinite(rows))))
         totals = self._raw.treeAggregate(None, partial(_histograms_of, queries=queries), _merge_histograms)
+        self._refuse_missing()
         return totals if totals is not None else [np.zeros((q.n_features, q.n_buckets)) for q in queries]
 
     def close(self) -> None:
@@ -349,8 +389,15 @@ class SparkRows(Rows):
         self._samples.append(sample)
         return sample
 
+    def check_values(self) -> None:
+        self._ready()  # rows read through the JVM are checked here, as they are cached
+        if self._rereadable and not self._checked:
+            self.count()
+
     def count(self) -> int:
-        return int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
+        rows = int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
+        self._refuse_missing()
+        return rows
 
     def sums(self, queries):
         """One Spark job for all the queries: every task folds its chunks into one running answer."""
@@ -359,10 +406,12 @@ class SparkRows(Rows):
         answers = iter(
             self._ready().treeAggregate(RunningAnswers(others), _add_chunk, _merge_answers).result() if others else []
         )
+        self._refuse_missing()
         return [np.array([[float(self.count())]]) if is_count else next(answers) for is_count in counts]
 
     def map_rows(self, fn):
         parts = [p for p in self._ready().map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
+        self._refuse_missing()
         return np.concatenate(parts) if parts else fn(np.zeros((0, self.n_features)))
 
     distributed = True
@@ -411,6 +460,7 @@ class SparkRows(Rows):
                 .mapPartitions(partial(_merges, reductions=reductions, height=height, top=top))
             )
         ((_, result),) = selections.collect()
+        self._refuse_missing()
         return result
 
     def _tasks(self, machines: int) -> int:
