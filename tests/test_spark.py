@@ -215,9 +215,11 @@ def test_the_elbow_curve_and_one_cluster_run_on_spark_as_in_memory(spark):
 def test_bench_spark_reports_both_engines_and_their_agreement(spark, tmp_path):
     from privclust.bench import spark as bench
 
-    rows = bench.run([2000], 3, 2, "fastlloyd", 1, "local[2]", tmp_path / "data", "1g", noise="seeded")
-    assert {r["engine"] for r in rows} == {"memory", "spark"}
-    assert all(r["max_center_gap"] < 1e-9 for r in rows)  # the same seeded fit on both engines
+    engines = ("memory", "spark", "spark-jvm")
+    rows = bench.run([2000], 3, 2, "fastlloyd", 1, "local[2]", tmp_path / "data", "1g", engines=engines, noise="seeded")
+    assert [r["engine"] for r in rows] == list(engines)
+    assert [r["reader"] for r in rows] == [None, "workers", "jvm"]  # the plain scan, and the renamed columns
+    assert all(r["max_center_gap"] < 1e-9 for r in rows)  # the same seeded fit on every engine
     spark_row = next(r for r in rows if r["engine"] == "spark")
     assert spark_row["jvm_peak_mib"] > 100 and spark_row["driver_peak_mib"] > spark_row["python_peak_mib"]
     report = bench.write_report(rows, tmp_path, "test machine").read_text()

@@ -31,6 +31,9 @@ __all__ = ["run", "write_blobs", "write_report", "CHUNK_ROWS"]
 CHUNK_ROWS = 1_000_000  # rows generated and written per Parquet write
 ROW_GROUP = 250_000  # rows per Parquet row group (Spark's unit of parallel reading)
 SPREAD = 0.4  # synthetic_blobs' default spread
+# Spark reading the Parquet file as users' plain scans are read (its Python workers), and as any other frame is
+# (through the JVM's Arrow batches and a disk cache): spark_parquet's module docstring
+SPARK_ENGINES = ("spark", "spark-jvm")
 
 
 def write_blobs(path: Path, n: int, d: int, k: int, seed: int = 0) -> Path:
@@ -85,11 +88,16 @@ def drive(job: dict) -> dict:
 
     from ..estimator import KMeans
 
-    if job["engine"] == "spark":
+    reader = None
+    if job["engine"] in SPARK_ENGINES:
         from ..queries.spark import spark_session
+        from ..queries.spark_parquet import parquet_pieces
 
         session = spark_session(job["master"], driver_memory=job["memory"])
         data = session.read.parquet(job["path"])
+        if job["engine"] == "spark-jvm":  # renamed columns: no longer a plain scan, so read through the JVM
+            data = data.toDF(*(f"{name}_" for name in data.columns))
+        reader = "workers" if parquet_pieces(data) is not None else "jvm"
     else:
         import pyarrow.parquet as pq
 
@@ -119,6 +127,7 @@ def drive(job: dict) -> dict:
         "driver_peak_mib": python + jvm,
         "centers": model.cluster_centers_.tolist(),
         "mpc": bool(model.fit_info_.get("mpc", False)),
+        "reader": reader,
     }
 
 
@@ -169,8 +178,9 @@ def run(
         same_fit = not any(
             r["mpc"] for results in fits.values() for r in results
         )  # the MPC tree's noise is per partition
-        if noise == "seeded" and len(fits) == 2 and same_fit:
-            pairs = zip(*fits.values())
+        if noise == "seeded" and len(fits) > 1 and same_fit:  # every engine's fits against the first engine's
+            first, *others = fits.values()
+            pairs = [(a, b) for results in others for a, b in zip(first, results)]
             gap = max(float(np.abs(np.sort(a["centers"], 0) - np.sort(b["centers"], 0)).max()) for a, b in pairs)
         for engine, results in fits.items():
             rows.append(
@@ -180,7 +190,8 @@ def run(
                     "k": k,
                     "algorithm": algorithm,
                     "engine": engine,
-                    "master": master if engine == "spark" else None,
+                    "master": master if engine in SPARK_ENGINES else None,
+                    "reader": results[0]["reader"],
                     "noise": noise,
                     "mpc": results[0]["mpc"],
                     "seconds": min(r["seconds"] for r in results),
@@ -202,13 +213,18 @@ def write_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
     (out_dir / "spark.json").write_text(json.dumps(rows, indent=1))
     first = rows[0]
     engines = list(dict.fromkeys(r["engine"] for r in rows))
-    masters = [r["master"] for r in rows if r["engine"] == "spark"]
+    masters = [r["master"] for r in rows if r["engine"] in SPARK_ENGINES]
     lines = [
         f"# {first['algorithm']} in memory and on Spark ({machine})",
         "",
         f"d = {first['d']}, k = {first['k']}, {first['noise']} noise; best of {len(first['all_seconds'])} fits, "
         "each in a driver process of its own"
-        + (f"; Spark master `{masters[0]}`, rows read from Parquet" if masters else "")
+        + (
+            f"; Spark master `{masters[0]}`, rows read from Parquet (`spark` by its Python workers, `spark-jvm`"
+            " through the JVM and a cache)"
+            if masters
+            else ""
+        )
         + ". Driver peak: Python's peak RSS plus the driver JVM's (local mode: the JVM runs the executors too).",
         "",
         "| rows | engine | seconds | driver peak (MiB) | Python (MiB) | JVM (MiB) | MPC greedy | center gap |",

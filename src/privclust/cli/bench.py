@@ -460,7 +460,11 @@ def spark(
     repeats: int = typer.Option(1, help="Fits per engine and n (the best time and the largest memory are kept)."),
     master: str = typer.Option("local[*]", help="Spark master URL."),
     driver_memory: str = typer.Option("4g", help="Spark driver memory (local mode: it also caches the rows)."),
-    engines: str = typer.Option("memory,spark", help="Comma-separated engines: memory, spark."),
+    engines: str = typer.Option(
+        "memory,spark",
+        help="Comma-separated engines: memory, spark (a plain Parquet scan: read by Spark's Python workers), "
+        "spark-jvm (the same file with its columns renamed: read through the JVM, as any other frame).",
+    ),
     noise: str = typer.Option("secure", help="secure (the default noise) or seeded (reports the centers' gap)."),
     out: Path = typer.Option(Path("bench-results/spark"), help="Output folder (the Parquet inputs go here too)."),
 ) -> None:
@@ -472,8 +476,8 @@ def spark(
     chosen = _split(engines, str)
     if not sizes or min(sizes) < 1:
         fail("--n takes positive row counts, e.g. --n 1000000,10000000")
-    if not chosen or set(chosen) - {"memory", "spark"}:
-        fail("--engines takes memory, spark or both, e.g. --engines spark")
+    if not chosen or set(chosen) - {"memory", "spark", "spark-jvm"}:
+        fail("--engines takes memory, spark, spark-jvm or several, e.g. --engines spark")
     if noise not in ("secure", "seeded"):
         fail("--noise is secure or seeded")
     if repeats < 1:

@@ -149,10 +149,10 @@ def read_pieces(runs, columns: list[str], rows_per_block: int):
             pieces = list(same_file)
             for piece in pieces:
                 _check_unchanged(piece)
-            source = pq.ParquetFile(path)
+            source = pq.ParquetFile(path, memory_map=True)
             groups = [piece.row_group for piece in pieces]
             for batch in source.iter_batches(batch_size=rows_per_block, row_groups=groups, columns=columns):
-                block = np.empty((batch.num_rows, len(columns)))
+                block = np.empty((batch.num_rows, len(columns)), order="F")
                 for j, name in enumerate(columns):
                     block[:, j] = batch.column(name).to_numpy(zero_copy_only=False)
                 yield block
