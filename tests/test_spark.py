@@ -464,6 +464,10 @@ def test_a_user_level_fit_on_spark_finds_its_box_from_the_rows_its_executors_kee
     assert np.all(lower < X.min(0) + 5) and np.all(upper > X.max(0) - 5) and np.all(upper - lower < 2.0**12)
 
 
+def _sum_all(d):
+    return SumQuery("all", 1, (Block("sums", d, 1e4),), lambda r: (np.zeros(len(r), int), r))
+
+
 def _parquet_files(folder, X, files=2, row_group=150):
     """X's rows split over ``files`` Parquet files of small row groups: columns a (double), b (bigint), c (float)."""
     import pyarrow as pa
@@ -493,7 +497,7 @@ def test_a_plain_parquet_scan_is_read_by_the_workers_with_the_rows_the_jvm_gives
     frame = spark.read.parquet(str(_parquet_files(tmp_path / "rows", X))).select("c", "a", "b")
     pieces = spark_parquet.parquet_pieces(frame)
     assert pieces is not None and len(pieces) == 8  # 500 rows a file in row groups of 150
-    queries = [count_query(), SumQuery("all", 1, (Block("sums", 3, 20.0),), lambda r: (np.zeros(len(r), int), r))]
+    queries = [count_query(), _sum_all(3)]
     expected = MemoryRows(X[:, [2, 0, 1]], 3).sums(queries)
     direct = SparkRows(frame)
     answers = [direct.sums(queries)]
@@ -554,17 +558,63 @@ def test_frames_that_are_more_than_their_files_are_read_through_the_jvm(spark, t
 
 
 def test_a_parquet_file_changed_during_a_fit_is_refused_before_its_rows_are_read(spark, tmp_path):
+    """Rewritten (even to the same size, its modification time put back) or removed between two passes: the next
+    pass stops with InputChangedError, a driver-side error that names no row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from privclust.queries.spark_parquet import InputChangedError
+
     X = np.random.default_rng(7).uniform(-1, 1, (300, 3))
-    folder = _parquet_files(tmp_path / "rows", X)
-    rows = SparkRows(spark.read.parquet(str(folder)))
-    assert rows.count() == 300
-    replaced = pa.table({"a": np.full(150, 9.0), "b": np.zeros(150, np.int64), "c": np.zeros(150, np.float32)})
-    pq.write_table(replaced, folder / "part-0.parquet")
-    with pytest.raises(Exception, match="changed while privclust was fitting"):
-        rows.count()
+
+    def rewrite_keeping_size_and_mtime(target):
+        before = target.stat()
+        table = pq.read_table(target)
+        pq.write_table(table.set_column(0, "a", pa.array(-table.column("a").to_numpy())), target, row_group_size=150)
+        assert target.stat().st_size == before.st_size
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    for change in (rewrite_keeping_size_and_mtime, lambda target: target.unlink()):
+        folder = _parquet_files(tmp_path / f"rows-{change.__name__}", X)
+        rows = SparkRows(spark.read.parquet(str(folder)))
+        assert rows.count() == 300
+        change(folder / "part-0.parquet")
+        with pytest.raises(InputChangedError, match="changed or was removed while privclust was fitting"):
+            rows.count()
+
+
+def test_parquet_files_that_spark_would_read_otherwise_are_read_through_the_jvm(spark, tmp_path):
+    """A file's stored type must be the one Spark reads unchanged, its column matched by exact name once, with no
+    field ids: Spark wraps an int32 300 read as tinyint to 44, and pyarrow would not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privclust.queries.spark_parquet import parquet_pieces
+
+    def folder(name, *tables):
+        (tmp_path / name).mkdir()
+        for i, table in enumerate(tables):
+            pq.write_table(table, tmp_path / name / f"f{i}.parquet")
+        return str(tmp_path / name)
+
+    ints = folder("ints", pa.table({"x": pa.array([300, 1], pa.int32())}))
+    assert parquet_pieces(spark.read.parquet(ints)) is not None
+    narrowed = spark.read.schema("x tinyint").parquet(ints)
+    assert parquet_pieces(narrowed) is None
+    assert (
+        SparkRows(narrowed).sums([count_query(), _sum_all(1)])[1][0, 0] == narrowed.groupBy().sum("x").first()[0] == 45
+    )
+    mixed = folder("mixed", pa.table({"x": pa.array([1], pa.int64())}), pa.table({"x": pa.array([0.5])}))
+    assert parquet_pieces(spark.read.schema("x bigint").parquet(mixed)) is None
+    cases = folder("cases", pa.table({"x": [1.0], "X": [2.0]}))
+    assert parquet_pieces(spark.read.schema("x double").parquet(cases)) is None
+    nested = folder("nested", pa.table({"s": pa.array([{"x": 1.0}])}))
+    assert parquet_pieces(spark.read.schema("x double").parquet(nested)) is None
+    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    try:
+        assert parquet_pieces(spark.read.parquet(ints)) is None
+    finally:
+        spark.conf.unset("spark.sql.parquet.fieldId.read.enabled")
 
 
 def test_missing_values_in_parquet_files_read_by_the_workers_are_refused_before_anything_is_spent(spark, tmp_path):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from functools import partial
+from functools import partial, wraps
 from itertools import groupby
 from operator import itemgetter
 from typing import Callable
@@ -47,7 +47,7 @@ from .histogram import histogram_counts
 from .nearest import assign
 from .reduce import FAN_IN, leaf_selections, merged_selections, split, tree_height
 from .rows import RowChunk, Rows, RunningAnswers, chunk_rows_for, merge_sparse
-from .spark_parquet import group_pieces, parquet_pieces, read_pieces
+from .spark_parquet import CHANGED, InputChangedError, group_pieces, parquet_pieces, read_pieces
 
 __all__ = [
     "SparkRows",
@@ -196,6 +196,22 @@ def _noting_missing(rows: np.ndarray, missing) -> np.ndarray:
     return rows
 
 
+def _reading(action):
+    """A pass of :class:`SparkRows`, whose workers' refusal of an input file changed mid-fit reaches the caller as
+    :class:`InputChangedError`, not as the tail of a worker's traceback."""
+
+    @wraps(action)
+    def run(self, *args, **kwargs):
+        try:
+            return action(self, *args, **kwargs)
+        except Exception as exc:
+            if self._rereadable and CHANGED in str(exc):
+                raise InputChangedError() from None
+            raise
+
+    return run
+
+
 def _unpack_raw(packed, n_features: int) -> np.ndarray:
     return np.frombuffer(packed.block, dtype=np.float64).reshape(packed.rows, n_features).copy()
 
@@ -265,10 +281,12 @@ class SparkRows(Rows):
     def _parquet_rdd(self):
         """The rows read by the Python workers from the local Parquet files the frame is exactly a scan of
         (``spark_parquet``), every pass: no JVM encoding and no cache; None for any other frame."""
-        pieces = parquet_pieces(self._frame)
+        context = self._frame.sparkSession.sparkContext
+        # local mode only: there the driver and the workers see one file system, so the files the driver planned
+        # and stamped are the files the workers read (a cluster's node-local copies would all look changed)
+        pieces = parquet_pieces(self._frame) if is_local_master(context.master) else None
         if pieces is None:
             return None
-        context = self._frame.sparkSession.sparkContext
         self._rereadable, self._missing = True, context.accumulator(0)
         runs = group_pieces(pieces, 2 * int(context.defaultParallelism))
         read = partial(read_pieces, columns=list(self._frame.columns), rows_per_block=chunk_rows_for(self.n_features))
@@ -355,6 +373,7 @@ class SparkRows(Rows):
             self._raw = None
         return self._rdd
 
+    @_reading
     def histograms(self, queries):
         """One Spark job per call over the rows in the input's coordinates, cached by the executors on the first
         call (the private box asks three times, each query depending on the last release) and mapped into the
@@ -394,11 +413,13 @@ class SparkRows(Rows):
         if self._rereadable and not self._checked:
             self.count()
 
+    @_reading
     def count(self) -> int:
         rows = int(self._ready().map(lambda chunk: chunk.rows.shape[0]).sum())
         self._refuse_missing()
         return rows
 
+    @_reading
     def sums(self, queries):
         """One Spark job for all the queries: every task folds its chunks into one running answer."""
         counts = [q.structure is ROW_COUNT for q in queries]
@@ -409,6 +430,7 @@ class SparkRows(Rows):
         self._refuse_missing()
         return [np.array([[float(self.count())]]) if is_count else next(answers) for is_count in counts]
 
+    @_reading
     def map_rows(self, fn):
         parts = [p for p in self._ready().map(lambda chunk: fn(chunk.rows)).collect() if len(p)]
         self._refuse_missing()
@@ -432,6 +454,7 @@ class SparkRows(Rows):
             )
         return max(1, math.ceil(partitions * self._share))
 
+    @_reading
     def reduced(self, queries, noisers, reductions):
         """Seed 000's merge-and-reduce on the executors (``queries.reduce``): every task sums its chunks and
         sends each partition the buckets it owns; each partition noises and reduces its buckets; groups of
