@@ -186,6 +186,10 @@ def test_bench_speed_small(tmp_path):
     assert len(rows) == 4 and all(r["seconds"] > 0 and r["peak_bytes"] > 0 for r in rows)
     assert "time / sklearn" in (tmp_path / "speed.md").read_text()
     assert (tmp_path / "speed_d10_k10.png").exists()
+    checks = json.loads((tmp_path / "accountant.json").read_text())
+    assert [r["recorded"] for r in checks] == [20, 200, 2000] and all(r["microseconds"] > 0 for r in checks)
+    assert "| 2,000 | 500 |" in (tmp_path / "speed.md").read_text()
+    assert (tmp_path / "accountant_checks.png").exists()
 
 
 def test_bench_speed_reports_issue_28s_rows_as_alternating_pairs_against_scikit_learn(tmp_path):

@@ -126,12 +126,22 @@ def _draw_curves(ax, curves: dict[str, tuple], title: str, xlabel: str, ylabel: 
 
 
 def plot_curves(
-    path: str | Path, curves: dict[str, tuple], title: str, xlabel: str, ylabel: str, logx=False, logy=False
+    path: str | Path,
+    curves: dict[str, tuple],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx=False,
+    logy=False,
+    from_zero=False,
 ) -> None:
-    """Lines with confidence bands: ``curves[name] = (x, mean, low, high)``."""
+    """Lines with confidence bands: ``curves[name] = (x, mean, low, high)``; ``from_zero``: the y axis starts at 0
+    (so that a flat curve looks flat, not its noise magnified)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
     _draw_curves(ax, curves, title, xlabel, ylabel, logx, logy)
+    if from_zero:
+        ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)

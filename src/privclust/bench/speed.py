@@ -32,6 +32,7 @@ __all__ = [
     "SKLEARN",
     "TARGETS",
     "run_targets",
+    "accountant_checks",
     "targets_table",
 ]
 
@@ -213,6 +214,27 @@ def noise_rates(secure_draws: int = 100_000, scale: float = 16.0) -> list[dict]:
     return rows
 
 
+def accountant_checks(recorded=(20, 200, 2_000), checks: int = 500) -> list[dict]:
+    """Microseconds per ``PrivacyAccountant.check`` of two planned spends (a Gaussian one and a pure one) beside
+    ``recorded`` spends already on the accountant, half Gaussian and half pure, as a ledger of many fits holds:
+    what every release's check costs as the ledger grows (it composes running totals, not the whole list)."""
+    from ..privacy import PrivacyAccountant
+    from ..privacy.budget import Budget, Spend
+
+    planned = [Spend("planned Gaussian", mu=0.05), Spend("planned pure", epsilon=0.1)]
+    rows = []
+    for count in recorded:
+        accountant = PrivacyAccountant(Budget(1e9, 0.5))
+        for i in range(count):
+            accountant.spend(Spend("Gaussian", mu=0.01) if i % 2 else Spend("pure", epsilon=0.01, delta=1e-12))
+        accountant.check(planned)  # outside the timing: the first check sums what is recorded
+        start = time.perf_counter()
+        for _ in range(checks):
+            accountant.check(planned)
+        rows.append({"recorded": count, "checks": checks, "microseconds": (time.perf_counter() - start) / checks * 1e6})
+    return rows
+
+
 def run_speed(
     ns,
     ds,
@@ -261,6 +283,7 @@ def write_speed_report(
     missing: dict | None = None,
     noise: list[dict] | None = None,
     targets: list[dict] | None = None,
+    checks: list[dict] | None = None,
 ) -> Path:
     from ..plotting import plot_curves
 
@@ -290,6 +313,23 @@ def write_speed_report(
         lines += ["", "Noise draws per second (one vector, as a release adds them):", ""]
         lines += ["| source | noise | draws | per second |", "|---|---|---|---|"]
         lines += [f"| {r['source']} | {r['noise']} | {r['draws']:,} | {r['per_second']:,.0f} |" for r in noise]
+    if checks:
+        (out_dir / "accountant.json").write_text(json.dumps(checks, indent=1))
+        lines += ["", "An accountant's check of two planned spends, by the spends it has recorded:", ""]
+        lines += ["| spends recorded | checks timed | microseconds per check |", "|---|---|---|"]
+        lines += [f"| {r['recorded']:,} | {r['checks']:,} | {r['microseconds']:.1f} |" for r in checks]
+        xs, ys = [r["recorded"] for r in checks], [r["microseconds"] for r in checks]
+        png = out_dir / "accountant_checks.png"
+        plot_curves(
+            png,
+            {"check": (xs, ys, ys, ys)},
+            "accountant check",
+            "spends recorded",
+            "microseconds",
+            True,
+            from_zero=True,
+        )
+        lines += ["", f"![accountant checks]({png.name})"]
     if rows:
         lines += ["", "Growth exponent b in time ~ n^b (least squares over n, per d and k):", ""]
         lines += ["| method | d | k | b |", "|---|---|---|---|"]

@@ -132,11 +132,19 @@ def speed(
     out: Path = typer.Option(Path("bench-results/speed"), help="Output folder."),
 ) -> None:
     """Wall time and peak memory of fit vs scikit-learn, with log-log plots and growth exponents; noise draws
-    per second, seeded and secure.  With --targets: issue 28's rows, each timed against scikit-learn in pairs."""
+    per second, seeded and secure; an accountant's check as the spends it has recorded grow.  With --targets: issue 28's rows, each timed against scikit-learn in pairs."""
     from ..algorithms import ALGORITHMS
     from ..algorithms.base import NON_PRIVATE
     from ..bench.peers import PEERS
-    from ..bench.speed import SKLEARN, TARGETS, noise_rates, run_speed, run_targets, write_speed_report
+    from ..bench.speed import (
+        SKLEARN,
+        TARGETS,
+        accountant_checks,
+        noise_rates,
+        run_speed,
+        run_targets,
+        write_speed_report,
+    )
 
     if targets is not None:
         wanted = list(TARGETS) if targets == "all" else _split(targets)
@@ -174,7 +182,9 @@ def speed(
         )
     for what, why in missing.items():
         console.print(f"[yellow]not measured:[/] {what}: {why}")
-    report = write_speed_report(rows, out, machine_description(), missing, noise_rates(noise_draws))
+    report = write_speed_report(
+        rows, out, machine_description(), missing, noise_rates(noise_draws), checks=accountant_checks()
+    )
     console.print(report.read_text())
     console.print(f"wrote {report}")
 
