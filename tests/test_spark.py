@@ -12,7 +12,13 @@ from privclust.geometry.private_box import DOMAIN_LABELS
 from privclust.privacy import PrivacyAccountant
 from privclust.privacy.budget import Budget
 from privclust.queries import Block, MemoryRows, SumQuery, count_query, voronoi_query
-from privclust.queries.spark import SparkRows, is_local_master, is_spark_frame, spark_session
+from privclust.queries.spark import (
+    SparkRows,
+    is_local_master,
+    is_spark_frame,
+    parquet_read_by_workers,
+    spark_session,
+)
 from privclust.queries.voronoi import VoronoiCells
 
 # createDataFrame in these tests goes through PySpark's pandas checks; privclust's own path does not.
@@ -518,6 +524,7 @@ def test_a_seeded_fit_of_parquet_files_read_by_the_workers_is_the_in_memory_fit(
     X[:, 1] = np.round(X[:, 1])  # bigint column b
     X[:, 2] = X[:, 2].astype(np.float32)
     frame = spark.read.parquet(str(_parquet_files(tmp_path / "rows", X, files=3, row_group=400)))
+    assert parquet_read_by_workers(frame) is not None
     params = dict(epsilon=2.0, delta=1e-6, bounds=(-1, 1), algorithm="fastlloyd", random_state=7, public_n=3000)
     local, distributed = KMeans(3, **params).fit(X), KMeans(3, **params).fit(frame)
     order = lambda c: c[np.lexsort(c.T)]  # noqa: E731
@@ -563,6 +570,7 @@ def test_a_parquet_file_changed_during_a_fit_is_refused_before_its_rows_are_read
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from privclust.queries.histogram import HistogramQuery
     from privclust.queries.spark_parquet import InputChangedError
 
     X = np.random.default_rng(7).uniform(-1, 1, (300, 3))
@@ -574,13 +582,23 @@ def test_a_parquet_file_changed_during_a_fit_is_refused_before_its_rows_are_read
         assert target.stat().st_size == before.st_size
         os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
 
-    for change in (rewrite_keeping_size_and_mtime, lambda target: target.unlink()):
+    def truncate(target):
+        with open(target, "r+b") as file:
+            file.truncate(target.stat().st_size // 2)
+
+    def unlink(target):
+        target.unlink()
+
+    # the files are planned and stamped once a fit: a later kind of pass (histograms after sums) reads them as
+    # they were then, not as a new plan would find them
+    histogram = HistogramQuery("h", 3, 4, lambda rows: np.clip((rows + 1) * 2, 0, 3).astype(np.int64))
+    for change in (rewrite_keeping_size_and_mtime, truncate, unlink):
         folder = _parquet_files(tmp_path / f"rows-{change.__name__}", X)
         rows = SparkRows(spark.read.parquet(str(folder)))
         assert rows.count() == 300
         change(folder / "part-0.parquet")
         with pytest.raises(InputChangedError, match="changed or was removed while privclust was fitting"):
-            rows.count()
+            rows.histograms([histogram])
 
 
 def test_parquet_files_that_spark_would_read_otherwise_are_read_through_the_jvm(spark, tmp_path):
@@ -630,10 +648,27 @@ def test_missing_values_in_parquet_files_read_by_the_workers_are_refused_before_
     frame = spark.read.parquet(str(tmp_path / "rows"))
     assert parquet_pieces(frame) is not None
     ledger = PrivacyAccountant(Budget(1.0, 1e-6))
-    for columns, options in ((["a", "b"], {}), (["b"], {}), (["a", "b"], {"algorithm": "greedy", "public_n": 3})):
+    for columns, options in (
+        (["a", "b"], {}),
+        (["b"], {}),
+        (["a", "b"], {"algorithm": "greedy", "public_n": 3}),
+        (["a", "b"], {"bounds": None}),  # the private box's histograms: a nan has no bucket, and is kept from them
+    ):
         with pytest.raises(ValueError, match="missing or non-finite"):
-            KMeans(2, bounds=(0, 3), accountant=ledger, **options).fit(frame.select(*columns))
+            KMeans(2, **{"bounds": (0, 3), **options}, accountant=ledger).fit(frame.select(*columns))
     assert ledger.spends == []
-    # the merge tree's releases are charged before its pass: the rows are read and refused before that
+    # A reduced release is charged before its pass, so its rows are read and refused before the charge: here it
+    # is the first pass over the rows
+    from privclust.privacy.noise import SecureNoise
+    from privclust.queries.central import CentralOracle
+    from privclust.queries.plan import Part
+
+    class KeepAll:
+        def select(self, released, height, top):
+            return released
+
+    sparse = SumQuery("ids", 4, (Block("v", 1, 1.0),), lambda r: (np.zeros(len(r), np.int64), r[:, :1]), sparse=True)
+    oracle = CentralOracle(SparkRows(frame), Budget(1.0, 1e-6), ledger, SecureNoise())
     with pytest.raises(ValueError, match="missing or non-finite"):
-        SparkRows(frame).check_values()
+        oracle.plan([Part("p", share=1.0, delta=1e-7)]).release_reduced([(sparse, "p", 1.0, KeepAll())])
+    assert ledger.spends == []

@@ -90,14 +90,13 @@ def drive(job: dict) -> dict:
 
     reader = None
     if job["engine"] in SPARK_ENGINES:
-        from ..queries.spark import spark_session
-        from ..queries.spark_parquet import parquet_pieces
+        from ..queries.spark import parquet_read_by_workers, spark_session
 
         session = spark_session(job["master"], driver_memory=job["memory"])
         data = session.read.parquet(job["path"])
         if job["engine"] == "spark-jvm":  # renamed columns: no longer a plain scan, so read through the JVM
             data = data.toDF(*(f"{name}_" for name in data.columns))
-        reader = "workers" if parquet_pieces(data) is not None else "jvm"
+        reader = "workers" if parquet_read_by_workers(data) is not None else "jvm"
     else:
         import pyarrow.parquet as pq
 
@@ -219,21 +218,18 @@ def write_report(rows: list[dict], out_dir: Path, machine: str) -> Path:
         "",
         f"d = {first['d']}, k = {first['k']}, {first['noise']} noise; best of {len(first['all_seconds'])} fits, "
         "each in a driver process of its own"
-        + (
-            f"; Spark master `{masters[0]}`, rows read from Parquet (`spark` by its Python workers, `spark-jvm`"
-            " through the JVM and a cache)"
-            if masters
-            else ""
-        )
-        + ". Driver peak: Python's peak RSS plus the driver JVM's (local mode: the JVM runs the executors too).",
+        + (f"; Spark master `{masters[0]}`, rows read from Parquet" if masters else "")
+        + ". Driver peak: Python's peak RSS plus the driver JVM's (local mode: the JVM runs the executors too). "
+        "Reader: who read the Spark fit's rows (`workers`: Spark's Python workers, from the file on every pass; "
+        "`jvm`: the JVM's Arrow batches, into a cache).",
         "",
-        "| rows | engine | seconds | driver peak (MiB) | Python (MiB) | JVM (MiB) | MPC greedy | center gap |",
-        "|---|---|---|---|---|---|---|---|",
+        "| rows | engine | reader | seconds | driver peak (MiB) | Python (MiB) | JVM (MiB) | MPC greedy | center gap |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         gap = "" if r["max_center_gap"] is None else f"{r['max_center_gap']:.1e}"
         lines.append(
-            f"| {r['rows']:,} | {r['engine']} | {r['seconds']:.2f} | {r['driver_peak_mib']:.0f} | "
+            f"| {r['rows']:,} | {r['engine']} | {r['reader'] or ''} | {r['seconds']:.2f} | {r['driver_peak_mib']:.0f} | "
             f"{r['python_peak_mib']:.0f} | {r['jvm_peak_mib']:.0f} | {'yes' if r['mpc'] else 'no'} | {gap} |"
         )
     ns = sorted({r["rows"] for r in rows})

@@ -469,11 +469,14 @@ def spark(
     algorithm: str = typer.Option("fastlloyd", help="The algorithm to fit on each engine."),
     repeats: int = typer.Option(1, help="Fits per engine and n (the best time and the largest memory are kept)."),
     master: str = typer.Option("local[*]", help="Spark master URL."),
-    driver_memory: str = typer.Option("4g", help="Spark driver memory (local mode: it also caches the rows)."),
+    driver_memory: str = typer.Option(
+        "4g", help="Spark driver memory (local mode: it also runs the executors and caches what the JVM reads)."
+    ),
     engines: str = typer.Option(
         "memory,spark",
-        help="Comma-separated engines: memory, spark (a plain Parquet scan: read by Spark's Python workers), "
-        "spark-jvm (the same file with its columns renamed: read through the JVM, as any other frame).",
+        help="Comma-separated engines: memory, spark (a plain Parquet scan: read by Spark's Python workers in "
+        "local mode), spark-jvm (the same file with its columns renamed: read through the JVM, as any other "
+        "frame). The report says which reader each fit had.",
     ),
     noise: str = typer.Option("secure", help="secure (the default noise) or seeded (reports the centers' gap)."),
     out: Path = typer.Option(Path("bench-results/spark"), help="Output folder (the Parquet inputs go here too)."),

@@ -319,8 +319,9 @@ class CentralOracle(Oracle):
         top = tree_height(self.rows.partitions)
         out: list = [None] * len(requests)
         dense = [i for i, (query, _, _) in enumerate(requests) if not query.sparse]
-        for i, released in zip(dense, self.answer([requests[i][:2] for i in dense])):
-            out[i] = requests[i][2].select(released, top, top)
+        if dense:  # (no pass for none)
+            for i, released in zip(dense, self.answer([requests[i][:2] for i in dense])):
+                out[i] = requests[i][2].select(released, top, top)
         sparse = [i for i, (query, _, _) in enumerate(requests) if query.sparse]
         if sparse:
             self.rows.check_values()  # before the charges below, which precede the pass

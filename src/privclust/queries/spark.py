@@ -1,6 +1,9 @@
 """Rows kept by a Spark cluster: the central model's curator, its sums computed by the executors.
 
-A Spark DataFrame of numeric columns (one feature each) crosses from the JVM
+A frame that is exactly a scan of local Parquet files, in local mode, is read
+by the Python workers themselves on every pass, uncached
+(:mod:`~privclust.queries.spark_parquet`).  Any other Spark DataFrame of
+numeric columns (one feature each) crosses from the JVM
 to the Python workers as Arrow record batches (Spark's
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows each, 10,000 by
 default), never as one Python object per row; the batches become numpy
@@ -57,6 +60,7 @@ __all__ = [
     "predict_frame",
     "bounded_frame",
     "refuse_missing_ids",
+    "parquet_read_by_workers",
 ]
 
 NUMERIC_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
@@ -101,7 +105,8 @@ def spark_session(master: str = "local[*]", driver_memory: str = "4g"):
     (right for ``local[...]``; on a cluster, install privclust on the workers and set ``PYSPARK_PYTHON``).
 
     ``driver_memory`` applies when this call starts the JVM; in ``local[...]`` mode the driver also
-    runs the executors and caches the rows, so Spark's default of 1g holds only a few million rows.  In local
+    runs the executors and caches the rows of any frame but a plain Parquet scan, so Spark's default of 1g
+    holds only a few million rows.  In local
     mode the JVM it starts also collects with ``LOCAL_JAVA_OPTIONS`` (a session made beforehand keeps its own)."""
     import os
     import sys
@@ -191,9 +196,12 @@ MISSING_VALUES = (
 
 
 def _noting_missing(rows: np.ndarray, missing) -> np.ndarray:
-    if not np.all(np.isfinite(rows)):
-        missing.add(1)
-    return rows
+    """A block read from the files, or none of it when it holds a missing value: counted, so that the pass's answer
+    is withheld, and kept from the queries (an unclipped nan has no bucket)."""
+    if np.all(np.isfinite(rows)):
+        return rows
+    missing.add(1)
+    return rows[:0]
 
 
 def _reading(action):
@@ -205,6 +213,7 @@ def _reading(action):
         try:
             return action(self, *args, **kwargs)
         except Exception as exc:
+            # a worker's error reaches the driver as Spark's exception carrying the worker's traceback as text
             if self._rereadable and CHANGED in str(exc):
                 raise InputChangedError() from None
             raise
@@ -236,16 +245,25 @@ def _kept_by_coins(partition: int, chunks, rate: float, seed: int):
             yield RowChunk(kept)
 
 
-def _add_chunk(answers: RunningAnswers, chunk: _SparkChunk) -> RunningAnswers:
-    return answers.add(answers.of_chunk(chunk))
+def _add_chunk(state: tuple[RunningAnswers, int], chunk: _SparkChunk) -> tuple[RunningAnswers, int]:
+    answers, rows = state
+    return answers.add(answers.of_chunk(chunk)), rows + chunk.rows.shape[0]
 
 
-def _merge_answers(a: RunningAnswers, b: RunningAnswers) -> RunningAnswers:
-    return a.merge(b)
+def _merge_answers(a: tuple[RunningAnswers, int], b: tuple[RunningAnswers, int]) -> tuple[RunningAnswers, int]:
+    return a[0].merge(b[0]), a[1] + b[1]
+
+
+def parquet_read_by_workers(frame) -> list | None:
+    """The Parquet pieces :class:`SparkRows` has its workers read for ``frame``, or None (read through the JVM).
+    Local mode only: there the driver and the workers see one file system, so the files the driver planned and
+    stamped are the files the workers read (a cluster's node-local copies would all look changed)."""
+    return parquet_pieces(frame) if is_local_master(frame.sparkSession.sparkContext.master) else None
 
 
 class SparkRows(Rows):
-    """A Spark DataFrame's rows, cached by the executors as unit-box chunks on first use."""
+    """A Spark DataFrame's rows as unit-box chunks: read by the workers from Parquet files on every pass, or taken
+    from the JVM and cached by the executors on first use."""
 
     def __init__(self, frame, transform: Callable[[np.ndarray], np.ndarray] | None = None, users=None):
         self.n_features = spark_features(frame, ignore=None if users is None else users.column)
@@ -255,7 +273,8 @@ class SparkRows(Rows):
             frame = bounded_frame(frame, users.column, users.max_rows, users.seed())
         self._frame, self._transform = frame, transform or _identity
         self._rdd = None
-        self._rereadable = False  # whether every pass may read the files again instead of a cache (spark_parquet)
+        self._source = None  # the rows' blocks as first read: planned (and their files stamped) once
+        self._rereadable = False  # whether they come from the files on every pass (spark_parquet), uncached
         self._missing = None  # then: an accumulator of the blocks with missing values that the passes read
         self._checked = False  # whether a whole pass has found none yet
         self._raw = None  # the rows in the input's coordinates, cached while histograms of them are asked for
@@ -269,24 +288,24 @@ class SparkRows(Rows):
             self._ids = None
 
     def _raw_blocks(self):
-        """The frame's rows, an RDD of float64 blocks in the input's coordinates (not yet checked or cached)."""
-        blocks = self._parquet_rdd()
-        if blocks is not None:
-            return blocks
-        blocks = self._arrow_rdd()
-        if blocks is not None:
-            return blocks
-        return self._packed().map(partial(_unpack_raw, n_features=self.n_features))
+        """The frame's rows, an RDD of float64 blocks in the input's coordinates (not yet checked or cached),
+        planned once: every later pass reads the files the first plan stamped."""
+        if self._source is None:
+            blocks = self._parquet_rdd()
+            if blocks is None:
+                blocks = self._arrow_rdd()
+            if blocks is None:
+                blocks = self._packed().map(partial(_unpack_raw, n_features=self.n_features))
+            self._source = blocks
+        return self._source
 
     def _parquet_rdd(self):
         """The rows read by the Python workers from the local Parquet files the frame is exactly a scan of
         (``spark_parquet``), every pass: no JVM encoding and no cache; None for any other frame."""
-        context = self._frame.sparkSession.sparkContext
-        # local mode only: there the driver and the workers see one file system, so the files the driver planned
-        # and stamped are the files the workers read (a cluster's node-local copies would all look changed)
-        pieces = parquet_pieces(self._frame) if is_local_master(context.master) else None
+        pieces = parquet_read_by_workers(self._frame)
         if pieces is None:
             return None
+        context = self._frame.sparkSession.sparkContext
         self._rereadable, self._missing = True, context.accumulator(0)
         runs = group_pieces(pieces, 2 * int(context.defaultParallelism))
         read = partial(read_pieces, columns=list(self._frame.columns), rows_per_block=chunk_rows_for(self.n_features))
@@ -375,9 +394,10 @@ class SparkRows(Rows):
 
     @_reading
     def histograms(self, queries):
-        """One Spark job per call over the rows in the input's coordinates, cached by the executors on the first
-        call (the private box asks three times, each query depending on the last release) and mapped into the
-        unit box from that cache afterwards; every task folds its chunks into running counts."""
+        """One Spark job per call over the rows in the input's coordinates (the private box asks three times, each
+        query depending on the last release), cached by the executors on the first call and mapped into the unit
+        box from that cache afterwards -- or read from the files each time; every task folds its chunks into
+        running counts."""
         if self._raw is None:
             self._check_ids()
             self._raw = self._cached(self._raw_blocks(), lambda rows: bool(np.all(np.isfinite(rows))))
@@ -397,9 +417,10 @@ class SparkRows(Rows):
 
     def poisson_sample(self, rate, rng):
         """The rows each kept with probability ``rate`` by an independent coin, tossed by the executors on the
-        cached chunks: the coins come from a seed drawn from ``rng`` (never released) and the chunk's place
-        in the cache, never from the rows' values.  The sample is cached in turn, so each of the passes made
-        on it (the greedy start's levels) reads the kept rows only, and is dropped with these rows."""
+        chunks: the coins come from a seed drawn from ``rng`` (never released) and the chunk's place in its
+        partition, never from the rows' values.  The sample is cached (also when the rows are reread from their
+        files), so each of the passes made on it (the greedy start's levels) reads the kept rows only, and is
+        dropped with these rows."""
         seed = int(rng.integers(2**63))
         chunks = self._ready()
         sample = copy.copy(self)  # the same frame (its session's settings) and transform
@@ -421,14 +442,16 @@ class SparkRows(Rows):
 
     @_reading
     def sums(self, queries):
-        """One Spark job for all the queries: every task folds its chunks into one running answer."""
+        """One Spark job for all the queries, row counts included: every task folds its chunks into one running
+        answer and its number of rows."""
+        if not queries:
+            return []
         counts = [q.structure is ROW_COUNT for q in queries]
         others = [q for q, is_count in zip(queries, counts) if not is_count]
-        answers = iter(
-            self._ready().treeAggregate(RunningAnswers(others), _add_chunk, _merge_answers).result() if others else []
-        )
+        answers, rows = self._ready().treeAggregate((RunningAnswers(others), 0), _add_chunk, _merge_answers)
         self._refuse_missing()
-        return [np.array([[float(self.count())]]) if is_count else next(answers) for is_count in counts]
+        results = iter(answers.result())
+        return [np.array([[float(rows)]]) if is_count else next(results) for is_count in counts]
 
     @_reading
     def map_rows(self, fn):

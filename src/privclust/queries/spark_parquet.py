@@ -142,12 +142,12 @@ def parquet_pieces(frame) -> list[ParquetPiece] | None:
     for path in paths:
         try:
             seen = os.stat(path)
-            source = pq.ParquetFile(path)
+            with pq.ParquetFile(path) as source:
+                schema, metadata = source.schema_arrow, source.metadata
         except (OSError, ValueError):
             return None
-        if not _stores_as_spark_reads(source.schema_arrow, kinds, case_sensitive):
+        if not _stores_as_spark_reads(schema, kinds, case_sensitive):
             return None
-        metadata = source.metadata
         pieces += [
             ParquetPiece(path, group, metadata.row_group(group).num_rows, _stamp(seen))
             for group in range(metadata.num_row_groups)
@@ -177,35 +177,40 @@ def group_pieces(pieces: list[ParquetPiece], tasks: int) -> list[list[ParquetPie
     return [run for run in runs if run]
 
 
-def _check_unchanged(piece: ParquetPiece) -> None:
+def _unchanged(piece: ParquetPiece) -> bool:
     try:
-        unchanged = _stamp(os.stat(piece.path)) == piece.stamp
+        return _stamp(os.stat(piece.path)) == piece.stamp
     except OSError:
-        unchanged = False
-    if not unchanged:  # a fit's releases must all read the same rows
-        raise RuntimeError(f"{piece.path} {CHANGED} it")
+        return False
+
+
+def _changed(path: str) -> RuntimeError:
+    return RuntimeError(f"{path} {CHANGED} it")  # the driver turns this into InputChangedError (spark._reading)
 
 
 def read_pieces(runs, columns: list[str], rows_per_block: int):
     """A partition's runs of pieces -> float64 blocks of at most ``rows_per_block`` rows, columns in ``columns``'
-    order (nulls become nan, which the caller refuses as missing values)."""
+    order (nulls become nan, which the caller refuses as missing values).  A file is checked unchanged before its
+    first row is read and after its last (its pieces share one stamp: a stat a file)."""
     import pyarrow.parquet as pq
 
     for run in runs:
         for path, same_file in groupby(run, key=attrgetter("path")):
             pieces = list(same_file)
-            for piece in pieces:
-                _check_unchanged(piece)
+            if not _unchanged(pieces[0]):
+                raise _changed(path)
             try:
-                source = pq.ParquetFile(path)
-                groups = [piece.row_group for piece in pieces]
-                batches = source.iter_batches(batch_size=rows_per_block, row_groups=groups, columns=columns)
-                for batch in batches:
-                    # column-major: each column one contiguous copy (a pass 0.60 -> 0.33 s at 10^7 x 10)
-                    block = np.empty((batch.num_rows, len(columns)), order="F")
-                    for j, name in enumerate(columns):
-                        block[:, j] = batch.column(name).to_numpy(zero_copy_only=False)
-                    yield block
-            except OSError:  # the file was readable when the fit planned: it went or changed since
-                raise RuntimeError(f"{path} {CHANGED} it") from None
-            _check_unchanged(pieces[-1])
+                with pq.ParquetFile(path) as source:
+                    groups = [piece.row_group for piece in pieces]
+                    for batch in source.iter_batches(batch_size=rows_per_block, row_groups=groups, columns=columns):
+                        # column-major: each column one contiguous copy (a pass 0.60 -> 0.33 s at 10^7 x 10)
+                        block = np.empty((batch.num_rows, len(columns)), order="F")
+                        for j, name in enumerate(columns):
+                            block[:, j] = batch.column(name).to_numpy(zero_copy_only=False)
+                        yield block
+            except (OSError, ValueError):  # pyarrow's errors on a file truncated or rewritten under it
+                if not _unchanged(pieces[0]):
+                    raise _changed(path) from None
+                raise
+            if not _unchanged(pieces[0]):
+                raise _changed(path)
