@@ -15,6 +15,7 @@ from privclust.local import (
     OneCoordinate,
     Protocol,
     Randomizer,
+    ShufflerKey,
     decode_reports,
     encode_reports,
     frequency_oracle,
@@ -332,10 +333,12 @@ def test_more_reports_than_the_protocols_users_are_refused():
 def test_a_shuffle_protocol_states_the_guarantee_of_the_reports_it_received():
     from privclust.shuffle import shuffle_epsilon
 
-    protocol = Protocol.for_shuffle(1.0, 1e-6, 200_000, n_clusters=2, n_features=2, bounds=[-1, 1], seed=3)
+    key = ShufflerKey.generate()
+    public = dict(n_clusters=2, n_features=2, bounds=[-1, 1], seed=3, shuffler_key=key.public_hex)
+    protocol = Protocol.for_shuffle(1.0, 1e-6, 200_000, **public)
     X, _ = blobs(1000)
     aggregator = Aggregator(protocol)
-    aggregator.add(Shuffler().shuffle_batch(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X)))
+    aggregator.add(Shuffler().shuffle_batch(protocol, Randomizer(protocol, np.random.default_rng(0)).reports(X), key))
     real = shuffle_epsilon(protocol.epsilon, 1000, 1e-6)
     assert real > 7  # 1,000 reports hide little: about the local epsilon_0, nowhere near the declared 1
     with pytest.raises(ValueError, match=r"1,000 reports of the planned 200,000 give only central \(epsilon=7\.7"):
@@ -348,13 +351,24 @@ def test_a_shuffle_protocol_states_the_guarantee_of_the_reports_it_received():
 
 def test_a_full_shuffle_round_meets_its_declared_guarantee_without_an_override():
     X, _ = blobs(20_000)
-    protocol = Protocol.for_shuffle(1.0, 1e-6, len(X), n_clusters=4, n_features=2, bounds=[-1, 1], seed=2)
+    key = ShufflerKey.generate()
+    public = dict(n_clusters=4, n_features=2, bounds=[-1, 1], seed=2, shuffler_key=key.public_hex)
+    protocol = Protocol.for_shuffle(1.0, 1e-6, len(X), **public)
     aggregator = Aggregator(protocol)
     devices = Randomizer(protocol, np.random.default_rng(0)).reports(X)
     with pytest.raises(ValueError, match="did not pass the shuffler"):  # a device's batch, linkable: nothing tallied
         aggregator.add(devices)
+    with pytest.raises(ValueError, match="not the shuffler's key"):  # the shuffler signs only with the named key
+        Shuffler().shuffle_batch(protocol, devices, ShufflerKey.generate())
+    forged = bytearray(Shuffler().shuffle_batch(protocol, devices, key))
+    forged[-1] ^= 1
+    with pytest.raises(ValueError, match="signature of the shuffler"):  # a batch it did not sign whole
+        aggregator.add(bytes(forged))
+    unkeyed = Protocol.for_shuffle(1.0, 1e-6, len(X), **{**public, "shuffler_key": None})
+    with pytest.raises(ValueError, match="names no shuffler's key"):  # nothing could tell its shuffled batches
+        Aggregator(unkeyed).add(Shuffler().shuffle_batch(unkeyed, Randomizer(unkeyed).reports(X[:10])))
     assert aggregator.received == 0
-    aggregator.add(Shuffler().shuffle_batch(protocol, devices))
+    aggregator.add(Shuffler().shuffle_batch(protocol, devices, key))
     result = aggregator.release()
     assert result.privacy_spent.epsilon == pytest.approx(1.0) and not result.accepted_weaker
 

@@ -10,7 +10,16 @@ import pytest
 from typer.testing import CliRunner
 
 from privclust.cli import app
-from privclust.local import REPORT, Aggregator, Protocol, Randomizer, ReportFile, decode_reports, encode_reports
+from privclust.local import (
+    REPORT,
+    Aggregator,
+    Protocol,
+    Randomizer,
+    ReportFile,
+    ShufflerKey,
+    decode_reports,
+    encode_reports,
+)
 from privclust.local import protocol as protocol_module
 from privclust.local.nonces import Nonces, NonceSpill
 from privclust.shuffle import Shuffler
@@ -197,8 +206,10 @@ def deployed(tmp_path, monkeypatch):
     scratch.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(scratch))
     path = tmp_path / "protocol.json"
+    key = ShufflerKey.generate()
+    (tmp_path / "shuffler.key").write_bytes(key.private_pem())
     args = ("-k", 3, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 1000, "--shuffle", "-o", path)
-    assert run("init", *args).exit_code == 0
+    assert run("init", *args, "--shuffler-key", key.public_hex).exit_code == 0
     protocol = Protocol.from_json(path.read_text())
     for name, seed in (("a", 1), ("b", 2)):
         (tmp_path / f"{name}.bin").write_bytes(batch(protocol, 400, seed))
@@ -206,20 +217,24 @@ def deployed(tmp_path, monkeypatch):
 
 
 def _inputs(folder, command, names="ab"):
-    """The shuffler takes the devices' batches; a shuffle protocol's server the shuffler's output (``served``)."""
-    return [folder / (f"{n}.bin" if command == "shuffle" else f"served-{n}.bin") for n in names]
+    """The shuffler takes the devices' batches (and its key); a shuffle protocol's server the shuffler's output
+    (``served``)."""
+    if command == "shuffle":
+        return [*(folder / f"{n}.bin" for n in names), "--key", folder / "shuffler.key"]
+    return [folder / f"served-{n}.bin" for n in names]
 
 
 def _served(folder, protocol):
-    """Each device batch of ``folder`` as the shuffler's output (marked shuffled), for the server's commands."""
+    """Each device batch of ``folder`` as the shuffler's output (marked shuffled, signed), for the server's commands."""
+    key = ShufflerKey.load(folder / "shuffler.key")
     for name in "ab":
         records = decode_reports(protocol, (folder / f"{name}.bin").read_bytes(), shuffled=False)
-        (folder / f"served-{name}.bin").write_bytes(encode_reports(protocol, records, shuffled=True))
+        (folder / f"served-{name}.bin").write_bytes(encode_reports(protocol, records, shuffled=True, key=key))
 
 
 def test_cli_shuffle_streams_a_permutation_of_every_report(deployed):
     folder, protocol, scratch = deployed
-    out = run("shuffle", folder / "a.bin", folder / "b.bin", "-p", folder / "protocol.json", "-o", folder / "s.bin")
+    out = run("shuffle", *_inputs(folder, "shuffle"), "-p", folder / "protocol.json", "-o", folder / "s.bin")
     assert out.exit_code == 0, out.output
     given = np.concatenate([decode_reports(protocol, (folder / f"{n}.bin").read_bytes()) for n in "ab"])
     shuffled = decode_reports(protocol, (folder / "s.bin").read_bytes())

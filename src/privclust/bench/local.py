@@ -175,15 +175,16 @@ def run(jobs: list[LocalJob], workers: int | None = None, on_done: Callable[[dic
 
 def measure_protocol(users: int, local_epsilon: float, central: tuple[float, float], seed: int = 0) -> list[dict]:
     """Bytes and aggregation seconds of the deployed protocol, local and shuffle, for ``users`` reports."""
-    from ..local import Aggregator, Protocol, Randomizer
+    from ..local import Aggregator, Protocol, Randomizer, ShufflerKey
     from ..shuffle import Shuffler
 
     X = synthetic_blobs(users, BLOBS_D, BLOBS_K, seed=seed, spread=BLOBS_SPREAD)
     one_center = metrics.nicv(X, X.mean(axis=0, keepdims=True))
     public = {"n_clusters": BLOBS_K, "n_features": BLOBS_D, "bounds": [-1.0, 1.0], "users": users, "seed": seed}
+    key = ShufflerKey.generate()
     protocols = {
         LOCAL: Protocol(epsilon=local_epsilon, **public),
-        SHUFFLE: Protocol.for_shuffle(*central, **public),
+        SHUFFLE: Protocol.for_shuffle(*central, shuffler_key=key.public_hex, **public),
     }
     rows = []
     for model, protocol in protocols.items():
@@ -191,8 +192,9 @@ def measure_protocol(users: int, local_epsilon: float, central: tuple[float, flo
         start = time.perf_counter()
         batch = randomizer.reports(X)
         randomize = time.perf_counter() - start
+        per_report = (len(batch) - HEADER_BYTES) / users  # what the devices send (the shuffler's signature aside)
         if protocol.shuffle is not None:  # its server takes the shuffler's output
-            batch = Shuffler().shuffle_batch(protocol, batch)
+            batch = Shuffler().shuffle_batch(protocol, batch, key)
         aggregator = Aggregator(protocol)
         start = time.perf_counter()
         aggregator.add(batch)
@@ -207,7 +209,7 @@ def measure_protocol(users: int, local_epsilon: float, central: tuple[float, flo
                 "local_epsilon": protocol.epsilon,
                 "central": list(protocol.shuffle) if protocol.shuffle else None,
                 "bytes_per_device": len(randomizer.report(X[0])),
-                "bytes_per_report_in_batch": (len(batch) - HEADER_BYTES) / users,
+                "bytes_per_report_in_batch": per_report,
                 "randomize_seconds": randomize,
                 "tally_seconds": tally,
                 "release_seconds": release,

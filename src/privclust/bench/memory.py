@@ -140,10 +140,14 @@ def _write_csv(path: Path, n: int, d: int, k: int, seed: int, users: bool = Fals
 
 
 def _write_reports(folder: Path, users: int, seed: int) -> tuple[Path, Path]:
-    """A local protocol for ``users`` users (a shuffle protocol) and one file of their reports."""
-    from ..local import Protocol, Randomizer, report_header
+    """A local protocol for ``users`` users (a shuffle protocol, its shuffler's key beside it in ``shuffler.key``)
+    and one file of their reports."""
+    from ..local import Protocol, Randomizer, ShufflerKey, report_header
 
-    protocol = Protocol.for_shuffle(1.0, 1e-6, users, n_clusters=4, n_features=2, bounds=[-1, 1], seed=seed)
+    key = ShufflerKey.generate()
+    (folder / "shuffler.key").write_bytes(key.private_pem())
+    public = dict(n_clusters=4, n_features=2, bounds=[-1, 1], seed=seed, shuffler_key=key.public_hex)
+    protocol = Protocol.for_shuffle(1.0, 1e-6, users, **public)
     (folder / "protocol.json").write_text(protocol.to_json())
     randomizer = Randomizer(protocol, np.random.default_rng(seed))
     rng = np.random.default_rng(seed + 1)
@@ -218,6 +222,8 @@ def run(
                 ("aggregate", served, outputs / "centers.csv"),
             ):
                 args = ["-m", "privclust", "local", name, str(given), "-p", str(protocol), "-o", str(output)]
+                if name == "shuffle":
+                    args += ["--key", str(folder / "shuffler.key")]
                 measured = measure(args, source)
                 if name == "shuffle":
                     output.replace(served)

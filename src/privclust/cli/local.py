@@ -39,6 +39,37 @@ def _protocol(path: Path):
         fail(f"{path} is not a privclust local protocol: {exc}")
 
 
+@local_app.command("shuffler-key")
+def shuffler_key(
+    output: Path = typer.Option(Path("shuffler.key"), "--output", "-o", help="Where to write the private key."),
+) -> None:
+    """The shuffler's signing key: its private half to OUTPUT (readable by its owner only; keep it with the
+    shuffler, never with the server), its public half to OUTPUT.pub, for `init --shuffle --shuffler-key`."""
+    from ..io import StagedFiles
+    from ..local import ShufflerKey
+
+    public = output.with_name(output.name + ".pub")
+    check_output(output)
+    check_output(public)
+    key = ShufflerKey.generate()
+    with StagedFiles() as staged:  # both or neither
+        staged.reserve(output, private=True).write_bytes(key.private_pem())  # mode 0600 before the key is in it
+        staged.reserve(public).write_text(key.public_hex + "\n")
+        staged.commit()
+    console.print(f"wrote {output} (private: keep it with the shuffler) and {public}: {key.public_hex}")
+
+
+def _public_key(given: str) -> str:
+    """A shuffler's public key given as its .pub file or as 64 hex digits."""
+    path = Path(given)
+    if path.is_file():
+        try:
+            return path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read the shuffler's public key {path}: {exc}")
+    return given.strip()
+
+
 @local_app.command("init")
 def init(
     k: int = typer.Option(..., "--k", "-k", help="Number of clusters."),
@@ -50,6 +81,12 @@ def init(
     users: int = typer.Option(..., help="How many users will report (public: one report each)."),
     shuffle: bool = typer.Option(False, "--shuffle", help="Reports are shuffled: --epsilon/--delta are central."),
     delta: float = typer.Option(1e-6, "--delta", "-d", help="The central delta of a --shuffle protocol."),
+    shuffler_key: Optional[str] = typer.Option(
+        None,
+        "--shuffler-key",
+        help="A --shuffle protocol's shuffler: its public key (the .pub file `privclust local shuffler-key` writes, "
+        "or its 64 hex digits). The server takes only batches that shuffler signed.",
+    ),
     seed: Optional[int] = typer.Option(None, help="The public seed (default: fresh)."),
     output: Path = typer.Option(Path("protocol.json"), "--output", "-o", help="Where to write the protocol."),
 ) -> None:
@@ -57,12 +94,19 @@ def init(
     from ..local import Protocol
 
     check_output(output)
+    if shuffle and shuffler_key is None:
+        fail(
+            "a --shuffle protocol names its shuffler's key (--shuffler-key), so that its server can tell the "
+            "shuffler's output from reports that were never shuffled: make one with `privclust local shuffler-key`"
+        )
+    if shuffler_key is not None and not shuffle:
+        fail("--shuffler-key is for a --shuffle protocol: a local protocol has no shuffler to trust")
     public = dict(n_clusters=k, n_features=features, bounds=bounds_pair(bounds))
     if seed is not None:
         public["seed"] = seed
     try:
         if shuffle:
-            protocol = Protocol.for_shuffle(epsilon, delta, users, **public)
+            protocol = Protocol.for_shuffle(epsilon, delta, users, shuffler_key=_public_key(shuffler_key), **public)
         else:
             protocol = Protocol(epsilon=epsilon, users=users, **public)
         protocol.design()  # refuses parameters the algorithm cannot run with, now rather than on a device
@@ -148,18 +192,34 @@ def shuffle_reports(
     inputs: list[Path] = typer.Argument(..., help="Report files, or folders of them."),
     protocol_file: Path = typer.Option(Path("protocol.json"), "--protocol", "-p", help="The protocol file."),
     output: Path = typer.Option(Path("shuffled.bin"), "--output", "-o", help="Where to write the shuffled batch."),
+    key: Optional[Path] = typer.Option(
+        None, "--key", help="The shuffler's private key (`privclust local shuffler-key`): a shuffle protocol's."
+    ),
 ) -> None:
-    """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server).
+    """The shuffler: every report of every input, uniformly permuted into one batch (run it apart from the server),
+    signed with the shuffler's key that the protocol names.
 
     Streamed: the reports pass a chunk at a time into random buckets on disk, each then permuted in memory
     (Shuffler.shuffle_stream), so the inputs may be larger than memory."""
     from ..io import StagedFiles
-    from ..local import check_report_count, repeated_nonces, report_header
+    from ..local import (
+        ShufflerKey,
+        batch_signature,
+        check_report_count,
+        repeated_nonces,
+        report_header,
+        shuffler_signer,
+    )
     from ..local.nonces import NonceSpill
+    from ..local.signing import BatchDigest
     from ..shuffle import Shuffler
 
     protocol = _protocol(protocol_file)
     check_output(output)
+    try:
+        signer = shuffler_signer(protocol, None if key is None else ShufflerKey.load(key))
+    except ValueError as exc:
+        fail(str(exc))
     with interrupts_reported(), StagedFiles() as staged:
         try:
             files = _opened(protocol, inputs, shuffled=False)
@@ -178,14 +238,21 @@ def shuffle_reports(
                     if repeated:
                         raise repeated_nonces(repeated)
 
-                out.write(report_header(protocol, shuffled=True))
-                Shuffler().shuffle_stream(batches(), total, out.write, before_writing=no_repeats)
+                digest = BatchDigest()
+
+                def write(data) -> None:  # what is written is what is signed
+                    digest.update(data)
+                    out.write(data)
+
+                write(report_header(protocol, shuffled=True))
+                Shuffler().shuffle_stream(batches(), total, write, before_writing=no_repeats)
+                out.write(batch_signature(signer, digest))
         except ValueError as exc:
             fail(str(exc))
         except OSError as exc:
             fail(_io_failure(exc))
         staged.commit()
-    console.print(f"wrote {output}: {total:,} reports, shuffled")
+    console.print(f"wrote {output}: {total:,} reports, shuffled" + (", signed" if signer is not None else ""))
 
 
 @local_app.command("aggregate")

@@ -19,14 +19,15 @@ frequency oracles' hash families.
   states the central guarantee of the reports it actually received.
 
 **Report format** (all integers little-endian).  A batch of reports is a
-header -- the 4 bytes ``PCLR``, a format version byte (2), the 8-byte protocol
+header -- the 4 bytes ``PCLR``, a format version byte (3), the 8-byte protocol
 fingerprint (the first 8 bytes of the SHA-256 of the protocol's canonical
 JSON) -- followed by 27-byte records: the query answered (uint16), the hash
 function (uint16; 0 for randomized response), the frequency oracle's output
 (uint32), for vector queries the coordinate (uint16) and bit (int8; 0
 otherwise), and the device's 16-byte nonce (random).  One device's report is
 40 bytes; a batch of n reports is 13 + 27 n bytes.  A batch for another
-protocol is refused.
+protocol is refused.  The shuffler's output starts with ``PCLS`` instead and
+ends with its 64-byte signature (``local.signing``): 13 + 27 n + 64 bytes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from ..session import open_session
 from .nonces import Nonces, NonceSpill
 from .oracle import DEFAULT_BUCKET_SHARE, REPORT, LocalRound, Tally, user_shares
 from .secure import SecureRandom
+from .signing import SIGNATURE_BYTES, UNSIGNED, BatchDigest, ShufflerKey, check_public_key, verify_batch
 
 __all__ = [
     "Protocol",
@@ -68,14 +70,18 @@ __all__ = [
     "check_report_count",
     "repeated_nonces",
     "report_header",
+    "shuffler_signer",
+    "batch_signature",
+    "ShufflerKey",
     "served_batches",
     "ReportFile",
     "WeakerGuaranteeError",
 ]
 
-MAGIC, FORMAT = b"PCLR", 2
-# The shuffler's output starts with a magic of its own: a shuffle protocol's guarantee is the shuffled reports', so
-# its server takes only batches that passed the shuffler (a device's batch is linkable to its device)
+MAGIC, FORMAT = b"PCLR", 3
+# The shuffler's output starts with a magic of its own and ends with the shuffler's signature: a shuffle protocol's
+# guarantee is the shuffled reports', so its server takes only batches that passed the shuffler (a device's batch is
+# linkable to its device), and only the signature says a batch did (local.signing)
 SHUFFLED_MAGIC = b"PCLS"
 HEADER_BYTES = len(MAGIC) + 1 + 8
 
@@ -86,7 +92,8 @@ class Protocol:
 
     ``epsilon`` is each report's local guarantee; ``users`` the number of users the round is sized for
     (public: every device sends one report); ``seed`` the public randomness.  A shuffle deployment states
-    its central guarantee in ``shuffle`` (epsilon, delta) -- see :meth:`for_shuffle`."""
+    its central guarantee in ``shuffle`` (epsilon, delta) -- see :meth:`for_shuffle` -- and its server takes a
+    shuffled batch only signed by the shuffler whose public key it names in ``shuffler_key`` (``local.signing``)."""
 
     n_clusters: int
     n_features: int
@@ -97,6 +104,7 @@ class Protocol:
     algorithm_params: dict | None = None
     shuffle: tuple[float, float] | None = None
     bucket_share: float = DEFAULT_BUCKET_SHARE
+    shuffler_key: str | None = None
 
     def __post_init__(self):
         make_domain(self.bounds, self.n_features)  # refuses bounds that do not fit the features
@@ -104,6 +112,10 @@ class Protocol:
             raise ValueError(f"epsilon must be positive and finite, got {self.epsilon!r}")
         if not (isinstance(self.users, int) and self.users >= 2):
             raise ValueError(f"users must be an integer of at least 2, got {self.users!r}")
+        if self.shuffler_key is not None:
+            if self.shuffle is None:
+                raise ValueError("only a shuffle protocol names a shuffler's key: a local protocol needs no shuffler")
+            check_public_key(self.shuffler_key)
 
     @classmethod
     def for_shuffle(cls, epsilon: float, delta: float, users: int, **public) -> "Protocol":
@@ -283,12 +295,41 @@ def check_report_count(protocol: "Protocol", total: int) -> None:
 
 def report_header(protocol: Protocol, shuffled: bool = False) -> bytes:
     """What a batch of ``protocol``'s reports starts with (the records follow): a device's batch, or (``shuffled``)
-    the shuffler's output."""
+    the shuffler's output (whose signature ends it: :func:`batch_signature`)."""
     return (SHUFFLED_MAGIC if shuffled else MAGIC) + bytes([FORMAT]) + protocol.fingerprint
 
 
-def encode_reports(protocol: Protocol, records: np.ndarray, shuffled: bool = False) -> bytes:
-    return report_header(protocol, shuffled) + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+def shuffler_signer(protocol: Protocol, key: ShufflerKey | None) -> ShufflerKey | None:
+    """The key a shuffler of ``protocol`` signs with: the one the protocol names (refused if ``key`` is another, or
+    missing); none for a local protocol, whose shuffled batches need no mark."""
+    if protocol.shuffler_key is None:
+        return None
+    if key is None:
+        raise ValueError(
+            "this shuffle protocol names its shuffler's key: give that key (privclust local shuffle --key FILE) so "
+            "that the server can tell its output from reports that were never shuffled"
+        )
+    if key.public_hex != protocol.shuffler_key:
+        raise ValueError("this key is not the shuffler's key the protocol names: nothing was shuffled")
+    return key
+
+
+def batch_signature(key: ShufflerKey | None, digest: BatchDigest) -> bytes:
+    """A shuffled batch's last bytes: ``key``'s signature of ``digest`` (header and records), or zeros unsigned."""
+    return UNSIGNED if key is None else key.sign(digest)
+
+
+def encode_reports(
+    protocol: Protocol, records: np.ndarray, shuffled: bool = False, key: ShufflerKey | None = None
+) -> bytes:
+    """A batch of ``records``: a device's, or (``shuffled``) the shuffler's output, signed with ``key`` when the
+    protocol names a shuffler's key (:func:`shuffler_signer`)."""
+    body = report_header(protocol, shuffled) + np.ascontiguousarray(records, dtype=REPORT).tobytes()
+    if not shuffled:
+        return body
+    digest = BatchDigest()
+    digest.update(body)
+    return body + batch_signature(shuffler_signer(protocol, key), digest)
 
 
 def served_batches(protocol: Protocol) -> bool | None:
@@ -299,9 +340,10 @@ def served_batches(protocol: Protocol) -> bool | None:
 
 
 def _check_header(protocol: Protocol, head: bytes, body_bytes: int, shuffled: bool | None = None) -> int:
-    """The number of reports of a batch starting with ``head`` and holding ``body_bytes`` after its header,
-    refused unless it was made for ``protocol`` and holds a whole number of reports; ``shuffled``: True to take
-    only the shuffler's output, False only devices' batches, None either."""
+    """The number of reports of a batch starting with ``head`` and holding ``body_bytes`` after its header (a
+    shuffled batch's signature included), refused unless it was made for ``protocol`` and holds a whole number of
+    reports; ``shuffled``: True to take only the shuffler's output, False only devices' batches, None either.
+    A shuffle protocol's server can verify a shuffled batch only with the key the protocol names: refused without."""
     if len(head) < HEADER_BYTES or head[:4] not in (MAGIC, SHUFFLED_MAGIC):
         raise ValueError("not a batch of privclust local reports (bad header)")
     if shuffled and head[:4] != SHUFFLED_MAGIC:
@@ -316,16 +358,30 @@ def _check_header(protocol: Protocol, head: bytes, body_bytes: int, shuffled: bo
         raise ValueError(f"report format {head[4]} is not supported (this privclust reads format {FORMAT})")
     if head[5:HEADER_BYTES] != protocol.fingerprint:
         raise ValueError("these reports were made for another protocol (fingerprint mismatch): refused")
-    if body_bytes % REPORT.itemsize:
+    if head[:4] == SHUFFLED_MAGIC:
+        if protocol.shuffle is not None and protocol.shuffler_key is None:
+            raise ValueError(
+                "this shuffle protocol names no shuffler's key, so its server cannot tell the shuffler's output from "
+                "reports that were never shuffled: make a key (privclust local shuffler-key) and a protocol that "
+                "names it (privclust local init --shuffle --shuffler-key FILE); nothing was tallied"
+            )
+        body_bytes -= SIGNATURE_BYTES
+    if body_bytes < 0 or body_bytes % REPORT.itemsize:
         raise ValueError("the batch of reports is truncated (its length is not a whole number of reports)")
     return body_bytes // REPORT.itemsize
 
 
 def decode_reports(protocol: Protocol, data: bytes, shuffled: bool | None = None) -> np.ndarray:
     """The records of a batch of reports, refused unless they were made for ``protocol`` (and, with ``shuffled``,
-    unless they are -- True -- or are not -- False -- the shuffler's output)."""
-    _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES, shuffled)
-    return np.frombuffer(data[HEADER_BYTES:], dtype=REPORT)
+    unless they are -- True -- or are not -- False -- the shuffler's output; a shuffle protocol's shuffled batch
+    unless it carries the signature of the shuffler the protocol names)."""
+    reports = _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES, shuffled)
+    end = HEADER_BYTES + reports * REPORT.itemsize
+    if data[:4] == SHUFFLED_MAGIC and protocol.shuffle is not None:
+        digest = BatchDigest()
+        digest.update(memoryview(data)[:end])
+        verify_batch(protocol.shuffler_key, digest, bytes(data[end:]))
+    return np.frombuffer(data, dtype=REPORT, count=reports, offset=HEADER_BYTES)
 
 
 REPORTS_CHUNK = 2**20  # reports read from a file at a time (27 MiB)
@@ -338,11 +394,14 @@ class ReportFile:
 
     path: Path
     reports: int  # how many it holds (public: one per user)
+    signed: bool = False  # the shuffler's output: a signature follows the records
+    verify_with: str | None = None  # the shuffler's public key it must be signed with (a shuffle protocol's)
 
     @classmethod
     def open(cls, protocol: Protocol, path: str | Path, shuffled: bool | None = None) -> "ReportFile":
         """The file at ``path``, refused (before any report is read) unless it is a whole batch for ``protocol``
-        (and, with ``shuffled``, of the kind it names: :func:`decode_reports`)."""
+        (and, with ``shuffled``, of the kind it names: :func:`decode_reports`).  The signature of a shuffle
+        protocol's shuffled batch is verified as :meth:`chunks` reads it, before the last chunk's read ends."""
         path = Path(path)
         try:
             with open(path, "rb") as batch:
@@ -350,26 +409,39 @@ class ReportFile:
         except OSError as exc:
             raise ValueError(f"cannot read the reports {path}: {exc.strerror or exc}") from None
         try:
-            return cls(path, _check_header(protocol, head, size - HEADER_BYTES, shuffled))
+            reports = _check_header(protocol, head, size - HEADER_BYTES, shuffled)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
+        signed = head[:4] == SHUFFLED_MAGIC
+        return cls(path, reports, signed, protocol.shuffler_key if signed and protocol.shuffle is not None else None)
 
     def chunks(self, reports: int | None = None) -> Iterator[np.ndarray]:
         """The file's records, ``reports`` (default :data:`REPORTS_CHUNK`) at a time; refused if the file no
-        longer holds what :meth:`open` found."""
+        longer holds what :meth:`open` found, or (a shuffle protocol's shuffled batch) if its signature is not the
+        shuffler's -- after the last records, so a consumer that commits only a whole stream
+        (``Aggregator.add_stream``) takes none of them."""
         reports = REPORTS_CHUNK if reports is None else int(reports)
+        changed = f"{self.path} changed while it was read: run again on a file nobody is writing"
+        digest = BatchDigest()
         with open(self.path, "rb") as batch:
-            batch.seek(HEADER_BYTES)
+            digest.update(batch.read(HEADER_BYTES))
             left = self.reports
             while left:
                 data = batch.read(min(left, reports) * REPORT.itemsize)
                 if not data or len(data) % REPORT.itemsize:
-                    raise ValueError(f"{self.path} changed while it was read: run again on a file nobody is writing")
+                    raise ValueError(changed)
+                digest.update(data)
                 records = np.frombuffer(data, dtype=REPORT)
                 left -= len(records)
                 yield records
-            if batch.read(1):
-                raise ValueError(f"{self.path} changed while it was read: run again on a file nobody is writing")
+            signature = batch.read(SIGNATURE_BYTES) if self.signed else b""
+            if len(signature) != (SIGNATURE_BYTES if self.signed else 0) or batch.read(1):
+                raise ValueError(changed)
+            if self.verify_with is not None:
+                try:
+                    verify_batch(self.verify_with, digest, signature)
+                except ValueError as exc:
+                    raise ValueError(f"{self.path}: {exc}") from None
 
 
 class Randomizer:

@@ -35,14 +35,15 @@ class Shuffler:
     def shuffle(self, reports: np.ndarray) -> np.ndarray:
         return np.asarray(reports)[self._random().permutation(len(reports))]
 
-    def shuffle_batch(self, protocol, batch: bytes) -> bytes:
+    def shuffle_batch(self, protocol, batch: bytes, key=None) -> bytes:
         """The shuffler's output for the devices' ``batch`` (bytes, as ``Randomizer.reports`` makes them): its
-        reports permuted, in a batch marked as shuffled -- the only batch a shuffle protocol's server takes as
-        bytes (``Aggregator.add``).  A batch already shuffled, or made for another protocol, is refused."""
+        reports permuted, in a batch marked as shuffled and signed with ``key`` (a ``local.ShufflerKey``, the one a
+        shuffle protocol names) -- the only batch a shuffle protocol's server takes as bytes (``Aggregator.add``).
+        A batch already shuffled, or made for another protocol, is refused."""
         from ..local.protocol import decode_reports, encode_reports
 
         records = decode_reports(protocol, batch, shuffled=False)
-        return encode_reports(protocol, self.shuffle(records), shuffled=True)
+        return encode_reports(protocol, self.shuffle(records), shuffled=True, key=key)
 
     def shuffle_stream(
         self,
