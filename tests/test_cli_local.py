@@ -84,7 +84,7 @@ def test_a_duplicated_batch_is_refused_by_the_shuffler_and_the_server(tmp_path):
     assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "s.bin").exists()
     assert run("shuffle", tmp_path / "a.bin", "-p", protocol, "-o", tmp_path / "s.bin", "--key", key).exit_code == 0
     out = run("aggregate", tmp_path / "s.bin", tmp_path / "s.bin", "-p", protocol, "-o", tmp_path / "c.csv")
-    assert out.exit_code == 2 and "repeat a nonce" in out.output and not (tmp_path / "c.csv").exists()
+    assert out.exit_code == 2 and "one shuffled batch a release" in out.output and not (tmp_path / "c.csv").exists()
     assert "Traceback" not in out.output
 
 
@@ -161,7 +161,7 @@ def test_a_shuffle_protocols_server_takes_only_batches_its_shuffler_signed(tmp_p
     assert (
         run("shuffle", tmp_path / "d.bin", "-p", protocol_file, "-o", tmp_path / "s.bin", "--key", key).exit_code == 0
     )
-    records = decode_reports(protocol, (tmp_path / "d.bin").read_bytes())
+    records = decode_reports(protocol, (tmp_path / "d.bin").read_bytes(), shuffled=False)
     signed = (tmp_path / "s.bin").read_bytes()
     relabelled = encode_reports(protocol, records, shuffled=False).replace(b"PCLR", b"PCLS", 1) + bytes(64)
     tampered = bytearray(signed)
@@ -172,3 +172,33 @@ def test_a_shuffle_protocols_server_takes_only_batches_its_shuffler_signed(tmp_p
         assert out.exit_code == 2 and "signature of the shuffler" in out.output, (name, out.output)
         assert not (tmp_path / "c.csv").exists() and "Traceback" not in out.output
     assert run("aggregate", tmp_path / "s.bin", "-p", protocol_file, "-o", tmp_path / "c.csv").exit_code == 0
+
+
+def test_the_shufflers_key_is_made_once_named_by_its_public_half_and_served_one_batch(tmp_path):
+    key, public = _shuffler(tmp_path)
+    out = run("shuffler-key", "-o", key)  # a protocol may name it: never replaced
+    assert out.exit_code == 2 and "exists" in out.output and key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY")
+    out = run("shuffler-key", "-o", tmp_path / "other.pub")
+    assert out.exit_code == 2 and "public key's name" in out.output and not (tmp_path / "other.pub").exists()
+    protocol = tmp_path / "protocol.json"
+    args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 4000, "--shuffle", "-o", protocol)
+    out = run("init", *args, "--shuffler-key", key)  # the private half by mistake: refused, never printed
+    assert out.exit_code == 2 and "PRIVATE key" in out.output and "BEGIN" not in out.output
+    assert not protocol.exists()
+    assert run("init", *args, "--shuffler-key", public.read_text().strip().upper()).exit_code == 0  # hex, any case
+    np.save(tmp_path / "points.npy", blobs(2000))
+    for part in "ab":
+        assert run("report", tmp_path / "points.npy", "-p", protocol, "-o", tmp_path / f"{part}.bin").exit_code == 0
+        out = run("shuffle", tmp_path / f"{part}.bin", "-p", protocol, "-o", tmp_path / f"s{part}.bin", "--key", key)
+        assert out.exit_code == 0, out.output
+    # each batch shuffled alone hides its reports among its own 2,000, not the 4,000 the guarantee counts
+    out = run("aggregate", tmp_path / "sa.bin", tmp_path / "sb.bin", "-p", protocol, "-o", tmp_path / "c.csv")
+    assert out.exit_code == 2 and "one shuffled batch a release" in out.output and not (tmp_path / "c.csv").exists()
+    both = ("shuffle", tmp_path / "a.bin", tmp_path / "b.bin", "-p", protocol, "-o", tmp_path / "s.bin", "--key", key)
+    assert run(*both).exit_code == 0
+    assert run("aggregate", tmp_path / "s.bin", "-p", protocol, "-o", tmp_path / "c.csv").exit_code == 0
+    local = tmp_path / "local.json"
+    assert run("init", *args[:-3], "-o", local).exit_code == 0
+    assert run("report", tmp_path / "points.npy", "-p", local, "-o", tmp_path / "l.bin").exit_code == 0
+    out = run("shuffle", tmp_path / "l.bin", "-p", local, "-o", tmp_path / "ls.bin", "--key", key)
+    assert out.exit_code == 2 and "local protocol names no shuffler's key" in out.output

@@ -456,3 +456,68 @@ def test_a_protocol_with_restarts_is_refused_before_any_report():
         Randomizer(protocol)
     with pytest.raises(ValueError, match="drop 'restarts'"):
         Aggregator(protocol)
+
+
+def test_a_weak_shuffler_key_is_refused_for_signatures_anyone_can_make():
+    """Ed25519's points of small order (and non-canonical encodings of two of them): against each, the trivial
+    signature (R the identity, S = 0) verifies for some message without any private key -- shown here -- so a
+    protocol naming one would vouch for nothing.  Each is refused, with its sign bit set too."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from privclust.local.signing import _SMALL_ORDER
+
+    trivial = bytes([1]) + bytes(63)
+    public = dict(n_clusters=2, n_features=2, bounds=[-1, 1], seed=1)
+    for encoding in _SMALL_ORDER:
+        for sign in (0, 0x80):
+            weak = bytes([*encoding[:31], encoding[31] | sign])
+            with pytest.raises(ValueError, match="weak Ed25519 key"):
+                Protocol.for_shuffle(1.0, 1e-6, 1000, shuffler_key=weak.hex(), **public)
+            if int.from_bytes(encoding, "little") < 2**255 - 19:  # canonical: the library takes it as a key
+                key = Ed25519PublicKey.from_public_bytes(weak)
+                forged = 0
+                for i in range(64):
+                    try:
+                        key.verify(trivial, b"batch %d" % i)
+                        forged += 1
+                    except Exception:
+                        pass
+                assert forged > 0, weak.hex()
+    honest = ShufflerKey.generate().public_hex
+    assert Protocol.for_shuffle(1.0, 1e-6, 1000, shuffler_key=honest, **public).shuffler_key == honest
+    for spelling in (honest.upper(), honest[:-2], honest + "00"):  # one spelling: the shuffler compares keys as text
+        with pytest.raises(ValueError, match="64 lowercase hex digits"):
+            Protocol.for_shuffle(1.0, 1e-6, 1000, shuffler_key=spelling, **public)
+
+
+def test_a_shuffle_protocols_server_takes_one_signed_batch_whole_and_read_as_it_was_checked(tmp_path):
+    """Reports amplify only among those shuffled together: a second shuffled batch is refused.  A file read as
+    either kind is read as a shuffle protocol's server reads it (a device's batch refused), and a file replaced
+    between its check and its reading -- by a batch the same key signed for another protocol -- is refused."""
+    from privclust.local import ONE_SHUFFLED_BATCH, ReportFile
+
+    key = ShufflerKey.generate()
+    public = dict(n_clusters=2, n_features=2, bounds=[-1, 1], seed=4, shuffler_key=key.public_hex)
+    protocol = Protocol.for_shuffle(1.0, 1e-6, 4000, **public)
+    X, _ = blobs(2000)
+    devices = Randomizer(protocol, np.random.default_rng(0))
+    first, second = (Shuffler().shuffle_batch(protocol, devices.reports(X), key) for _ in range(2))
+    aggregator = Aggregator(protocol)
+    aggregator.add(memoryview(first))  # a batch however it is held
+    with pytest.raises(ValueError, match="one shuffled batch a release"):
+        aggregator.add(second)
+    assert aggregator.received == 2000 and "one shuffled batch" in ONE_SHUFFLED_BATCH
+    (tmp_path / "devices.bin").write_bytes(devices.reports(X))
+    with pytest.raises(ValueError, match="did not pass the shuffler"):
+        ReportFile.open(protocol, tmp_path / "devices.bin")
+    other = Protocol.for_shuffle(1.0, 2e-6, 4000, **public)
+    (tmp_path / "s.bin").write_bytes(first)
+    opened = ReportFile.open(protocol, tmp_path / "s.bin")
+    (tmp_path / "s.bin").write_bytes(Shuffler().shuffle_batch(other, Randomizer(other).reports(X), key))
+    fresh = Aggregator(protocol)
+    with pytest.raises(ValueError, match="changed while it was read"):
+        fresh.add_stream(opened.chunks())
+    assert fresh.received == 0
+    unkeyed = Protocol.for_shuffle(1.0, 1e-6, 4000, **{**public, "shuffler_key": None})
+    with pytest.raises(ValueError, match="names no shuffler's key, so no server"):  # refused before it shuffles
+        Shuffler().shuffle_batch(unkeyed, Randomizer(unkeyed).reports(X[:5]), key)

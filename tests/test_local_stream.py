@@ -217,26 +217,27 @@ def deployed(tmp_path, monkeypatch):
 
 
 def _inputs(folder, command, names="ab"):
-    """The shuffler takes the devices' batches (and its key); a shuffle protocol's server the shuffler's output
+    """The shuffler takes the devices' batches (and its key); a shuffle protocol's server the shuffler's one output
     (``served``)."""
     if command == "shuffle":
         return [*(folder / f"{n}.bin" for n in names), "--key", folder / "shuffler.key"]
-    return [folder / f"served-{n}.bin" for n in names]
+    return [folder / f"served-{names}.bin"]
 
 
-def _served(folder, protocol):
-    """Each device batch of ``folder`` as the shuffler's output (marked shuffled, signed), for the server's commands."""
+def _served(folder, protocol, names="ab"):
+    """The device batches of ``folder`` as the shuffler's one output (in their order, marked shuffled and signed),
+    for the server's commands."""
     key = ShufflerKey.load(folder / "shuffler.key")
-    for name in "ab":
-        records = decode_reports(protocol, (folder / f"{name}.bin").read_bytes(), shuffled=False)
-        (folder / f"served-{name}.bin").write_bytes(encode_reports(protocol, records, shuffled=True, key=key))
+    records = [decode_reports(protocol, (folder / f"{name}.bin").read_bytes(), shuffled=False) for name in names]
+    served = encode_reports(protocol, np.concatenate(records), shuffled=True, key=key)
+    (folder / f"served-{names}.bin").write_bytes(served)
 
 
 def test_cli_shuffle_streams_a_permutation_of_every_report(deployed):
     folder, protocol, scratch = deployed
     out = run("shuffle", *_inputs(folder, "shuffle"), "-p", folder / "protocol.json", "-o", folder / "s.bin")
     assert out.exit_code == 0, out.output
-    given = np.concatenate([decode_reports(protocol, (folder / f"{n}.bin").read_bytes()) for n in "ab"])
+    given = np.concatenate([decode_reports(protocol, (folder / f"{n}.bin").read_bytes(), False) for n in "ab"])
     shuffled = decode_reports(protocol, (folder / "s.bin").read_bytes())
     assert sorted(shuffled.tobytes()[i : i + 27] for i in range(0, 800 * 27, 27)) == sorted(
         given.tobytes()[i : i + 27] for i in range(0, 800 * 27, 27)
@@ -247,8 +248,8 @@ def test_cli_shuffle_streams_a_permutation_of_every_report(deployed):
 
 def test_cli_refuses_a_report_replayed_in_the_last_chunk(deployed):
     folder, protocol, scratch = deployed
-    records = decode_reports(protocol, (folder / "b.bin").read_bytes()).copy()
-    records[-1] = decode_reports(protocol, (folder / "a.bin").read_bytes())[0]
+    records = decode_reports(protocol, (folder / "b.bin").read_bytes(), shuffled=False).copy()
+    records[-1] = decode_reports(protocol, (folder / "a.bin").read_bytes(), shuffled=False)[0]
     (folder / "b.bin").write_bytes(encode_reports(protocol, records))
     _served(folder, protocol)
     for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
@@ -322,7 +323,7 @@ def test_a_full_disk_fails_cleanly(deployed, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(NonceSpill, "stage", full)
-    _served(folder, protocol)
+    _served(folder, protocol, "a")
     for command, output in (("shuffle", "s.bin"), ("aggregate", "c.csv")):
         out = run(command, *_inputs(folder, command, "a"), "-p", folder / "protocol.json", "-o", folder / output)
         said = " ".join(out.output.split())  # the console wraps long lines

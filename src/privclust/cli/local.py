@@ -51,6 +51,11 @@ def shuffler_key(
     public = output.with_name(output.name + ".pub")
     check_output(output)
     check_output(public)
+    if output.suffix == ".pub":
+        fail(f"{output} would hold the private key under a public key's name: choose another --output")
+    for path in (output, public):
+        if path.exists():  # a protocol may name the key: replacing it would leave that protocol no shuffler
+            fail(f"{path} exists: a shuffle protocol may name its key; move it away first, or choose another --output")
     key = ShufflerKey.generate()
     with StagedFiles() as staged:  # both or neither
         staged.reserve(output, private=True).write_bytes(key.private_pem())  # mode 0600 before the key is in it
@@ -60,14 +65,20 @@ def shuffler_key(
 
 
 def _public_key(given: str) -> str:
-    """A shuffler's public key given as its .pub file or as 64 hex digits."""
+    """A shuffler's public key given as its .pub file or as 64 hex digits (spelt in lowercase, as protocols state
+    it); a private key given by mistake is refused without being repeated."""
     path = Path(given)
     if path.is_file():
         try:
-            return path.read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"cannot read the shuffler's public key {path}: {exc}")
-    return given.strip()
+            given = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            fail(f"--shuffler-key {path}: cannot read it as the shuffler's public key (the .pub file)")
+    if "PRIVATE KEY" in given:
+        fail(
+            "--shuffler-key names the shuffler's PRIVATE key: give its public half (the .pub file beside it); keep "
+            "the private key with the shuffler only"
+        )
+    return given.strip().lower()
 
 
 @local_app.command("init")
@@ -273,13 +284,15 @@ def aggregate(
     Streamed: the reports are tallied a chunk at a time and their nonces checked on disk
     (Aggregator.add_stream), so the inputs may be larger than memory."""
     from ..io import write_points
-    from ..local import Aggregator, served_batches
+    from ..local import ONE_SHUFFLED_BATCH, Aggregator, served_batches
 
     protocol = _protocol(protocol_file)
     check_output(output)
     with interrupts_reported(), Aggregator(protocol) as aggregator:  # its nonce files freed when done
         try:
             files = _opened(protocol, inputs, served_batches(protocol))
+            if protocol.shuffle is not None and len(files) > 1:
+                raise ValueError(ONE_SHUFFLED_BATCH)
             stream = (records for f in files for records in f.chunks())
             aggregator.add_stream(stream, expected=sum(f.reports for f in files))
             result = aggregator.release(accept_weaker=accept_weaker)

@@ -36,6 +36,7 @@ import copy
 import hashlib
 import json
 import math
+import mmap
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
@@ -70,6 +71,7 @@ __all__ = [
     "check_report_count",
     "repeated_nonces",
     "report_header",
+    "ONE_SHUFFLED_BATCH",
     "shuffler_signer",
     "batch_signature",
     "ShufflerKey",
@@ -300,10 +302,18 @@ def report_header(protocol: Protocol, shuffled: bool = False) -> bytes:
 
 
 def shuffler_signer(protocol: Protocol, key: ShufflerKey | None) -> ShufflerKey | None:
-    """The key a shuffler of ``protocol`` signs with: the one the protocol names (refused if ``key`` is another, or
-    missing); none for a local protocol, whose shuffled batches need no mark."""
-    if protocol.shuffler_key is None:
+    """The key a shuffler of ``protocol`` signs with: the one a shuffle protocol names (refused if ``key`` is another
+    or missing, or if the protocol names none); none for a local protocol, whose shuffled batches need no mark."""
+    if protocol.shuffle is None:
+        if key is not None:
+            raise ValueError("a local protocol names no shuffler's key: its shuffled output is not signed (drop --key)")
         return None
+    if protocol.shuffler_key is None:
+        raise ValueError(
+            "this shuffle protocol names no shuffler's key, so no server would take its shuffled output: make a key "
+            "(privclust local shuffler-key) and a protocol that names it (privclust local init --shuffle "
+            "--shuffler-key FILE)"
+        )
     if key is None:
         raise ValueError(
             "this shuffle protocol names its shuffler's key: give that key (privclust local shuffle --key FILE) so "
@@ -332,6 +342,15 @@ def encode_reports(
     return body + batch_signature(shuffler_signer(protocol, key), digest)
 
 
+# Amplification is by the reports shuffled together: two batches each shuffled alone (or 2,000 of one report) hide
+# each report among its own batch only, so a shuffle protocol's server takes the shuffler's one output a release
+ONE_SHUFFLED_BATCH = (
+    "a shuffle protocol's server takes one shuffled batch a release: reports shuffled in separate batches hide only "
+    "among their own batch, not among all the users the guarantee counts; give the shuffler every device's reports "
+    "at once (privclust local shuffle takes many files) and the server its one output"
+)
+
+
 def served_batches(protocol: Protocol) -> bool | None:
     """What the server of ``protocol`` takes: only the shuffler's output (True) for a shuffle protocol -- whose
     guarantee holds only for reports that passed it --, any batch (None) for a local one (each report is
@@ -343,7 +362,10 @@ def _check_header(protocol: Protocol, head: bytes, body_bytes: int, shuffled: bo
     """The number of reports of a batch starting with ``head`` and holding ``body_bytes`` after its header (a
     shuffled batch's signature included), refused unless it was made for ``protocol`` and holds a whole number of
     reports; ``shuffled``: True to take only the shuffler's output, False only devices' batches, None either.
-    A shuffle protocol's server can verify a shuffled batch only with the key the protocol names: refused without."""
+    A shuffle protocol's server can verify a shuffled batch only with the key the protocol names: refused without.
+    Read as either kind (None), a shuffle protocol's batch is read as its server reads it: only the shuffler's."""
+    if shuffled is None:
+        shuffled = served_batches(protocol)
     if len(head) < HEADER_BYTES or head[:4] not in (MAGIC, SHUFFLED_MAGIC):
         raise ValueError("not a batch of privclust local reports (bad header)")
     if shuffled and head[:4] != SHUFFLED_MAGIC:
@@ -394,6 +416,7 @@ class ReportFile:
 
     path: Path
     reports: int  # how many it holds (public: one per user)
+    header: bytes = b""  # as open found it: chunks reads the same or refuses
     signed: bool = False  # the shuffler's output: a signature follows the records
     verify_with: str | None = None  # the shuffler's public key it must be signed with (a shuffle protocol's)
 
@@ -413,7 +436,8 @@ class ReportFile:
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
         signed = head[:4] == SHUFFLED_MAGIC
-        return cls(path, reports, signed, protocol.shuffler_key if signed and protocol.shuffle is not None else None)
+        verify_with = protocol.shuffler_key if signed and protocol.shuffle is not None else None
+        return cls(path, reports, head, signed, verify_with)
 
     def chunks(self, reports: int | None = None) -> Iterator[np.ndarray]:
         """The file's records, ``reports`` (default :data:`REPORTS_CHUNK`) at a time; refused if the file no
@@ -424,7 +448,10 @@ class ReportFile:
         changed = f"{self.path} changed while it was read: run again on a file nobody is writing"
         digest = BatchDigest()
         with open(self.path, "rb") as batch:
-            digest.update(batch.read(HEADER_BYTES))
+            header = batch.read(HEADER_BYTES)
+            if header != self.header:  # another batch put in its place since open checked it
+                raise ValueError(changed)
+            digest.update(header)
             left = self.reports
             while left:
                 data = batch.read(min(left, reports) * REPORT.itemsize)
@@ -552,7 +579,10 @@ class Aggregator:
         reports past the protocol's users, repeats a nonce, or holds a forged field is refused whole (the
         tallies stay as they were)."""
         self._open()
-        if isinstance(batch, (bytes, bytearray)):  # a shuffle protocol's server takes the shuffler's output only
+        if isinstance(batch, (bytes, bytearray, memoryview, mmap.mmap)):  # a batch (its header first)
+            if self.protocol.shuffle is not None and self.received:
+                raise ValueError(ONE_SHUFFLED_BATCH)
+            # a shuffle protocol's server takes the shuffler's output only
             records = decode_reports(self.protocol, batch, served_batches(self.protocol))
         else:  # records: the caller vouches for where they came from
             records = batch

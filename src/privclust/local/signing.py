@@ -25,6 +25,23 @@ from pathlib import Path
 __all__ = ["ShufflerKey", "BatchDigest", "SIGNATURE_BYTES", "UNSIGNED", "verify_batch"]
 
 SIGNATURE_BYTES = 64  # an Ed25519 signature
+# The encodings of Ed25519's eight points of small order, the sign bit cleared (as libsodium's blocklist): against
+# such a "public key" a signature anyone can write verifies (R the identity, S = 0: for every message when the key
+# is the identity, for one in eight or fewer otherwise), so no one need hold it.  y = p and p + 1 are the
+# non-canonical encodings of 0 and 1.
+_SMALL_ORDER = frozenset(
+    bytes.fromhex(encoding)
+    for encoding in (
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    )
+)
+_FIELD = 2**255 - 19
 UNSIGNED = bytes(SIGNATURE_BYTES)  # a local protocol's shuffled batch: nothing to vouch for
 _TAG = b"privclust shuffled reports, format 3\0"
 
@@ -93,16 +110,26 @@ class ShufflerKey:
 
 
 def check_public_key(public_hex: str) -> None:
-    """Refuse a protocol's ``shuffler_key`` that is not an Ed25519 public key in hex."""
+    """Refuse a protocol's ``shuffler_key`` unless it is an Ed25519 public key as 64 lowercase hex digits (one
+    spelling: the shuffler compares keys as the protocol states them) whose point is not of small order and is
+    encoded canonically -- a key whose signatures someone must hold the private half to make.  The value refused
+    is never repeated (it may be a private key given by mistake)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
-    except (ValueError, TypeError):
+    shape = "an Ed25519 public key as 64 lowercase hex digits (the .pub file privclust local shuffler-key writes)"
+    if not isinstance(public_hex, str) or len(public_hex) != 64 or public_hex.strip("0123456789abcdef"):
+        raise ValueError(f"shuffler_key must be {shape}")
+    raw = bytes.fromhex(public_hex)
+    point = bytes([*raw[:31], raw[31] & 0x7F])
+    if point in _SMALL_ORDER or int.from_bytes(point, "little") >= _FIELD:
         raise ValueError(
-            f"shuffler_key must be an Ed25519 public key as 64 hex digits (privclust local shuffler-key prints it), "
-            f"got {public_hex!r}"
-        ) from None
+            "shuffler_key is a weak Ed25519 key (a point of small order, or a non-canonical encoding): signatures "
+            "for it can be made without any private key; make a key with privclust local shuffler-key"
+        )
+    try:
+        Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        raise ValueError(f"shuffler_key must be {shape}") from None
 
 
 def verify_batch(public_hex: str, digest: BatchDigest, signature: bytes) -> None:
