@@ -73,7 +73,7 @@ def test_reports_of_another_protocol_and_bad_paths_fail_cleanly_and_write_nothin
     assert "Traceback" not in out.output
 
 
-def test_a_duplicated_batch_is_refused_by_the_shuffler_and_the_server(tmp_path):
+def test_a_duplicated_batch_is_refused_by_the_shuffler_and_by_the_server_as_a_second_batch(tmp_path):
     protocol = tmp_path / "protocol.json"
     key, public = _shuffler(tmp_path)
     args = ("-k", 2, "--features", 2, "--bounds", "-1,1", "-e", 1, "--users", 5000, "--shuffle", "-o", protocol)

@@ -483,6 +483,9 @@ def test_a_weak_shuffler_key_is_refused_for_signatures_anyone_can_make():
                     except Exception:
                         pass
                 assert forged > 0, weak.hex()
+    non_canonical = (2**255 - 19 + 5).to_bytes(32, "little").hex()  # y = p + 5: the point y = 5, spelt a second way
+    with pytest.raises(ValueError, match="weak Ed25519 key"):
+        Protocol.for_shuffle(1.0, 1e-6, 1000, shuffler_key=non_canonical, **public)
     honest = ShufflerKey.generate().public_hex
     assert Protocol.for_shuffle(1.0, 1e-6, 1000, shuffler_key=honest, **public).shuffler_key == honest
     for spelling in (honest.upper(), honest[:-2], honest + "00"):  # one spelling: the shuffler compares keys as text
@@ -506,7 +509,20 @@ def test_a_shuffle_protocols_server_takes_one_signed_batch_whole_and_read_as_it_
     aggregator.add(memoryview(first))  # a batch however it is held
     with pytest.raises(ValueError, match="one shuffled batch a release"):
         aggregator.add(second)
-    assert aggregator.received == 2000 and "one shuffled batch" in ONE_SHUFFLED_BATCH
+    assert aggregator.received == 2000
+    # the same rule for streams, whatever came first, and for an empty batch: batches are counted, not reports
+    (tmp_path / "second.bin").write_bytes(second)
+    with pytest.raises(ValueError, match=ONE_SHUFFLED_BATCH[:40]):
+        aggregator.add_stream(ReportFile.open(protocol, tmp_path / "second.bin").chunks())
+    streams = Aggregator(protocol)
+    streams.add_stream(ReportFile.open(protocol, tmp_path / "second.bin").chunks())
+    with pytest.raises(ValueError, match="one shuffled batch a release"):
+        streams.add_stream(ReportFile.open(protocol, tmp_path / "second.bin").chunks())
+    empty = Aggregator(protocol)
+    empty.add(Shuffler().shuffle_batch(protocol, devices.reports(np.zeros((0, 2))), key))
+    with pytest.raises(ValueError, match="one shuffled batch a release"):
+        empty.add(first)
+    assert empty.received == 0 and streams.received == 2000
     (tmp_path / "devices.bin").write_bytes(devices.reports(X))
     with pytest.raises(ValueError, match="did not pass the shuffler"):
         ReportFile.open(protocol, tmp_path / "devices.bin")
@@ -521,3 +537,10 @@ def test_a_shuffle_protocols_server_takes_one_signed_batch_whole_and_read_as_it_
     unkeyed = Protocol.for_shuffle(1.0, 1e-6, 4000, **{**public, "shuffler_key": None})
     with pytest.raises(ValueError, match="names no shuffler's key, so no server"):  # refused before it shuffles
         Shuffler().shuffle_batch(unkeyed, Randomizer(unkeyed).reports(X[:5]), key)
+    # and its server, given a batch marked shuffled by hand, cannot tell it from a relabelled one: refused
+    records = decode_reports(unkeyed, Randomizer(unkeyed).reports(X[:5]), shuffled=False)
+    marked = encode_reports(unkeyed, records).replace(b"PCLR", b"PCLS", 1) + bytes(64)
+    (tmp_path / "marked.bin").write_bytes(marked)
+    for read in (lambda: Aggregator(unkeyed).add(marked), lambda: ReportFile.open(unkeyed, tmp_path / "marked.bin")):
+        with pytest.raises(ValueError, match="names no shuffler's key, so its server cannot tell"):
+            read()

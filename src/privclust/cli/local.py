@@ -68,16 +68,19 @@ def _public_key(given: str) -> str:
     """A shuffler's public key given as its .pub file or as 64 hex digits (spelt in lowercase, as protocols state
     it); a private key given by mistake is refused without being repeated."""
     path = Path(given)
-    if path.is_file():
+    named_file = path.is_file()
+    if named_file:
         try:
             given = path.read_text()
         except (OSError, UnicodeDecodeError):
-            fail(f"--shuffler-key {path}: cannot read it as the shuffler's public key (the .pub file)")
+            fail("--shuffler-key: cannot read that file as the shuffler's public key (the .pub file)")
     if "PRIVATE KEY" in given:
         fail(
             "--shuffler-key names the shuffler's PRIVATE key: give its public half (the .pub file beside it); keep "
             "the private key with the shuffler only"
         )
+    if not named_file and given.strip("0123456789abcdefABCDEF \n"):
+        fail("--shuffler-key names no file and is not hex digits: give the .pub file or the 64 hex digits it holds")
     return given.strip().lower()
 
 

@@ -12,7 +12,8 @@ frequency oracles' hash families.
   randomness (the OS CSPRNG, ``local.secure``).  Nothing about the point leaves except the report,
   which is epsilon-LDP (``local.oracle``).
 * :class:`Aggregator` (the server): takes reports in any order and in any
-  batches (they are tallied into additive tables), and releases the centers:
+  batches (they are tallied into additive tables) -- a shuffle protocol's
+  server the shuffler's one signed output --, and releases the centers:
   the same greedy, its one release answered from the tallies.  It refuses a
   batch that would take the reports past the protocol's ``users`` or that
   repeats a nonce (a report or batch counted twice), and a shuffle protocol
@@ -306,7 +307,9 @@ def shuffler_signer(protocol: Protocol, key: ShufflerKey | None) -> ShufflerKey 
     or missing, or if the protocol names none); none for a local protocol, whose shuffled batches need no mark."""
     if protocol.shuffle is None:
         if key is not None:
-            raise ValueError("a local protocol names no shuffler's key: its shuffled output is not signed (drop --key)")
+            raise ValueError(
+                "a local protocol names no shuffler's key: its shuffled output is not signed, so give no key (--key)"
+            )
         return None
     if protocol.shuffler_key is None:
         raise ValueError(
@@ -316,11 +319,14 @@ def shuffler_signer(protocol: Protocol, key: ShufflerKey | None) -> ShufflerKey 
         )
     if key is None:
         raise ValueError(
-            "this shuffle protocol names its shuffler's key: give that key (privclust local shuffle --key FILE) so "
-            "that the server can tell its output from reports that were never shuffled"
+            "this shuffle protocol names its shuffler's key: give that key (privclust local shuffle --key FILE, or "
+            "the key argument) so that the server can tell its output from reports that were never shuffled"
         )
     if key.public_hex != protocol.shuffler_key:
-        raise ValueError("this key is not the shuffler's key the protocol names: nothing was shuffled")
+        raise ValueError(
+            "this key is not the shuffler's key the protocol names: give the key whose .pub file the protocol was "
+            "made with (privclust local init --shuffler-key); nothing was shuffled"
+        )
     return key
 
 
@@ -397,6 +403,8 @@ def decode_reports(protocol: Protocol, data: bytes, shuffled: bool | None = None
     """The records of a batch of reports, refused unless they were made for ``protocol`` (and, with ``shuffled``,
     unless they are -- True -- or are not -- False -- the shuffler's output; a shuffle protocol's shuffled batch
     unless it carries the signature of the shuffler the protocol names)."""
+    if not isinstance(data, bytes):  # one copy, checked and decoded: a mapping rewritten between the two is not read
+        data = bytes(data)
     reports = _check_header(protocol, data[:HEADER_BYTES], len(data) - HEADER_BYTES, shuffled)
     end = HEADER_BYTES + reports * REPORT.itemsize
     if data[:4] == SHUFFLED_MAGIC and protocol.shuffle is not None:
@@ -416,9 +424,10 @@ class ReportFile:
 
     path: Path
     reports: int  # how many it holds (public: one per user)
-    header: bytes = b""  # as open found it: chunks reads the same or refuses
-    signed: bool = False  # the shuffler's output: a signature follows the records
-    verify_with: str | None = None  # the shuffler's public key it must be signed with (a shuffle protocol's)
+    # made by open only:
+    header: bytes  # as open found it: chunks reads the same or refuses
+    signed: bool  # the shuffler's output: a signature follows the records
+    verify_with: str | None  # the shuffler's public key it must be signed with (a shuffle protocol's)
 
     @classmethod
     def open(cls, protocol: Protocol, path: str | Path, shuffled: bool | None = None) -> "ReportFile":
@@ -442,8 +451,8 @@ class ReportFile:
     def chunks(self, reports: int | None = None) -> Iterator[np.ndarray]:
         """The file's records, ``reports`` (default :data:`REPORTS_CHUNK`) at a time; refused if the file no
         longer holds what :meth:`open` found, or (a shuffle protocol's shuffled batch) if its signature is not the
-        shuffler's -- after the last records, so a consumer that commits only a whole stream
-        (``Aggregator.add_stream``) takes none of them."""
+        shuffler's.  The signature is checked after the last records are yielded: only a consumer that commits
+        a whole stream, ``Aggregator.add_stream``, is safe -- never tally the chunks one by one."""
         reports = REPORTS_CHUNK if reports is None else int(reports)
         changed = f"{self.path} changed while it was read: run again on a file nobody is writing"
         digest = BatchDigest()
@@ -538,7 +547,8 @@ class LocalResult:
 
 
 class Aggregator:
-    """The server's side: reports in (any order, any batches), centers out.
+    """The server's side: reports in (any order, any batches; for a shuffle protocol one batch, the shuffler's signed
+    output: ONE_SHUFFLED_BATCH), centers out.
 
     The nonces of streamed reports are kept in temporary files (:class:`NonceSpill`) until :meth:`close`
     (or the end of a ``with`` block) frees them; a closed aggregator takes no more reports (it could no
@@ -550,6 +560,7 @@ class Aggregator:
         self.round, self.domain = self._design.round, self._design.domain
         self.tallies: list[Tally] | None = None
         self.received = 0
+        self._batches = 0  # batches taken (a shuffle protocol's server takes one: ONE_SHUFFLED_BATCH)
         self._nonces = Nonces()  # the nonces of the batches given to add
         self._spill: NonceSpill | None = None  # those of the streams given to add_stream, on disk
         self._closed = False
@@ -575,13 +586,13 @@ class Aggregator:
             )
 
     def add(self, batch) -> int:
-        """Tally a batch of reports (bytes, or records); returns how many it held.  A batch that would take the
+        """Tally a batch of reports (bytes-like: bytes, bytearray, memoryview, mmap; or records, taken on the caller's
+        word); returns how many it held.  A batch that would take the
         reports past the protocol's users, repeats a nonce, or holds a forged field is refused whole (the
         tallies stay as they were)."""
         self._open()
+        self._one_batch_of_a_shuffle()
         if isinstance(batch, (bytes, bytearray, memoryview, mmap.mmap)):  # a batch (its header first)
-            if self.protocol.shuffle is not None and self.received:
-                raise ValueError(ONE_SHUFFLED_BATCH)
             # a shuffle protocol's server takes the shuffler's output only
             records = decode_reports(self.protocol, batch, served_batches(self.protocol))
         else:  # records: the caller vouches for where they came from
@@ -592,7 +603,13 @@ class Aggregator:
         self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
         self._nonces.add(records["nonce"])
         self.received += len(records)
+        self._batches += 1
         return len(records)
+
+    def _one_batch_of_a_shuffle(self) -> None:
+        """Refuse a second batch (of any kind, even empty) for a shuffle protocol: ONE_SHUFFLED_BATCH."""
+        if self.protocol.shuffle is not None and self._batches:
+            raise ValueError(ONE_SHUFFLED_BATCH)
 
     def add_stream(self, batches: Iterable, expected: int | None = None, scratch=None) -> int:
         """Tally a stream of batches (record arrays, e.g. :meth:`ReportFile.chunks`) as one batch that need not
@@ -602,9 +619,13 @@ class Aggregator:
         and counted against the users as it passes, and its nonces are staged in a :class:`NonceSpill` on
         disk; once the stream has passed they are checked for repeats, among themselves and against every
         nonce received before, one part at a time.  Any refusal refuses the whole stream: the tallies, the
-        count and the nonces stay as they were.  ``expected`` (public: the files' lengths say it): the
+        count and the nonces stay as they were -- so a shuffled file's signature, which :meth:`ReportFile.chunks`
+        checks after its last records, refuses the stream whole.  The records are taken on the caller's word
+        (read a file with :meth:`ReportFile.open` as the server does, ``shuffled`` left out); a shuffle protocol's
+        server takes one stream or batch a release.  ``expected`` (public: the files' lengths say it): the
         stream's count, checked against the users before any report is read."""
         self._open()
+        self._one_batch_of_a_shuffle()
         if expected is not None:
             check_report_count(self.protocol, self.received + expected)
         if self._spill is None:
@@ -629,6 +650,7 @@ class Aggregator:
         if tallies is not None:
             self.tallies = tallies if self.tallies is None else [a.merge(b) for a, b in zip(self.tallies, tallies)]
         self.received += count
+        self._batches += 1
         return count
 
     def release(self, accountant: PrivacyAccountant | None = None, accept_weaker: bool = False) -> LocalResult:

@@ -2,14 +2,14 @@
 
 A shuffle protocol's guarantee is amplification by shuffling, and it holds only
 for reports that passed the shuffler: a device's batch is linkable to its
-device.  The shuffler's output was told apart by its header alone, which anyone
--- a device, or the server's own operator -- could write on reports that were
-never shuffled.  Now the shuffler holds an Ed25519 key (``privclust local
+device.  A header saying "shuffled" is a claim anyone -- a device, or the
+server's own operator -- could write on reports that were never shuffled, so
+the claim is signed: the shuffler holds an Ed25519 key (``privclust local
 shuffler-key``) whose public half the protocol names (``shuffler_key``, part of
-its fingerprint), and signs what it writes: a shuffled batch ends with the
-signature of the SHA-256 of its header and records (under a tag naming what is
-signed).  The server verifies it with the key the protocol names before it
-releases anything; a batch without a valid signature is refused whole.
+its fingerprint), and a shuffled batch ends with the signature of
+SHA-256(``_TAG`` || header || records).  The server verifies it with the key the
+protocol names before it releases anything; a batch without a valid signature
+is refused whole.
 
 The hash is taken as the batch streams past, so a batch larger than memory is
 signed and verified in one pass.  A local protocol (no shuffle) needs no mark:
@@ -43,7 +43,7 @@ _SMALL_ORDER = frozenset(
 )
 _FIELD = 2**255 - 19
 UNSIGNED = bytes(SIGNATURE_BYTES)  # a local protocol's shuffled batch: nothing to vouch for
-_TAG = b"privclust shuffled reports, format 3\0"
+_TAG = b"privclust shuffled reports, format 3\0"  # the report format (protocol.FORMAT) whose batches are signed
 
 
 class BatchDigest:
