@@ -190,6 +190,35 @@ def test_the_cli_runs_the_same_job_on_spark(spark, tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
 
 
+def test_the_cli_reads_a_parquet_file_on_spark_by_the_workers_and_fits_as_in_memory(spark, tmp_path):
+    """What the CLI reads from a Parquet file is a plain scan, so the workers read it (docs/spark.md), and the job is
+    the in-memory job."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from privclust.cli import app
+    from privclust.io import read_spark_frame
+
+    rng = np.random.default_rng(8)
+    truth = np.array([[-0.6, -0.6], [0.6, 0.6], [-0.6, 0.6]])
+    X = np.clip(truth[rng.integers(0, 3, 2000)] + rng.normal(0, 0.05, (2000, 2)), -1, 1)
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1]}), tmp_path / "rows.parquet", row_group_size=300)
+    assert parquet_read_by_workers(read_spark_frame(tmp_path / "rows.parquet", spark)) is not None
+    np.save(tmp_path / "rows.npy", X)
+    common = ["--bounds=-1,1", "-k", "3", "--seed", "5", "--public-n", "2000", "--json"]
+    local = CliRunner().invoke(app, ["fit", str(tmp_path / "rows.npy"), "-o", str(tmp_path / "local.csv"), *common])
+    on_spark = CliRunner().invoke(
+        app, ["fit", str(tmp_path / "rows.parquet"), "--engine", "spark", "-o", str(tmp_path / "spark.csv"), *common]
+    )
+    assert local.exit_code == 0 and on_spark.exit_code == 0, on_spark.output
+    a, b = (np.loadtxt(tmp_path / f"{name}.csv", delimiter=",", skiprows=1) for name in ("local", "spark"))
+    assert np.allclose(a, b, atol=1e-6)
+    assert json.loads(on_spark.output)["release"]["privacy_spent"]["epsilon"] == pytest.approx(1.0)
+
+
 def test_subsampled_fits_a_poisson_sample_that_stays_in_spark(spark):
     from privclust import Subsampled
 
