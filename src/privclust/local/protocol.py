@@ -410,7 +410,7 @@ def decode_reports(protocol: Protocol, data: bytes, shuffled: bool | None = None
     if data[:4] == SHUFFLED_MAGIC and protocol.shuffle is not None:
         digest = BatchDigest()
         digest.update(memoryview(data)[:end])
-        verify_batch(protocol.shuffler_key, digest, bytes(data[end:]))
+        verify_batch(protocol.shuffler_key, digest, data[end:])
     return np.frombuffer(data, dtype=REPORT, count=reports, offset=HEADER_BYTES)
 
 

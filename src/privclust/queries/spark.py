@@ -125,8 +125,9 @@ def spark_session(master: str = "local[*]", driver_memory: str = "4g"):
 class _SparkChunk(RowChunk):
     __slots__ = ("finite",)
 
-    def __init__(self, raw: np.ndarray, transform):
-        self.finite = bool(np.all(np.isfinite(raw)))
+    def __init__(self, raw: np.ndarray, transform, checked: bool = False):
+        """``checked``: the block's values were checked finite already (or it was emptied: ``_noting_missing``)."""
+        self.finite = checked or bool(np.all(np.isfinite(raw)))
         super().__init__(transform(raw) if self.finite else raw)
 
 
@@ -382,10 +383,11 @@ class SparkRows(Rows):
         self._transform(np.zeros((0, self.n_features)))
         if self._raw is not None:  # the rows the histograms counted (at user level the same kept rows), mapped;
             # checked when they were cached: this pass only fills the new cache
-            rdd = self._raw.map(partial(_SparkChunk, transform=self._transform))
+            rdd = self._raw.map(partial(_SparkChunk, transform=self._transform, checked=True))
             self._rdd = self._cached(rdd, lambda chunk: True)
         else:
-            rdd = self._raw_blocks().map(partial(_SparkChunk, transform=self._transform))
+            blocks = self._raw_blocks()  # rows reread from their files are checked as each pass reads them
+            rdd = blocks.map(partial(_SparkChunk, transform=self._transform, checked=self._rereadable))
             self._rdd = self._cached(rdd, lambda chunk: chunk.finite)
         if self._raw is not None:
             self._raw.unpersist()
